@@ -1,0 +1,90 @@
+"""The one exception hierarchy of ptxbridge.
+
+Every error a user can hit derives from :class:`PtxBridgeError`; each
+subclass carries the facts a person needs to act (file and offset, kernel and
+argument, tool log, driver code).  Messages read "subject: rule (got ...)".
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PtxBridgeError",
+    "FormatError",
+    "SignatureSyntaxError",
+    "AbiMismatchError",
+    "ArgumentError",
+    "LinkError",
+    "ToolchainError",
+    "CompileError",
+    "CudaError",
+    "EmulatorError",
+    "UnsupportedInstructionError",
+    "MemoryAccessError",
+]
+
+
+class PtxBridgeError(Exception):
+    """Base of every error ptxbridge raises on purpose."""
+
+
+class FormatError(PtxBridgeError, ValueError):
+    """A code object (PTX, ELF, fatbin, .oxart, manifest) is malformed.
+
+    ``source`` names the file (or ``"<bytes>"``) and ``where`` the byte offset
+    or line, so the message says exactly where reading stopped.
+    """
+
+    def __init__(self, message: str, *, source: str = "<bytes>", where: str | None = None):
+        self.source = source
+        self.where = where
+        self.reason = message
+        location = f"{source}:{where}" if where is not None else source
+        super().__init__(f"{location}: {message}")
+
+
+class SignatureSyntaxError(FormatError):
+    """Signature text that does not follow the documented syntax."""
+
+
+class AbiMismatchError(PtxBridgeError):
+    """A signature's lowering disagrees with what the code object declares."""
+
+
+class ArgumentError(PtxBridgeError, TypeError):
+    """A launch argument does not fit its parameter; names kernel and argument."""
+
+
+class ToolchainError(PtxBridgeError, RuntimeError):
+    """A compiler or library is missing; the message says what to install."""
+
+
+class CompileError(PtxBridgeError, RuntimeError):
+    """A frontend compiler rejected its input; ``log`` holds its output."""
+
+    def __init__(self, message: str, *, log: str = ""):
+        self.log = log
+        super().__init__(f"{message}\n{log}".rstrip())
+
+
+class LinkError(CompileError):
+    """nvJitLink failed, or cross-artifact symbols disagree; ``log`` holds the linker log."""
+
+
+class CudaError(PtxBridgeError, RuntimeError):
+    """A CUDA driver call failed; ``code`` is the CUresult name."""
+
+    def __init__(self, message: str, *, code: str = ""):
+        self.code = code
+        super().__init__(message)
+
+
+class EmulatorError(PtxBridgeError, RuntimeError):
+    """The CPU PTX interpreter cannot run a kernel."""
+
+
+class UnsupportedInstructionError(EmulatorError):
+    """An instruction the emulator does not implement; raised at module load."""
+
+
+class MemoryAccessError(EmulatorError):
+    """A load or store outside every buffer the caller passed."""

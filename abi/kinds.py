@@ -1,0 +1,183 @@
+"""Parameter kinds: what a kernel parameter is, in the terms its author wrote.
+
+Each kind is a frozen dataclass.  How a kind becomes PTX parameters depends on
+the calling convention and is computed in one place, :mod:`ptxbridge.abi.lowering`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from .dtypes import DType
+
+__all__ = [
+    "Scalar",
+    "Pointer",
+    "Slice",
+    "DisjointSlice",
+    "NumbaArray",
+    "TileArray",
+    "TileList",
+    "TileTensor",
+    "StructField",
+    "Struct",
+    "Opaque",
+    "Tuple",
+    "Constant",
+    "ParamType",
+    "INDEX_WIDTHS",
+]
+
+INDEX_WIDTHS = ("i32", "u32", "i64")
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A number passed by value (``f32``, ``i64``, ``bool``...)."""
+
+    dtype: DType
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """A raw device pointer (``*const T``, ``*mut T``, ``T*``); ``pointee`` None is ``void*``."""
+
+    pointee: ParamType | None
+    mutable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """A Rust slice ``&[T]`` / ``&mut [T]``: a pointer, then a u64 length in elements."""
+
+    dtype: DType
+    mutable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DisjointSlice:
+    """cuda-oxide ``DisjointSlice<T>``: pointer, u64 length; ``rows_2d`` adds a u32 row width."""
+
+    dtype: DType
+    rows_2d: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NumbaArray:
+    """A numba-cuda array: meminfo, parent, nitems, itemsize, data, shape[n], strides[n] (bytes)."""
+
+    dtype: DType
+    ndim: int
+    layout: Literal["C", "F", "A"] = "A"
+
+    def __post_init__(self) -> None:
+        if self.ndim < 0:
+            raise ValueError(f"NumbaArray.ndim must be >= 0 (got {self.ndim})")
+        if self.layout not in ("C", "F", "A"):
+            raise ValueError(f"NumbaArray.layout must be 'C', 'F' or 'A' (got {self.layout!r})")
+
+
+@dataclass(frozen=True, slots=True)
+class TileArray:
+    """A cuTile array: pointer, ndim shapes, ndim strides (elements), with its promises.
+
+    The promises are compiled into the kernel and not checked by it, so the
+    caller checks them: per axis ``shape_divisible_by`` / ``stride_divisible_by``
+    (1 = no promise), ``static_shape`` / ``static_stride`` (None = dynamic),
+    ``stride_lower_bound``, ``base_align`` in bytes, and the alias facts.
+    """
+
+    dtype: DType
+    ndim: int
+    index: Literal["i32", "u32", "i64"] = "i32"
+    shape_divisible_by: tuple[int, ...] = ()
+    stride_divisible_by: tuple[int, ...] = ()
+    static_shape: tuple[int | None, ...] = ()
+    static_stride: tuple[int | None, ...] = ()
+    stride_lower_bound: tuple[int | None, ...] = ()
+    base_align: int = 1
+    alias_groups: int = 0  # bit mask of alias groups; 0 = no-alias promise absent
+    may_alias_internally: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ndim < 0:
+            raise ValueError(f"TileArray.ndim must be >= 0 (got {self.ndim})")
+        if self.index not in INDEX_WIDTHS:
+            raise ValueError(f"TileArray.index must be one of {INDEX_WIDTHS} (got {self.index!r})")
+        for name in ("shape_divisible_by", "stride_divisible_by", "static_shape",
+                     "static_stride", "stride_lower_bound"):
+            value = getattr(self, name)
+            if value and len(value) != self.ndim:
+                raise ValueError(
+                    f"TileArray.{name} needs one entry per axis ({self.ndim}) (got {len(value)})")
+
+    def axis_promise(self, name: str, axis: int, default: int | None) -> int | None:
+        """The promise ``name`` on ``axis``, or ``default`` when none was made."""
+        value = getattr(self, name)
+        return value[axis] if value else default
+
+
+@dataclass(frozen=True, slots=True)
+class TileList:
+    """A cuTile list of arrays: u64 pointer to int64 words per element, then a u32 count."""
+
+    element: TileArray
+
+
+@dataclass(frozen=True, slots=True)
+class TileTensor:
+    """A cutile-rs ``&Tensor<T, S>`` (``partition=False``) or ``&mut Tensor`` / partition.
+
+    Lowers to pointer, rank i32 dims, rank i32 strides; a partition adds rank
+    i32 partition dims and rank i32 partition strides.
+    """
+
+    dtype: DType
+    rank: int
+    partition: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StructField:
+    name: str
+    type: ParamType
+
+
+@dataclass(frozen=True, slots=True)
+class Struct:
+    """A ``#[repr(C)]`` struct (C ``struct``) passed by value; fields may nest."""
+
+    name: str
+    fields: tuple[StructField, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Opaque:
+    """An aggregate ptxbridge knows only by size and alignment; size 0 is a ZST."""
+
+    size: int
+    align: int = 1
+
+    def __post_init__(self) -> None:
+        if self.size < 0 or self.align < 1 or self.align & (self.align - 1):
+            raise ValueError(
+                f"Opaque needs size >= 0 and a power-of-two align (got size={self.size}, align={self.align})")
+
+
+@dataclass(frozen=True, slots=True)
+class Tuple:
+    """A tuple; numba and cuTile flatten it, Rust passes it as one aggregate."""
+
+    items: tuple[ParamType, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A cuTile compile-time constant: part of the signature, no PTX parameter."""
+
+    value: bool | int | float
+
+
+ParamType = Union[Scalar, Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileList,
+                  TileTensor, Struct, Opaque, Tuple, Constant]

@@ -1,0 +1,31 @@
+"""ptxbridge: mix GPU kernels across languages.
+
+Frontends (``ptxbridge.rust``, ``.oxide``, ``.numba``, ``.tile``, ``.nvrtc``)
+turn sources into :class:`Artifact` objects; :func:`link` joins artifacts into
+an :class:`Image`; ``Image.load(device)`` returns a module whose kernels take
+DLPack tensors.
+"""
+
+from ptxbridge.abi import (
+    AbiMismatchError,
+    ArgumentError,
+    CompileError,
+    Convention,
+    CudaError,
+    EmulatorError,
+    FormatError,
+    LinkError,
+    PtxBridgeError,
+    Signature,
+    ToolchainError,
+)
+
+from .artifact import Artifact, CodeKind, Provenance
+from .image import Image
+
+__all__ = [
+    "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
+    "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "Provenance",
+    "PtxBridgeError", "Signature", "ToolchainError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,41 @@
+"""A linked image: one device code object plus every kernel's signature."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ptxbridge.abi.signature import Signature
+
+if TYPE_CHECKING:
+    from ptxbridge.module import Module
+
+__all__ = ["Image"]
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """What ``ptxbridge.link`` returns.
+
+    ``cubin`` is the linked machine code for ``arch`` (None when only the CPU
+    loader will run it); ``ptx`` keeps the PTX text of every PTX input so the
+    CPU loader can interpret the same program.  ``kernels`` and
+    ``device_functions`` map names to signatures (launch metadata included).
+    """
+
+    cubin: bytes | None
+    arch: str | None
+    kernels: Mapping[str, Signature] = field(default_factory=dict)
+    device_functions: Mapping[str, Signature] = field(default_factory=dict)
+    ptx: tuple[bytes, ...] = ()
+    log: str = ""
+
+    def load(self, device: Any = None) -> Module:
+        """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
+
+        ``None`` picks the first GPU, or the CPU loader when there is none
+        (``PTXBRIDGE_DEVICE`` overrides).
+        """
+        from ptxbridge.loaders import load_image
+
+        return load_image(self, device)
