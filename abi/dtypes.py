@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DType", "DTYPES", "dtype", "from_dlpack", "from_numpy"]
+__all__ = ["DTYPES", "DType", "dtype", "from_dlpack", "from_numpy"]
 
 KDL_INT = 0
 KDL_UINT = 1

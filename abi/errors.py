@@ -8,18 +8,18 @@ argument, tool log, driver code).  Messages read "subject: rule (got ...)".
 from __future__ import annotations
 
 __all__ = [
-    "PtxBridgeError",
-    "FormatError",
-    "SignatureSyntaxError",
     "AbiMismatchError",
     "ArgumentError",
-    "LinkError",
-    "ToolchainError",
     "CompileError",
     "CudaError",
     "EmulatorError",
-    "UnsupportedInstructionError",
+    "FormatError",
+    "LinkError",
     "MemoryAccessError",
+    "PtxBridgeError",
+    "SignatureSyntaxError",
+    "ToolchainError",
+    "UnsupportedInstructionError",
 ]
 
 

@@ -7,26 +7,26 @@ the calling convention and is computed in one place, :mod:`ptxbridge.abi.lowerin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from .dtypes import DType
 
 __all__ = [
-    "Scalar",
-    "Pointer",
-    "Slice",
+    "INDEX_WIDTHS",
+    "Constant",
     "DisjointSlice",
     "NumbaArray",
+    "Opaque",
+    "ParamType",
+    "Pointer",
+    "Scalar",
+    "Slice",
+    "Struct",
+    "StructField",
     "TileArray",
     "TileList",
     "TileTensor",
-    "StructField",
-    "Struct",
-    "Opaque",
     "Tuple",
-    "Constant",
-    "ParamType",
-    "INDEX_WIDTHS",
 ]
 
 INDEX_WIDTHS = ("i32", "u32", "i64")
@@ -120,9 +120,15 @@ class TileArray:
 
 @dataclass(frozen=True, slots=True)
 class TileList:
-    """A cuTile list of arrays: u64 pointer to int64 words per element, then a u32 count."""
+    """A cuTile list of arrays: u64 pointer to int64 words per element, then a u32 count.
+
+    ``alias_groups`` (bit mask, as in :class:`TileArray`) and ``elements_may_alias``
+    are the promises about the list's own storage and its elements.
+    """
 
     element: TileArray
+    alias_groups: int = 0
+    elements_may_alias: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,5 +185,5 @@ class Constant:
     value: bool | int | float
 
 
-ParamType = Union[Scalar, Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileList,
-                  TileTensor, Struct, Opaque, Tuple, Constant]
+ParamType = (Scalar | Pointer | Slice | DisjointSlice | NumbaArray | TileArray | TileList
+             | TileTensor | Struct | Opaque | Tuple | Constant)

@@ -8,16 +8,17 @@ largest alignment (the driver rejects a rounded size, FRONTENDS.md 7).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .lowering import FlatParam, lower_params
 
 if TYPE_CHECKING:
     from .signature import Signature
 
-__all__ = ["LaidParam", "Layout", "Packer", "layout_of", "PACK_CODES"]
+__all__ = ["PACK_CODES", "LaidParam", "Layout", "Packer", "layout_of"]
 
 # struct module codes for the non-aggregate PTX types; aggregates pack as bytes.
 PACK_CODES = {
@@ -77,7 +78,7 @@ class Packer:
     scalars given as bytes) take ``bytes`` of exactly their size.
     """
 
-    __slots__ = ("layout", "_struct", "size")
+    __slots__ = ("_struct", "layout", "size")
 
     def __init__(self, layout: Layout):
         self.layout = layout

@@ -46,7 +46,7 @@ from .kinds import (
 )
 from .signature import Convention, Param
 
-__all__ = ["FlatParam", "lower_param", "lower_params", "memory_layout", "field_offsets"]
+__all__ = ["FlatParam", "field_offsets", "lower_param", "lower_params", "memory_layout"]
 
 _FLATTENING = (Convention.NUMBA, Convention.CUTILE)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from .kinds import ParamType
@@ -11,10 +11,10 @@ from .kinds import ParamType
 if TYPE_CHECKING:
     from .layout import Layout
 
-__all__ = ["Convention", "Param", "LaunchMeta", "Signature"]
+__all__ = ["Convention", "LaunchMeta", "Param", "Signature"]
 
 
-class Convention(str, Enum):
+class Convention(StrEnum):
     """How a frontend lowers parameters to PTX (see FRONTENDS.md and ``abi.lowering``).
 
     ``c``: CUDA C++ (NVRTC/nvcc) and plain rustc ``extern "ptx-kernel"`` /

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from ptxbridge.abi.signature import Signature
 
-__all__ = ["CodeKind", "Provenance", "Artifact"]
+__all__ = ["Artifact", "CodeKind", "Provenance"]
 
 
-class CodeKind(str, Enum):
+class CodeKind(StrEnum):
     PTX = "ptx"
     LTOIR = "ltoir"
     NVVM = "nvvm"

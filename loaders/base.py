@@ -8,10 +8,11 @@ side knows which loader it talks to.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
-__all__ = ["Buffer", "Backend", "DLPACK_CPU", "DLPACK_CUDA"]
+__all__ = ["DLPACK_CPU", "DLPACK_CUDA", "Backend", "Buffer"]
 
 DLPACK_CPU = 1  # DLDeviceType kDLCPU
 DLPACK_CUDA = 2  # DLDeviceType kDLCUDA
