@@ -1,0 +1,53 @@
+"""The main job: a Rust kernel and a numba kernel, linked into one image and called on the same arrays.
+
+Runs on the first GPU when there is one, otherwise on ptxbridge's CPU PTX
+interpreter, and says which it used.  Usage: ``python examples/quickstart.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from numba import cuda
+
+import ptxbridge
+import ptxbridge.numba
+import ptxbridge.rust
+
+HERE = Path(__file__).parent
+
+
+def square_inplace(y, n):
+    """numba-cuda kernel: y[i] = y[i] * y[i]."""
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = y[i] * y[i]
+
+
+def main() -> None:
+    n = 1 << 12
+    rust = ptxbridge.rust.compile(HERE / "kernels" / "scale.rs")
+    numba = ptxbridge.numba.compile(square_inplace, "void(float32[::1], int32)", name="square_inplace")
+    print(f"Rust kernel:  {rust.kernels['saxpy']}")
+    print(f"numba kernel: {numba.kernels['square_inplace']}")
+
+    module = ptxbridge.load([rust, numba])
+    print(f"loaded on: {module.device}")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    expected = (2.0 * x + y) ** 2
+
+    x_dev, y_dev = module.to_device(x), module.to_device(y)
+    grid, block = (n + 255) // 256, 256
+    module.saxpy(2.0, x_dev, y_dev, n, grid=grid, block=block)
+    module.square_inplace(y_dev, n, grid=grid, block=block)
+    result = module.to_host(y_dev)
+    np.testing.assert_allclose(result, expected, rtol=1e-5)
+    print(f"saxpy then square on {n} floats: matches NumPy (max |err| = "
+          f"{np.abs(result - expected).max():.2e})")
+
+
+if __name__ == "__main__":
+    main()
