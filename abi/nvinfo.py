@@ -1,0 +1,128 @@
+"""CUDA ELF ``.nv.info`` / ``.nv.compat`` attribute records and their numbers.
+
+A record is ``u8 format, u8 attribute`` then, for ``EIFMT_SVAL``, a ``u16``
+size and that many payload bytes; every other format carries one ``u16``
+value (``EIFMT_NVAL`` too: its value is padding), so records stay 4-byte
+aligned.  The attribute numbers come from the public reverse-engineered enum
+(the ``EIATTR_*`` order also printed by ``cuobjdump``) and each one used here
+is checked against ``cuobjdump -elf`` on CUDA 13.5 cubins in
+``tests/test_cubin.py``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ptxbridge.abi.errors import FormatError
+
+__all__ = [
+    "EiFormat", "EiAttr", "CompatAttr", "LANGUAGES", "NvInfoRecord", "KParam",
+    "read_nv_info", "read_kparam", "sval_words",
+]
+
+
+class EiFormat(IntEnum):
+    NVAL = 1
+    BVAL = 2
+    HVAL = 3
+    SVAL = 4
+
+
+class EiAttr(IntEnum):
+    """``EIATTR_*`` numbers ptxbridge reads (verified against ``cuobjdump -elf``)."""
+
+    MAX_THREADS = 0x05  # SVAL u32 x,y,z: PTX .maxntid / __launch_bounds__
+    PARAM_CBANK = 0x0A  # SVAL u32 constant-bank section symbol, u16 offset, u16 size
+    REQNTID = 0x10  # SVAL u32 x,y,z: PTX .reqntid
+    FRAME_SIZE = 0x11  # SVAL u32 symbol, u32 bytes (in .nv.info)
+    MIN_STACK_SIZE = 0x12  # SVAL u32 symbol, u32 bytes (in .nv.info)
+    KPARAM_INFO = 0x17  # SVAL 12 bytes, see KParam
+    CBANK_PARAM_SIZE = 0x19  # HVAL: total parameter bytes
+    MAX_STACK_SIZE = 0x23  # SVAL u32 symbol, u32 bytes (in .nv.info)
+    REGCOUNT = 0x2F  # SVAL u32 symbol, u32 registers (in .nv.info)
+    CTA_PER_CLUSTER = 0x3D  # SVAL u32 x,y,z: __cluster_dims__ / .reqnctapercluster
+    EXPLICIT_CLUSTER = 0x3E  # NVAL: .explicitcluster
+    MAX_CLUSTER_RANK = 0x3F  # SVAL u32: .maxclusterrank
+    LANGUAGE = 0x66  # SVAL u32: 3 PTX, 7 Tile IR (measured)
+
+
+class CompatAttr(IntEnum):
+    """``EICOMPAT_ATTR_*`` numbers in ``.nv.compat`` (verified against ``cuobjdump -elf``)."""
+
+    CUDA_ACCELERATOR_TARGET = 0x09  # BVAL 1 for sm_XXa code
+
+
+LANGUAGES = {3: "ptx", 7: "tileir"}
+
+
+@dataclass(frozen=True, slots=True)
+class NvInfoRecord:
+    """One attribute: ``value`` is the u16 for NVAL/BVAL/HVAL, the payload bytes for SVAL."""
+
+    offset: int
+    format: int
+    attr: int
+    value: int | bytes
+
+
+@dataclass(frozen=True, slots=True)
+class KParam:
+    """One ``EIATTR_KPARAM_INFO`` record: a kernel parameter as the machine code sees it.
+
+    The packed word at byte 8 holds, low to high: pointee log2 alignment (8
+    bits), space (4), constant bank (5), a cbank flag (1) and the size in
+    bytes (14 bits, from bit 18).
+    """
+
+    ordinal: int
+    offset: int
+    size: int
+    index: int = 0
+    log_alignment: int = 0
+    space: int = 0
+
+
+def read_nv_info(data: bytes, source: str, base: int) -> tuple[NvInfoRecord, ...]:
+    """Split an ``.nv.info*`` or ``.nv.compat`` section into records.
+
+    ``base`` is the section's file offset, used only for error locations.
+    """
+    records = []
+    pos = 0
+    while pos < len(data):
+        where = f"offset {base + pos:#x}"
+        if pos + 4 > len(data):
+            raise FormatError(f"nv.info record needs 4 bytes (got {len(data) - pos})",
+                              source=source, where=where)
+        fmt, attr, word = struct.unpack_from("<BBH", data, pos)
+        if fmt not in EiFormat._value2member_map_:
+            raise FormatError(f"nv.info record format must be 1..4 (got {fmt})", source=source, where=where)
+        if fmt == EiFormat.SVAL:
+            if pos + 4 + word > len(data):
+                raise FormatError(f"nv.info attribute {attr:#x}: payload of {word} bytes runs past the "
+                                  f"section end", source=source, where=where)
+            records.append(NvInfoRecord(base + pos, fmt, attr, data[pos + 4 : pos + 4 + word]))
+            pos += 4 + word
+        else:
+            records.append(NvInfoRecord(base + pos, fmt, attr, word))
+            pos += 4
+    return tuple(records)
+
+
+def sval_words(record: NvInfoRecord, count: int, source: str) -> tuple[int, ...]:
+    """The first ``count`` u32 words of an SVAL record, checked."""
+    payload = record.value
+    if not isinstance(payload, bytes) or len(payload) < 4 * count:
+        got = len(payload) if isinstance(payload, bytes) else "a u16 value"
+        raise FormatError(f"nv.info attribute {record.attr:#x}: needs {4 * count} payload bytes (got {got})",
+                          source=source, where=f"offset {record.offset:#x}")
+    return struct.unpack_from(f"<{count}I", payload, 0)
+
+
+def read_kparam(record: NvInfoRecord, source: str) -> KParam:
+    """Decode an ``EIATTR_KPARAM_INFO`` SVAL payload (12 bytes)."""
+    index, _ = sval_words(record, 2, source)
+    ordinal, offset, packed = struct.unpack_from("<HHI", record.value, 4)
+    return KParam(ordinal, offset, packed >> 18, index, packed & 0xFF, (packed >> 8) & 0xF)
