@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from .errors import FormatError
 
-__all__ = ["PtxFunction", "PtxGlobal", "PtxModule", "PtxParam", "read_ptx"]
+__all__ = ["PtxFunction", "PtxGlobal", "PtxModule", "PtxParam", "param_offsets", "read_ptx"]
 
 LINKAGES = ("visible", "extern", "weak", "common")
 VARIABLE_SPACES = ("global", "shared", "const", "local")
@@ -65,12 +65,23 @@ class PtxParam:
         return TYPE_SIZES[base] * _VECTORS.get(vector, 1)
 
 
+def param_offsets(params: tuple[PtxParam, ...]) -> tuple[int, ...]:
+    """Offsets of ``params`` packed in order, each at the next multiple of its alignment."""
+    offsets, end = [], 0
+    for param in params:
+        end = -(-end // param.param_align) * param.param_align
+        offsets.append(end)
+        end += param.nbytes
+    return tuple(offsets)
+
+
 @dataclass(frozen=True, slots=True)
 class PtxFunction:
     """An ``.entry`` (kernel) or ``.func`` (device function), defined or only declared.
 
     ``body`` is the text between the outer braces with comments blanked out,
-    ``None`` for a declaration; ``body_line`` is the 1-based line of its ``{``.
+    ``None`` for a declaration; ``body_line`` is the 1-based line of its ``{`` (of the
+    ``;`` ending a declaration).
     """
 
     name: str
@@ -87,13 +98,8 @@ class PtxFunction:
 
     @property
     def offsets(self) -> tuple[int, ...]:
-        """Byte offset of each parameter, each at the next multiple of its alignment."""
-        offsets, end = [], 0
-        for param in self.params:
-            end = -(-end // param.param_align) * param.param_align
-            offsets.append(end)
-            end += param.nbytes
-        return tuple(offsets)
+        """Byte offset of each parameter in the parameter buffer."""
+        return param_offsets(self.params)
 
     @property
     def size(self) -> int:
