@@ -1,0 +1,300 @@
+"""numba-cuda frontend: a Python function + a numba signature -> a typed PTX or LTO-IR artifact.
+
+numba-cuda compiles ahead of time with no GPU when the compute capability is
+given (FRONTENDS.md section 4).  Kernels use numba's own parameter lowering
+(convention ``numba``: arrays as meminfo, parent, nitems, itemsize, data,
+shape, strides in bytes; records by device pointer; tuples flattened).
+Device functions are exported with ``abi="c"`` so CUDA C++, Rust and other
+numba kernels can call them.  Foreign functions a kernel calls through
+``cuda.declare_device(name, sig, abi="c")`` appear in the PTX as ``.extern
+.func`` declarations and are recorded as the artifact's imports.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import metadata
+from types import FunctionType, ModuleType
+from typing import Any
+
+from ptxbridge import cache
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
+from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
+from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
+
+from ._numba_types import ptx_param_type, to_param_type
+from ._pyfingerprint import fingerprint, referenced_values
+from .artifact import Artifact, CodeKind, Provenance
+
+__all__ = ["compile", "default_arch", "arch_to_cc"]
+
+DEFAULT_ARCH = "sm_90"
+_OUTPUTS = ("ptx", "ltoir")
+_INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
+
+
+def default_arch() -> str:
+    """The first GPU's ``sm_XY`` when the driver reports one, else ``sm_90`` (no GPU needed)."""
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err == driver.CUresult.CUDA_SUCCESS:
+            attr = driver.CUdevice_attribute
+            err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0)
+            _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0)
+            if err == driver.CUresult.CUDA_SUCCESS:
+                return f"sm_{major}{minor}"
+    except Exception:  # no libcuda.so: a CPU-only machine
+        pass
+    return DEFAULT_ARCH
+
+
+def arch_to_cc(arch: str) -> tuple[int, int]:
+    """``"sm_90"`` -> ``(9, 0)``; numba-cuda takes plain compute capabilities only."""
+    digits = arch[3:] if isinstance(arch, str) and arch.startswith("sm_") else ""
+    if len(digits) < 2 or not digits.isdigit():
+        raise ArgumentError(f"numba: arch must look like 'sm_90' (got {arch!r})")
+    return int(digits[:-1]), int(digits[-1])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NumbaOptions:
+    """Code-generation options passed through to ``numba.cuda.compile``."""
+
+    fastmath: bool = False
+    opt: bool = True
+    lineinfo: bool = False
+    launch_bounds: int | tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        bounds = self.launch_bounds
+        items = (bounds,) if isinstance(bounds, int) else bounds or ()
+        if not isinstance(items, tuple) or len(items) > 3 or not all(
+                isinstance(i, int) and i > 0 for i in items):
+            raise ArgumentError(
+                f"numba: launch_bounds must be a positive int or a tuple of 1-3 of them (got {bounds!r})")
+
+    def as_flags(self) -> tuple[str, ...]:
+        """The options as text, for provenance and the cache key."""
+        return (f"fastmath={self.fastmath}", f"opt={self.opt}", f"lineinfo={self.lineinfo}",
+                f"launch_bounds={self.launch_bounds}")
+
+
+def compile(func: Callable, signature: Any, arch: str | None = None, output: str = "ptx",
+            device: bool = False, *, name: str | None = None, abi: str | None = None,
+            imports: Iterable[Any] = (), options: NumbaOptions | None = None) -> Artifact:
+    """Compile ``func`` with numba-cuda for ``signature`` (text or numba types) and ``arch``.
+
+    Parameters
+    ----------
+    func : the Python function (or a ``cuda.jit`` dispatcher; its ``py_func`` is used).
+    signature : a numba signature, e.g. ``"void(float32[::1], float32)"``; kernels return
+        void, device functions must name their return type.
+    arch : ``"sm_90"`` style; None uses the GPU's arch, or ``sm_90`` without a GPU.
+    output : ``"ptx"`` or ``"ltoir"`` (LTO-IR, for ``nvJitLink -lto`` across languages).
+    device : compile a device function (exported with the C ABI) instead of a kernel.
+    name : the plain entry/function name; defaults to ``func.__name__``.
+    abi : None or ``"c"`` for device functions (numba's own ABI is not callable from
+        other languages); kernels always use numba's kernel ABI.
+    imports : ``cuda.declare_device(...)`` results (or Signatures) of foreign functions the
+        kernel calls; those found in the function's globals need not be listed.
+    options : :class:`NumbaOptions`.
+
+    Returns an :class:`Artifact` whose signatures were checked against the PTX.
+    """
+    pyfunc = getattr(func, "py_func", func)
+    if not isinstance(pyfunc, FunctionType):
+        raise ArgumentError(f"numba.compile: func must be a Python function (got {type(func).__name__})")
+    if output not in _OUTPUTS:
+        raise ArgumentError(f"numba.compile: output must be one of {_OUTPUTS} (got {output!r})")
+    if abi not in (None, "c") or (abi == "c" and not device):
+        raise ArgumentError(
+            "numba.compile: abi must be None, or 'c' for a device function; numba kernels only "
+            f"have numba's kernel ABI and numba-ABI device functions are not callable from other "
+            f"languages (got abi={abi!r}, device={device})")
+    arch = arch or default_arch()
+    cc = arch_to_cc(arch)
+    options = options or NumbaOptions()
+    name = name or pyfunc.__name__
+    args, restype = _normalize(signature, name, device)
+    params = _params(pyfunc, args, name, device)
+    tools = _versions()
+    ptx_text = _compile_cached(pyfunc, args, restype, cc, "ptx", device, name, options, tools)
+    module = read_ptx(ptx_text, source=f"<numba {name}>")
+    code = ptx_text if output == "ptx" else _compile_cached(
+        pyfunc, args, restype, cc, "ltoir", device, name, options, tools)
+
+    if device:
+        returns = None if _is_void(restype) else to_param_type(restype, f"{name}: return type")
+        own = Signature(name, params, Convention.C, kind="device", returns=returns)
+        _check(own, module)
+        kernels, exports = {}, {name: own}
+    else:
+        entry = _function(module, name)
+        own = Signature(name, params, Convention.NUMBA, launch=_launch_meta(entry), kind="kernel")
+        _check(own, module)
+        kernels, exports = {name: own}, {}
+    provenance = Provenance("numba-cuda", tools, (f"output={output}", f"cc={cc[0]}.{cc[1]}",
+                                                     f"abi_name={name}") + options.as_flags(), arch)
+    return Artifact(code=code, kind=CodeKind.PTX if output == "ptx" else CodeKind.LTOIR, arch=arch,
+                    kernels=kernels, device_functions=exports,
+                    imports=_imports(module, pyfunc, imports), provenance=provenance, name=name)
+
+
+# --- signature handling ---------------------------------------------------------------
+
+
+def _normalize(signature: Any, name: str, device: bool) -> tuple[tuple[Any, ...], Any]:
+    """(argument types, return type) from numba signature text or types."""
+    sigutils, _ = _numba()
+    try:
+        args, restype = sigutils.normalize_signature(signature)
+    except Exception as exc:  # numba raises TypeError/NameError/SyntaxError for bad text
+        raise ArgumentError(f"{name}: not a numba signature: {exc} (got {signature!r})") from exc
+    if device and restype is None:
+        raise ArgumentError(f"{name}: a device function's signature must give its return type, so "
+                            f"other languages know it, e.g. 'float32(float32)' (got {signature!r})")
+    if not device and not _is_void(restype):
+        raise ArgumentError(f"{name}: a kernel returns void (got return type {restype})")
+    return tuple(args), restype
+
+
+def _is_void(restype: Any) -> bool:
+    return restype is None or str(restype) in ("none", "void")
+
+
+def _params(pyfunc: FunctionType, args: tuple[Any, ...], name: str, device: bool) -> tuple[Param, ...]:
+    """Named parameters from the function's argument names and the numba types."""
+    spec = inspect.signature(pyfunc).parameters.values()
+    names = [p.name for p in spec if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(names) != len(args):
+        raise ArgumentError(f"{name}: the signature has {len(args)} argument types but the function "
+                            f"takes {len(names)} positional parameters (got {names})")
+    params = []
+    for pname, nbtype in zip(names, args, strict=True):
+        kind = to_param_type(nbtype, f"{name}: parameter {pname!r}", c_abi=device)
+        params.append(Param(pname, kind))
+    return tuple(params)
+
+
+def _function(module: PtxModule, name: str) -> PtxFunction:
+    try:
+        return module.function(name)
+    except KeyError:
+        found = ", ".join(f.name for f in module.functions) or "none"
+        raise CompileError(f"numba-cuda output has no function named {name!r} (found: {found})") from None
+
+
+def _launch_meta(entry: PtxFunction) -> LaunchMeta:
+    """Launch demands the PTX entry declares (``.reqntid``, ``.maxntid``, ...)."""
+    def dim3(value: tuple[int, ...] | None) -> tuple[int, int, int] | None:
+        return None if value is None else (tuple(value) + (1, 1, 1))[:3]  # type: ignore[return-value]
+
+    return LaunchMeta(reqntid=dim3(entry.reqntid), maxntid=dim3(entry.maxntid),
+                      minnctapersm=entry.minnctapersm, cluster=dim3(entry.reqnctapercluster))
+
+
+def _check(signature: Signature, module: PtxModule) -> None:
+    from ptxbridge.abi.check import check
+
+    check(signature, module)
+
+
+# --- foreign device functions -----------------------------------------------------------
+
+
+def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any]) -> dict[str, Signature]:
+    """Signatures of the ``.extern .func`` the PTX calls, checked against their declarations."""
+    declared = {sig.name: sig for sig in map(_import_signature, given)}
+    for extern in _referenced_externs(pyfunc):
+        declared.setdefault(extern.name, _import_signature(extern))
+    result = {}
+    for func in module.functions:
+        if func.kind != "func" or func.linkage != "extern" or func.body is not None:
+            continue
+        sig = declared.get(func.name) or _recovered(func)
+        try:
+            _check(sig, module)
+        except AbiMismatchError as exc:
+            raise AbiMismatchError(
+                f"{exc}; foreign functions must be declared with "
+                f"cuda.declare_device({func.name!r}, sig, abi='c')") from exc
+        result[func.name] = sig
+    return result
+
+
+def _import_signature(decl: Any) -> Signature:
+    """A C-ABI device signature from a ``declare_device`` result (or a Signature as is)."""
+    if isinstance(decl, Signature):
+        return decl
+    sig = getattr(decl, "sig", None)
+    if not isinstance(getattr(decl, "name", None), str) or sig is None:
+        raise ArgumentError("numba.compile: imports must be cuda.declare_device(...) results or "
+                            f"Signatures (got {type(decl).__name__})")
+    where = f"import {decl.name}"
+    params = tuple(Param(f"p{i}", to_param_type(t, f"{where}: argument {i}", c_abi=True))
+                   for i, t in enumerate(sig.args))
+    returns = None if _is_void(sig.return_type) else to_param_type(sig.return_type, f"{where}: return")
+    return Signature(decl.name, params, Convention.C, kind="device", returns=returns)
+
+
+def _recovered(func: PtxFunction) -> Signature:
+    """A layout-only signature from an extern declaration: PTX types give sizes, not meaning."""
+    params = tuple(Param(f"p{i}", ptx_param_type(p)) for i, p in enumerate(func.params))
+    returns = ptx_param_type(func.returns[0]) if func.returns else None
+    return Signature(func.name, params, Convention.C, kind="device", returns=returns)
+
+
+def _referenced_externs(pyfunc: FunctionType) -> list[Any]:
+    """``declare_device`` results the function (or functions it calls) names in globals/closure."""
+    from numba.cuda.compiler import ExternFunction
+
+    return [value for value in referenced_values(pyfunc) if isinstance(value, ExternFunction)]
+
+
+# --- compiling and caching ---------------------------------------------------------------
+
+
+def _numba() -> tuple[ModuleType, ModuleType]:
+    try:
+        from numba import cuda
+        from numba.cuda.core import sigutils
+    except ImportError as exc:
+        raise ToolchainError(f"numba-cuda is not importable ({exc}); {_INSTALL}") from exc
+    return sigutils, cuda
+
+
+def _versions() -> str:
+    """numba-cuda and libNVVM versions, for provenance and the cache key."""
+    _numba()
+    try:
+        nvvm = metadata.version("nvidia-nvvm")
+    except metadata.PackageNotFoundError:
+        nvvm = "system"
+    return f"numba-cuda {metadata.version('numba-cuda')}, NVVM {nvvm}"
+
+
+def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, cc: tuple[int, int],
+                    output: str, device: bool, name: str, options: NumbaOptions,
+                    tools: str) -> bytes:
+    """Run numba-cuda (or reuse the disk cache): the key covers code, types, arch and versions."""
+    entry_key = cache.key(tools, fingerprint(pyfunc), repr(args), str(restype), f"{cc}",
+                          output, str(device), name, *options.as_flags())
+
+    def produce() -> bytes:
+        _, cuda = _numba()
+        sig = restype(*args) if not _is_void(restype) else args
+        try:
+            code, _ = cuda.compile(pyfunc, sig, device=device, cc=cc, output=output,
+                                   abi="c" if device else "numba", abi_info={"abi_name": name},
+                                   fastmath=options.fastmath, opt=options.opt,
+                                   lineinfo=options.lineinfo, launch_bounds=options.launch_bounds)
+        except Exception as exc:  # numba reports typing and lowering errors with many types
+            raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
+                               f"{type(exc).__name__}", log=str(exc)) from exc
+        return code.encode() if isinstance(code, str) else bytes(code)
+
+    return cache.cached("numba", entry_key, produce)

@@ -1,0 +1,268 @@
+"""ptxbridge.numba: real numba-cuda compiles (no GPU), signatures checked against the PTX."""
+
+from __future__ import annotations
+
+import types as pytypes
+
+import numpy as np
+import pytest
+from _toolchain import InputType, link, nvrtc_compile
+from numba import cuda, from_dtype
+from numba.cuda import types as nt
+
+import ptxbridge.numba as pn
+from ptxbridge import CodeKind, Convention
+from ptxbridge.abi.check import check
+from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError
+from ptxbridge.abi.kinds import NumbaArray, Pointer, Scalar, Struct, Tuple
+from ptxbridge.abi.ptx import read_ptx
+
+LTOIR_MAGIC = b"\xedCN\x7f"
+
+my_add = cuda.declare_device("my_add", "float32(float32, float32)", abi="c")
+numba_abi_add = cuda.declare_device("numba_abi_add", "float32(float32, float32)")
+hidden = pytypes.ModuleType("hidden")
+hidden.scale = cuda.declare_device("scale_i", "int32(int32, float64)", abi="c")
+FACTOR = 3.0
+REC = np.dtype([("a", np.float32), ("b", np.int64), ("c", np.int8)], align=True)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def axpy(out, x, alpha):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = alpha * x[i] + out[i]
+
+
+def mixed(r, t, c, h, b, m, x):
+    x[0, 0] = r.a + t[0] + t[1] + c.real + h + b + m[0, 0]
+
+
+def test_kernel_signature_checked_against_ptx():
+    art = pn.compile(axpy, "void(float32[::1], float32[:], float32)", arch="sm_90")
+    assert art.kind is CodeKind.PTX and art.arch == "sm_90"
+    sig = art.kernels["axpy"]
+    assert sig.convention is Convention.NUMBA and sig.kind == "kernel"
+    assert [p.name for p in sig.params] == ["out", "x", "alpha"]
+    assert sig.params[0].type == NumbaArray(sig.params[0].type.dtype, 1, "C")
+    assert sig.params[1].type.layout == "A" and sig.params[2].type == Scalar(sig.params[2].type.dtype)
+    entry = read_ptx(art.code).function("axpy")  # the plain name, not a mangled one
+    assert entry.kind == "entry" and len(entry.params) == 2 * 7 + 1
+    assert sig.layout.size == entry.size
+    assert not art.imports and not art.device_functions
+
+
+def test_every_kind_lowers_like_numba():
+    sig = (nt.void)(from_dtype(REC), nt.UniTuple(nt.float32, 2), nt.complex64, nt.float16,
+                    nt.boolean, nt.float64[::1, :], nt.int16[:, :, ::1])
+    art = pn.compile(mixed, sig, arch="sm_80")
+    kinds = [p.type for p in art.kernels["mixed"].params]
+    assert isinstance(kinds[0], Struct) and [f.name for f in kinds[0].fields] == ["a", "b", "c"]
+    assert isinstance(kinds[1], Tuple) and len(kinds[1].items) == 2
+    assert [k.dtype.name for k in kinds[2:5]] == ["c64", "f16", "bool"]
+    assert (kinds[5].layout, kinds[5].ndim, kinds[6].layout, kinds[6].ndim) == ("F", 2, "C", 3)
+    entry = read_ptx(art.code).function("mixed")
+    # record -> 1 pointer, tuple -> 2, complex -> 2, f16, bool, arrays 5 + 2 ndim
+    assert len(entry.params) == 1 + 2 + 2 + 1 + 1 + 9 + 11
+    assert ".target sm_80" in art.code.decode()
+
+
+def test_wrong_signature_is_caught_by_the_check():
+    art = pn.compile(axpy, "void(float32[::1], float32[:], float32)")
+    bad = art.kernels["axpy"].params
+    from ptxbridge.abi.signature import Param, Signature
+
+    wrong = Signature("axpy", (bad[0], Param("x", NumbaArray(bad[0].type.dtype, 2)), bad[2]),
+                      Convention.NUMBA)
+    with pytest.raises(AbiMismatchError, match="parameter 'x'"):
+        check(wrong, read_ptx(art.code))
+
+
+def test_device_function_exported_with_c_abi():
+    art = pn.compile(lambda a, b: a * b + 1.0, "float32(float32, float32)", device=True, name="my_fma")
+    sig = art.device_functions["my_fma"]
+    assert (sig.kind, sig.convention, sig.returns.dtype.name) == ("device", Convention.C, "f32")
+    assert not art.kernels
+    text = art.code.decode()
+    assert ".visible .func  (.param .b32 func_retval0) my_fma(" in text
+
+
+def test_device_function_with_array_and_pointer():
+    def first(a, p):
+        return a[0] + p[0]
+
+    art = pn.compile(first, nt.float64(nt.float64[::1], nt.CPointer(nt.float64)), device=True)
+    params = art.device_functions["first"].params
+    assert params[0].type == NumbaArray(params[0].type.dtype, 1, "C")
+    assert params[1].type == Pointer(Scalar(params[0].type.dtype))
+    assert len(read_ptx(art.code).function("first").params) == 7 + 1
+
+
+def test_ltoir_output_keeps_checked_signatures():
+    art = pn.compile(axpy, "void(float32[::1], float32[::1], float32)", output="ltoir")
+    assert art.kind is CodeKind.LTOIR and art.code[:4] == LTOIR_MAGIC
+    assert "axpy" in art.kernels and "output=ltoir" in art.provenance.options
+
+
+def test_launch_bounds_reach_the_signature():
+    art = pn.compile(axpy, "void(float32[::1], float32[::1], float32)",
+                     options=pn.NumbaOptions(launch_bounds=(128, 2)))
+    launch = art.kernels["axpy"].launch
+    assert launch.maxntid == (128, 1, 1) and launch.minnctapersm == 2
+
+
+def test_provenance_names_compiler_versions_and_options():
+    art = pn.compile(axpy, "void(float32[::1], float32[::1], float32)", arch="sm_90")
+    prov = art.provenance
+    assert prov.compiler == "numba-cuda" and "numba-cuda 0.30" in prov.version and "NVVM" in prov.version
+    assert "cc=9.0" in prov.options and prov.arch == "sm_90"
+
+
+# --- foreign device functions ------------------------------------------------------------
+
+
+def calls_my_add(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = my_add(x[i], y[i]) * FACTOR
+
+
+def test_import_found_in_globals_with_its_declared_signature():
+    art = pn.compile(calls_my_add, "void(float32[::1], float32[::1])")
+    imp = art.imports["my_add"]
+    assert imp.kind == "device" and imp.convention is Convention.C
+    assert [p.type.dtype.name for p in imp.params] == ["f32", "f32"] and imp.returns.dtype.name == "f32"
+
+
+def test_import_recovered_from_the_extern_declaration():
+    def calls_hidden(x):
+        x[0] = hidden.scale(x[0], 2.0)
+
+    art = pn.compile(calls_hidden, "void(int32[::1])")
+    imp = art.imports["scale_i"]  # layout only: .b32 and .b64 say nothing about int vs float
+    assert [p.type.dtype.bits for p in imp.params] == [32, 64] and imp.returns.dtype.bits == 32
+    explicit = pn.compile(calls_hidden, "void(int32[::1])", imports=[hidden.scale])
+    assert [p.type.dtype.name for p in explicit.imports["scale_i"].params] == ["i32", "f64"]
+
+
+def test_import_with_numba_abi_is_refused():
+    def calls_numba_abi(x):
+        x[0] = numba_abi_add(x[0], x[1])
+
+    with pytest.raises(AbiMismatchError, match="abi='c'"):
+        pn.compile(calls_numba_abi, "void(float32[::1])")
+
+
+def test_explicit_import_that_disagrees_with_the_call_is_refused():
+    wrong = cuda.declare_device("my_add", "float64(float64, float64, float64)", abi="c")
+    with pytest.raises(AbiMismatchError, match="my_add"):
+        pn.compile(calls_my_add, "void(float32[::1], float32[::1])", imports=[wrong])
+
+
+# --- cache ---------------------------------------------------------------------------------
+
+
+def test_second_compile_runs_no_compiler(monkeypatch):
+    first = pn.compile(axpy, "void(float32[::1], float32[::1], float32)", output="ltoir")
+
+    def boom(*args, **kwargs):
+        raise AssertionError("numba-cuda ran although the cache holds the result")
+
+    monkeypatch.setattr(cuda, "compile", boom)
+    second = pn.compile(axpy, "void(float32[::1], float32[::1], float32)", output="ltoir")
+    assert second.code == first.code and second.kernels == first.kernels
+    with pytest.raises(CompileError):  # a different arch is a different key
+        pn.compile(axpy, "void(float32[::1], float32[::1], float32)", arch="sm_80")
+
+
+def test_changed_global_constant_recompiles(monkeypatch):
+    before = pn.compile(calls_my_add, "void(float32[::1], float32[::1])").code
+    monkeypatch.setitem(calls_my_add.__globals__, "FACTOR", 5.0)
+    after = pn.compile(calls_my_add, "void(float32[::1], float32[::1])").code
+    assert before != after and b"0f40A00000" in after  # 5.0 folded into the code
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"arch": "gfx90a"}, r"arch must look like 'sm_90' \(got 'gfx90a'\)"),
+    ({"arch": "sm_9"}, "arch must look like"),
+    ({"output": "cubin"}, r"output must be one of .* \(got 'cubin'\)"),
+    ({"abi": "c"}, "abi must be None"),
+    ({"device": True, "abi": "numba"}, "abi must be None"),
+])
+def test_bad_options(kwargs, match):
+    with pytest.raises(ArgumentError, match=match):
+        pn.compile(axpy, "void(float32[::1], float32[::1], float32)", **kwargs)
+
+
+@pytest.mark.parametrize(("signature", "device", "match"), [
+    ("float32(float32[::1], float32[::1], float32)", False, "a kernel returns void"),
+    ((nt.float32, nt.float32), True, "must give its return type"),
+    ("void(float32[::1], float32[::1])", False, "2 argument types but the function takes 3"),
+    ("void(float32[::1], notatype, float32)", False, "not a numba signature"),
+])
+def test_bad_signatures(signature, device, match):
+    with pytest.raises(ArgumentError, match=match):
+        pn.compile(axpy, signature, device=device)
+
+
+def test_unrepresentable_types_are_refused():
+    packed = from_dtype(np.dtype([("a", np.int8), ("b", np.float64)], align=False))
+    with pytest.raises(ArgumentError, match="align=True"):
+        pn.compile(lambda r, x: None, (packed, nt.float32[::1]))
+    with pytest.raises(ArgumentError, match="not a number type"):
+        pn.compile(lambda r, x: None, (from_dtype(REC)[::1], nt.float32[::1]))
+    with pytest.raises(ArgumentError, match="no portable C-ABI lowering"):
+        pn.compile(lambda t: t[0], nt.float32(nt.UniTuple(nt.float32, 2)), device=True)
+    with pytest.raises(ArgumentError, match="launch_bounds"):
+        pn.NumbaOptions(launch_bounds=(1, 2, 3, 4))
+
+
+def test_typing_error_is_a_compile_error_with_the_log():
+    def broken(x):
+        x[0] = undefined_name  # noqa: F821
+
+    with pytest.raises(CompileError, match="could not compile broken") as info:
+        pn.compile(broken, "void(float32[::1])")
+    assert "undefined_name" in info.value.log
+
+
+# --- cross-language (compile + link on the CPU) ----------------------------------------------
+
+CPP_MY_ADD = 'extern "C" __device__ float my_add(float a, float b) { return a + b; }\n'
+CPP_CALLS_NUMBA = """extern "C" __device__ float nb_fma(float, float);
+extern "C" __global__ void kern(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = nb_fma(x[i], 2.0f);
+}
+"""
+
+
+def test_numba_kernel_calls_cpp_device_function():
+    art = pn.compile(calls_my_add, "void(float32[::1], float32[::1])", arch="sm_90")
+    cpp_ptx = nvrtc_compile(CPP_MY_ADD, ["-arch=sm_90", "-rdc=true"])
+    check(art.imports["my_add"], read_ptx(cpp_ptx))  # both sides agree on the C ABI
+    cubin = read_cubin(link([(InputType.PTX, art.code), (InputType.PTX, cpp_ptx)], ["-arch=sm_90"]))
+    assert cubin.arch == "sm_90" and [k.name for k in cubin.kernels] == ["calls_my_add"]
+    assert cubin.kernels[0].param_size == art.kernels["calls_my_add"].layout.size
+
+
+def test_cpp_kernel_calls_numba_device_function_through_ltoir():
+    art = pn.compile(lambda x, y: x * y + 1.0, "float32(float32, float32)", device=True,
+                     output="ltoir", name="nb_fma", arch="sm_90")
+    cpp_ltoir = nvrtc_compile(CPP_CALLS_NUMBA, ["-arch=sm_90", "-rdc=true", "-dlto"], "ltoir")
+    # the C++ side's view of nb_fma, from its own (non-LTO) PTX, matches the numba export
+    cpp_ptx = read_ptx(nvrtc_compile(CPP_CALLS_NUMBA, ["-arch=sm_90", "-rdc=true"]))
+    check(art.device_functions["nb_fma"], cpp_ptx)
+    inputs = [(InputType.LTOIR, cpp_ltoir), (InputType.LTOIR, art.code)]
+    cubin = read_cubin(link(inputs, ["-arch=sm_90", "-lto"]))
+    assert [k.name for k in cubin.kernels] == ["kern"]
+    linked_ptx = link(inputs, ["-arch=sm_90", "-lto", "-ptx"], output="ptx").decode()
+    assert "call" not in linked_ptx and "fma.rn.f32" in linked_ptx  # inlined across languages
