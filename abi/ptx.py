@@ -2,18 +2,16 @@
 
 Only the module level is parsed (PTX ISA 9.x, sections 5 "State Spaces, Types
 and Variables", 7 "Abstracting the ABI" and 11 "Directives"); function bodies
-are kept as text for the CPU emulator.  The reader is one linear pass: comments
-are blanked out (keeping every offset and newline, so line numbers stay true),
-then a single token regex without nested quantifiers walks the module scope and
-brace matching skips over bodies.
+are kept as text for the CPU emulator.  One linear pass: the cursor
+(``_ptx_lex``) blanks comments and yields tokens, the functions below walk the
+module scope, and brace matching skips over bodies.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import NoReturn
 
+from ._ptx_lex import Cursor
 from .errors import FormatError
 
 __all__ = ["PtxFunction", "PtxGlobal", "PtxModule", "PtxParam", "param_offsets", "read_ptx"]
@@ -145,153 +143,6 @@ class PtxModule:
         raise KeyError(f"{self.source}: no .entry or .func named {name!r}")
 
 
-# --- lexing ---------------------------------------------------------------------
-
-_COMMENT_OR_STRING = re.compile(r'//|/\*|"')
-_BRACE_OR_STRING = re.compile(r'[{}"]')
-_TOKEN = re.compile(
-    r"""(?P<ws>\s+)
-    |(?P<num>0[xX][0-9a-fA-F]+U?|0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|\d+(?:\.\d+)?U?)
-    |(?P<dir>\.[A-Za-z_][\w$]*)
-    |(?P<id>[A-Za-z_$%][\w$]*)
-    |(?P<str>"[^"\n]*")
-    |(?P<punct>.)""",
-    re.VERBOSE | re.DOTALL | re.ASCII,
-)
-
-
-def _blank_comments(text: str, fail) -> str:
-    """``text`` with every comment replaced by spaces (newlines kept); strings left alone."""
-    pieces, pos = [], 0
-    while (m := _COMMENT_OR_STRING.search(text, pos)) is not None:
-        start = m.start()
-        if m.group() == "//":
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
-        elif m.group() == "/*":
-            end = text.find("*/", start + 2)
-            if end < 0:
-                fail("unterminated /* comment", start)
-            end += 2
-        else:
-            end = _string_end(text, start, fail)
-            pieces.append(text[pos:end])
-            pos = end
-            continue
-        pieces.append(text[pos:start])
-        pieces.append(re.sub(r"[^\n]", " ", text[start:end]))
-        pos = end
-    pieces.append(text[pos:])
-    return "".join(pieces)
-
-
-def _string_end(text: str, start: int, fail) -> int:
-    end = text.find('"', start + 1)
-    newline = text.find("\n", start + 1)
-    if end < 0 or 0 <= newline < end:
-        fail("unterminated string literal", start)
-    return end + 1
-
-
-class _Reader:
-    """Cursor over the comment-free text: tokens, line numbers and errors."""
-
-    def __init__(self, text: str, source: str):
-        self.source = source
-        self.line_pos, self.line_no = 0, 1  # incremental line counting keeps it linear
-        self.text = text  # errors while blanking comments count lines in the raw text
-        self.text = _blank_comments(text, self.fail)
-        self.pos = 0
-        self.peeked: tuple[str, str, int] | None = None
-
-    def line_of(self, pos: int) -> int:
-        if pos < self.line_pos:
-            return self.text.count("\n", 0, pos) + 1
-        self.line_no += self.text.count("\n", self.line_pos, pos)
-        self.line_pos = pos
-        return self.line_no
-
-    def fail(self, message: str, pos: int) -> NoReturn:
-        line = self.text.count("\n", 0, pos) + 1
-        raise FormatError(message, source=self.source, where=f"line {line}")
-
-    def peek(self) -> tuple[str, str, int]:
-        if self.peeked is None:
-            while True:
-                m = _TOKEN.match(self.text, self.pos)
-                if m is None:
-                    self.peeked = ("eof", "end of file", self.pos)
-                    break
-                self.pos = m.end()
-                if m.lastgroup != "ws":
-                    self.peeked = (m.lastgroup or "", m.group(), m.start())
-                    break
-        return self.peeked
-
-    def next(self) -> tuple[str, str, int]:
-        token = self.peek()
-        self.peeked = None
-        return token
-
-    def accept(self, text: str) -> bool:
-        if self.peek()[1] == text:
-            self.peeked = None
-            return True
-        return False
-
-    def expect(self, kind: str, what: str) -> str:
-        tkind, text, pos = self.next()
-        if tkind != kind and text != kind:
-            self.fail(f"expected {what} (got {text!r})", pos)
-        return text
-
-    def integer(self, what: str) -> int:
-        _, text, pos = self.next()
-        digits = text.rstrip("U")
-        if digits[:2].lower() == "0x" and len(digits) > 2:
-            return int(digits[2:], 16)
-        if not digits.isdigit():
-            self.fail(f"expected {what}, a non-negative integer (got {text!r})", pos)
-        return int(digits)
-
-    def skip_braces(self, open_pos: int) -> int:
-        """Position of the ``}`` that closes the ``{`` at ``open_pos``; moves past it."""
-        depth, pos = 0, open_pos
-        while (m := _BRACE_OR_STRING.search(self.text, pos)) is not None:
-            pos = m.end()
-            if m.group() == '"':
-                pos = _string_end(self.text, m.start(), self.fail)
-            elif m.group() == "{":
-                depth += 1
-            else:
-                depth -= 1
-                if depth == 0:
-                    self.pos, self.peeked = pos, None
-                    return m.start()
-        self.fail("unbalanced '{': no matching '}' before the end of the file", open_pos)
-
-    def skip_until(self, stops: tuple[str, ...]) -> tuple[str, int]:
-        """Skip tokens, and balanced braces and parentheses, up to one of ``stops`` at depth 0."""
-        depth = 0
-        while True:
-            kind, text, pos = self.next()
-            if kind == "eof":
-                self.fail(f"expected one of {' '.join(stops)} (got end of file)", pos)
-            if depth == 0 and text in stops:
-                return text, pos
-            if text == "{":
-                self.skip_braces(pos)
-            elif text == "(":
-                depth += 1
-            elif text == ")":
-                if depth == 0:
-                    self.fail(f"unbalanced ')' (expected one of {' '.join(stops)})", pos)
-                depth -= 1
-
-
-# --- parsing --------------------------------------------------------------------
-
-
 def read_ptx(text: str | bytes, source: str = "<ptx>") -> PtxModule:
     """Read a PTX module's header, functions and globals.
 
@@ -313,10 +164,10 @@ def read_ptx(text: str | bytes, source: str = "<ptx>") -> PtxModule:
         except UnicodeDecodeError as exc:
             raise FormatError(f"PTX must be UTF-8 text (got byte 0x{exc.object[exc.start]:02x})",
                               source=source, where=f"byte {exc.start}") from None
-    return _module(_Reader(text.rstrip("\0"), source))
+    return _module(Cursor(text.rstrip("\0"), source))
 
 
-def _module(r: _Reader) -> PtxModule:
+def _module(r: Cursor) -> PtxModule:
     version: tuple[int, int] | None = None
     target: tuple[str, ...] | None = None
     address_size = 32  # PTX ISA 11.1.3: the default when .address_size is absent
@@ -358,7 +209,7 @@ def _module(r: _Reader) -> PtxModule:
     return PtxModule(version, target, address_size, tuple(functions.values()), tuple(variables), r.source)
 
 
-def _version(r: _Reader) -> tuple[int, int]:
+def _version(r: Cursor) -> tuple[int, int]:
     kind, text, pos = r.next()
     major, dot, minor = text.partition(".")
     if kind != "num" or not dot or not major.isdigit() or not minor.isdigit():
@@ -366,14 +217,14 @@ def _version(r: _Reader) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _target(r: _Reader) -> tuple[str, ...]:
+def _target(r: Cursor) -> tuple[str, ...]:
     names = [r.expect("id", "a .target name such as sm_90")]
     while r.accept(","):
         names.append(r.expect("id", "a .target name after ','"))
     return tuple(names)
 
 
-def _skip_file(r: _Reader) -> None:
+def _skip_file(r: Cursor) -> None:
     """``.file N "name" [, timestamp, size]`` (PTX ISA 11.5.3): debug data, not modelled."""
     r.integer("the .file index")
     r.expect("str", "a quoted file name")
@@ -381,7 +232,7 @@ def _skip_file(r: _Reader) -> None:
         r.integer("a .file timestamp or size")
 
 
-def _add_function(r: _Reader, functions: dict[str, PtxFunction], new: PtxFunction, pos: int) -> None:
+def _add_function(r: Cursor, functions: dict[str, PtxFunction], new: PtxFunction, pos: int) -> None:
     """Keep one record per name: a definition replaces an earlier declaration."""
     old = functions.get(new.name)
     if old is not None and old.kind != new.kind:
@@ -392,7 +243,7 @@ def _add_function(r: _Reader, functions: dict[str, PtxFunction], new: PtxFunctio
         functions[new.name] = new
 
 
-def _function(r: _Reader, kind: str, linkage: str) -> PtxFunction:
+def _function(r: Cursor, kind: str, linkage: str) -> PtxFunction:
     returns: tuple[PtxParam, ...] = ()
     if kind == "func" and r.accept("("):
         returns = _param_list(r)
@@ -427,7 +278,7 @@ def _function(r: _Reader, kind: str, linkage: str) -> PtxFunction:
                        body, r.line_of(pos))
 
 
-def _param_list(r: _Reader) -> tuple[PtxParam, ...]:
+def _param_list(r: Cursor) -> tuple[PtxParam, ...]:
     """Parameters after an opening '(' up to and including the closing ')'."""
     params: list[PtxParam] = []
     if r.accept(")"):
@@ -441,7 +292,7 @@ def _param_list(r: _Reader) -> tuple[PtxParam, ...]:
             r.fail(f"expected ',' or ')' after parameter {params[-1].name!r} (got {text!r})", pos)
 
 
-def _param(r: _Reader) -> PtxParam:
+def _param(r: Cursor) -> PtxParam:
     _, text, pos = r.next()
     if text not in (".param", ".reg"):
         r.fail(f"a parameter starts with .param or .reg (got {text!r})", pos)
@@ -455,7 +306,7 @@ def _param(r: _Reader) -> PtxParam:
     return PtxParam(name, type_, align, array, ptr, text[1:])
 
 
-def _attributes(r: _Reader, what: str, allow_ptr: bool) -> tuple[int | None, bool, str, tuple[str, str, int]]:
+def _attributes(r: Cursor, what: str, allow_ptr: bool) -> tuple[int | None, bool, str, tuple[str, str, int]]:
     """``.align``, ``.ptr``, vector and type attributes in any order; returns them and the next token."""
     align, ptr, vector, type_ = None, False, "", None
     while True:
@@ -485,7 +336,7 @@ def _attributes(r: _Reader, what: str, allow_ptr: bool) -> tuple[int | None, boo
     return align, ptr, f"{vector}.{type_}" if vector else type_, (kind, text, pos)
 
 
-def _variables(r: _Reader, space: str, linkage: str) -> list[PtxGlobal]:
+def _variables(r: Cursor, space: str, linkage: str) -> list[PtxGlobal]:
     """``.global .align 4 .b8 a[16] = {...}, b;`` -> one record per declared name."""
     align, _, type_, (kind, name, pos) = _attributes(r, f".{space} variable", allow_ptr=False)
     declared = []

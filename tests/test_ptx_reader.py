@@ -254,3 +254,8 @@ def test_bad_ptx_says_where_and_why(text: str, line: int, message: str) -> None:
 def test_non_utf8_bytes_say_which_byte() -> None:
     with pytest.raises(FormatError, match=r"k\.ptx:byte 13: PTX must be UTF-8 text \(got byte 0xff\)"):
         read_ptx(b".version 8.0\n\xff", "k.ptx")
+
+
+def test_only_ascii_digits_count() -> None:
+    with pytest.raises(FormatError, match=r"the \.address_size value, a non-negative integer \(got '٦'\)"):
+        read_ptx(_header(".address_size ٦٤"))
