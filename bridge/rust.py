@@ -1,0 +1,192 @@
+"""ptxbridge.rust: Rust kernels through rustc's own ``nvptx64-nvidia-cuda`` target.
+
+``compile`` turns a ``.rs`` file, a dependency-free crate folder or source text
+into a PTX :class:`Artifact` whose kernels (``extern "ptx-kernel"``), exported
+device functions (``#[no_mangle] extern "C" fn``) and imports
+(``extern "C" { fn ..; }``) carry signatures read from the source and checked
+against the PTX.  ``from_ptx`` does the same for PTX built elsewhere.
+See ``docs/rust.md``.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptxbridge.abi.check import check
+from ptxbridge.abi.errors import ArgumentError, FormatError
+from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.signature import Convention, Signature
+
+from . import cache, rust_toolchain
+from .artifact import Artifact, CodeKind, Provenance
+from .rust_source import RustSource, parse_source, read_crate
+from .rust_types import SourceSignatures, read_signatures
+
+__all__ = ["DEFAULT_ARCH", "compile", "from_ptx", "rustc_options"]
+
+DEFAULT_ARCH = "sm_80"  # FRONTENDS.md 1: PTX ISA 7.0 for sm_80
+_ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
+_OPT_LEVELS = ("0", "1", "2", "3", "s", "z")
+
+
+@dataclass(frozen=True, slots=True)
+class _Crate:
+    """What one compile reads: the root file's name, every file's bytes, and the parsed items."""
+
+    name: str
+    root: str
+    files: tuple[tuple[str, bytes], ...]
+    units: list[RustSource]
+    edition: str | None
+
+
+def rustc_options(arch: str, *, opt_level: int | str = 3, edition: str = "2021",
+                  extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The rustc arguments for one PTX compile (a pure function: tested against expected lists)."""
+    if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
+        raise ArgumentError(f"rust: arch must look like 'sm_80' or 'sm_90a' (got {arch!r})")
+    if str(opt_level) not in _OPT_LEVELS:
+        raise ArgumentError(f"rust: opt_level must be one of {', '.join(_OPT_LEVELS)} (got {opt_level!r})")
+    return ("--target", rust_toolchain.TARGET, "--crate-type", "cdylib", "--edition", edition,
+            "-C", f"target-cpu={arch}", "-C", f"opt-level={opt_level}", "-C", "panic=abort",
+            "--emit", "asm", *extra)
+
+
+def _crate(path_or_source: str | Path) -> _Crate:
+    """Read a crate folder (``Cargo.toml`` + ``src/lib.rs``), a ``.rs`` file, or source text."""
+    looks_like_path = isinstance(path_or_source, Path) or (
+        "\n" not in path_or_source and path_or_source.strip().endswith(".rs"))
+    path = Path(path_or_source) if looks_like_path or Path(str(path_or_source)).is_dir() else None
+    if path is None:
+        text = str(path_or_source)
+        return _Crate("kernel", "kernel.rs", (("kernel.rs", text.encode()),),
+                      [parse_source(text, "<rust source>")], None)
+    edition = None
+    if path.is_dir():
+        manifest = path / "Cargo.toml"
+        if not manifest.is_file() or not (path / "src/lib.rs").is_file():
+            raise FormatError("a Rust crate folder needs Cargo.toml and src/lib.rs", source=str(path))
+        try:
+            toml = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise FormatError(f"Cargo.toml is not valid TOML ({exc})", source=str(manifest)) from None
+        package = toml.get("package", {})
+        if toml.get("dependencies"):
+            raise FormatError("ptxbridge compiles dependency-free crates only (crates.io is not used; "
+                              "got [dependencies])", source=str(manifest))
+        edition = str(package.get("edition", "2021"))
+        name = str(package.get("name", path.name))
+        path = path / "src/lib.rs"
+    elif not path.is_file():
+        raise FormatError("no such Rust source file", source=str(path))
+    else:
+        name = path.stem
+    units, paths = read_crate(path)
+    base = path.parent
+    files = tuple((str(p.relative_to(base)) if p.is_relative_to(base) else str(p), p.read_bytes())
+                  for p in sorted(paths))
+    return _Crate(re.sub(r"\W", "_", name), str(path), files, units, edition)
+
+
+def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
+                 progress: bool) -> bytes:
+    """rustc -> PTX bytes, through the disk cache (a hit runs no rustc)."""
+    blobs = [part for rel, data in crate.files for part in (rel, data)]
+    entry_key = cache.key("rust-ptx-v1", toolchain.version, crate.name, crate.root, *options, *blobs)
+
+    def produce() -> bytes:
+        root = rust_toolchain.sysroot(toolchain, progress=progress)
+        with tempfile.TemporaryDirectory(prefix="ptxbridge-rustc-") as work:
+            out = Path(work) / f"{crate.name}.ptx"
+            source = crate.root
+            if not Path(source).is_file():  # source text: write it out for rustc
+                source = str(Path(work) / crate.root)
+                Path(source).write_bytes(crate.files[0][1])
+            rust_toolchain.run_rustc(toolchain, ["--crate-name", crate.name, "--sysroot", str(root),
+                                                 *options, "-o", str(out), source],
+                                     what=f"compiling {crate.root}", cwd=Path(work))
+            return out.read_bytes()
+
+    return cache.cached("rust-ptx", entry_key, produce)
+
+
+def checked_signatures(found: SourceSignatures, module: PtxModule,
+                       ) -> tuple[dict[str, Signature], dict[str, Signature], dict[str, Signature]]:
+    """Kernels, device functions and imports, each checked against the PTX.
+
+    Imports the PTX never declares (rustc drops unused foreign functions) are
+    left out; everything else must be there and agree, else
+    :class:`AbiMismatchError`.
+    """
+    for signature in (*found.kernels.values(), *found.device_functions.values()):
+        check(signature, module)
+    declared = {f.name for f in module.functions if f.kind == "func"}
+    imports = {name: sig for name, sig in found.imports.items() if name in declared}
+    for signature in imports.values():
+        check(signature, module)
+    return dict(found.kernels), dict(found.device_functions), imports
+
+
+def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: int | str = 3,
+            progress: bool = True, edition: str | None = None,
+            extra_args: Sequence[str] = ()) -> Artifact:
+    """Compile Rust to a typed PTX artifact.
+
+    Parameters
+    ----------
+    path_or_source
+        A ``.rs`` file, a dependency-free crate folder (``Cargo.toml`` and
+        ``src/lib.rs``), or Rust source text.  The crate is ``#![no_std]``
+        with ``#![feature(abi_ptx)]`` and a ``#[panic_handler]``.
+    arch
+        ``sm_XY`` for ``-C target-cpu`` (default ``sm_80``).
+    opt_level, edition, extra_args
+        rustc ``-C opt-level``, ``--edition`` (default: the crate's, else
+        2021) and extra arguments, all part of the cache key.
+    progress
+        Print progress lines to stderr while the one-time sysroot builds.
+
+    Raises
+    ------
+    ToolchainError
+        Debian's ``rustc-web`` / ``rust-web-src`` are missing.
+    CompileError
+        rustc rejected the source (its log is attached).
+    FormatError
+        The source uses a parameter type ptxbridge cannot type.
+    AbiMismatchError
+        A signature read from the source disagrees with the PTX.
+    """
+    arch = arch or DEFAULT_ARCH
+    crate = _crate(path_or_source)
+    options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
+                            extra=tuple(extra_args))
+    toolchain = rust_toolchain.find_toolchain()
+    code = _compile_ptx(crate, options, toolchain, progress)
+    module = read_ptx(code, crate.root)
+    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
+                    imports=imports, name=crate.name,
+                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, options, arch))
+
+
+def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
+    """An artifact from PTX built elsewhere by rustc, typed from its Rust source.
+
+    The arch is the PTX ``.target``; every signature is checked against the PTX.
+    """
+    ptx_path = Path(ptx_path)
+    code = ptx_path.read_bytes()
+    module = read_ptx(code, str(ptx_path))
+    crate = _crate(Path(source_path))
+    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    arch = module.target[0] if module.target else None
+    return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
+                    imports=imports, name=ptx_path.stem,
+                    provenance=Provenance("rustc (prebuilt PTX)", f"PTX ISA {module.version[0]}."
+                                          f"{module.version[1]}", (), arch))
