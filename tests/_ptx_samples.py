@@ -114,11 +114,14 @@ NUMBA_SAMPLES = {
 
 
 @functools.cache
-def numba_ptx(name: str) -> str:
-    """PTX of one :data:`NUMBA_SAMPLES` entry, compiled for sm_90 with entry name ``name``."""
+def numba_ptx(name: str, debug: bool = False) -> str:
+    """PTX of one :data:`NUMBA_SAMPLES` entry, compiled for sm_90 with entry name ``name``.
+
+    ``debug`` adds ``.file``/``.loc``, DWARF ``.section`` blocks and ``__errcode__`` globals.
+    """
     pytest.importorskip("numba.cuda")
     pyfunc, signature, device = NUMBA_SAMPLES[name]
     abi = "c" if device else "numba"  # numba-cuda kernels cannot use the C ABI
     ptx, _ = cuda.compile(pyfunc, signature, cc=(9, 0), output="ptx", device=device, abi=abi,
-                          abi_info={"abi_name": name})
+                          abi_info={"abi_name": name}, debug=debug, opt=not debug)
     return ptx

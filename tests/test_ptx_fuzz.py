@@ -24,7 +24,7 @@ TOKENS = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"=", b"/*", b"*/", b"
 @pytest.fixture(scope="module")
 def seeds() -> list[bytes]:
     edge = (Path(__file__).parent / "fixtures" / "ptx" / "edge_cases.ptx").read_bytes()
-    return [nvrtc_ptx().encode(), numba_ptx("mixed").encode(), numba_ptx("add").encode(), edge]
+    return [nvrtc_ptx().encode(), numba_ptx("mixed").encode(), numba_ptx("saxpy", debug=True).encode(), edge]
 
 
 def _mutate(data: st.DataObject, text: bytes) -> bytes:

@@ -162,6 +162,19 @@ def test_saxpy_exact_offsets(numba_modules: dict[str, PtxModule]) -> None:
     assert kernel.size == 176
 
 
+def test_numba_debug_build_with_dwarf_sections() -> None:
+    text = numba_ptx("saxpy", debug=True)
+    assert '.file\t1 "' in text and ".section\t.debug_info" in text  # what this test is about
+    module = read_ptx(text)
+    assert module.target == ("sm_90", "debug")
+    assert [(f.name, f.kind, len(f.params)) for f in module.functions] == [
+        ("saxpy__exc_helper__", "func", 1), ("saxpy", "entry", 22)]
+    names = [g.name for g in module.globals]
+    assert names[1:] == [f"saxpy__{part}__" for part in
+                         ("errcode", "tidx", "ctaidx", "tidy", "ctaidy", "tidz", "ctaidz")]
+    assert module.function("saxpy").offsets == read_ptx(numba_ptx("saxpy")).function("saxpy").offsets
+
+
 def test_missing_function_is_a_key_error(numba_modules: dict[str, PtxModule]) -> None:
     with pytest.raises(KeyError, match=r"no \.entry or \.func named 'nope'"):
         numba_modules["saxpy"].function("nope")
