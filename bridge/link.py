@@ -1,0 +1,383 @@
+"""The linker: artifacts from any frontend -> one cubin for one arch, checked before nvJitLink runs.
+
+Order of work in :func:`link`: turn every input into an :class:`Artifact`;
+pick the arch and LTO (pure functions below); match each imported device
+function with the one artifact that exports it and compare their lowered
+layouts (a :class:`LinkError` naming both sides, not an nvJitLink log);
+refuse PTX newer than nvJitLink reads; then link with nvJitLink (pip wheel,
+``cuda.bindings.nvjitlink``), through the disk cache.  The result is always
+a cubin for the exact arch, so PTX newer than the driver never reaches the
+driver (FRONTENDS.md 4, BASELINES.md "What loads on this driver").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ptxbridge import cache
+from ptxbridge.abi.check import DeclaredParam, check, check_layout
+from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.errors import AbiMismatchError, LinkError, ToolchainError
+from ptxbridge.abi.lowering import lower_param, lower_params
+from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.signature import Signature
+from ptxbridge.abi.sniff import sniff
+
+from .artifact import Artifact, CodeKind
+from .image import Image
+from .nvrtc import FALLBACK_ARCH, device_arch, normalize_arch
+from .ptx_isa import max_ptx_isa
+
+__all__ = ["LinkOptions", "check_symbols", "choose_arch", "link", "load", "nvjitlink_args",
+           "nvjitlink_version", "ptx_isa_supported", "use_lto", "with_cubin_facts"]
+
+_AR_MAGIC = b"!<arch>\n"  # a static library (ar archive), e.g. libcudadevrt.a
+_LTO_KINDS = (CodeKind.LTOIR,)
+_OPAQUE_KINDS = (CodeKind.OBJECT, CodeKind.LIBRARY, CodeKind.FATBIN)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkOptions:
+    """nvJitLink options (``nvJitLink`` documentation, "Supported Link Options").
+
+    ``ftz``, ``prec_div``, ``prec_sqrt`` and ``fma`` steer code generation of
+    LTO-IR and are refused without LTO rather than silently ignored.
+    """
+
+    optimization: int | None = None  # -O<n>, nvJitLink's default is 3
+    debug: bool = False  # -g
+    lineinfo: bool = False  # -lineinfo
+    max_registers: int | None = None  # -maxrregcount=<n>
+    ftz: bool | None = None  # -ftz=<0|1>, LTO only
+    prec_div: bool | None = None  # -prec-div=<0|1>, LTO only
+    prec_sqrt: bool | None = None  # -prec-sqrt=<0|1>, LTO only
+    fma: bool | None = None  # -fma=<0|1>, LTO only
+    kernels_used: tuple[str, ...] = ()  # -kernels-used=<name>: others may be dropped under LTO
+    variables_used: tuple[str, ...] = ()  # -variables-used=<name>
+    optimize_unused_variables: bool = False  # -optimize-unused-variables
+    split_compile: int | None = None  # -split-compile=<n> threads, 0 = as many as CPUs
+    verbose: bool = False  # -verbose: the info log in Image.log says what was linked
+    ptxas_options: tuple[str, ...] = ()  # -Xptxas=<option>
+    extra: tuple[str, ...] = ()  # verbatim, for options this class does not name
+
+    def __post_init__(self) -> None:
+        for name in ("kernels_used", "variables_used", "ptxas_options", "extra"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"LinkOptions.{name} must be a sequence of str (got {value!r})")
+            object.__setattr__(self, name, tuple(value))
+        if self.optimization is not None and self.optimization not in (0, 1, 2, 3):
+            raise ValueError(f"LinkOptions.optimization must be 0, 1, 2 or 3 (got {self.optimization!r})")
+        for name in ("max_registers", "split_compile"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < (name == "max_registers")):
+                raise ValueError(f"LinkOptions.{name} must be a non-negative int (got {value!r})")
+
+
+def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
+    """The nvJitLink option list for ``options`` linking for ``arch`` (with ``-lto`` when ``lto``)."""
+    args = [f"-arch={arch}"] + (["-lto"] if lto else [])
+    if options.optimization is not None:
+        args.append(f"-O{options.optimization}")
+    args += ["-g"] * options.debug + ["-lineinfo"] * options.lineinfo
+    if options.max_registers is not None:
+        args.append(f"-maxrregcount={options.max_registers}")
+    for name, flag in (("ftz", "-ftz"), ("prec_div", "-prec-div"), ("prec_sqrt", "-prec-sqrt"),
+                       ("fma", "-fma")):
+        value = getattr(options, name)
+        if value is not None:
+            if not lto:
+                raise ValueError(f"LinkOptions.{name} applies only when linking with LTO (got lto=False)")
+            args.append(f"{flag}={int(value)}")
+    args += [f"-kernels-used={k}" for k in options.kernels_used]
+    args += [f"-variables-used={v}" for v in options.variables_used]
+    args += ["-optimize-unused-variables"] * options.optimize_unused_variables
+    if options.split_compile is not None:
+        args.append(f"-split-compile={options.split_compile}")
+    args += ["-verbose"] * options.verbose
+    args += [f"-Xptxas={o}" for o in options.ptxas_options]
+    return args + list(options.extra)
+
+
+def choose_arch(requested: str | None, device: str | None, input_archs: Iterable[str | None]) -> str:
+    """The arch to link for.
+
+    ==================================  =====================================
+    situation                           arch
+    ==================================  =====================================
+    ``requested`` given                 ``requested``
+    else a GPU is present               the GPU's arch (``device``)
+    else                                ``sm_90``
+    an input is built for ``<arch>a``   ``<arch>a`` (e.g. a tileiras cubin is
+    (same SM, arch-specific features)   ``sm_90a``; the plain arch cannot
+                                        link it, the ``a`` arch runs all)
+    ==================================  =====================================
+    """
+    arch = normalize_arch(requested or device or FALLBACK_ARCH)
+    if arch[-1].isdigit() and any(a and normalize_arch(a) == f"{arch}a" for a in input_archs):
+        return f"{arch}a"
+    return arch
+
+
+def use_lto(kinds: Iterable[CodeKind]) -> bool:
+    """``lto=None`` means: link-time optimise when any input is LTO-IR."""
+    return any(CodeKind(k) in _LTO_KINDS for k in kinds)
+
+
+def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:
+    """The newest PTX ISA a driver, or an nvJitLink, of ``cuda_version`` reads.
+
+    ``cuda_version`` is ``(13, 0)`` or ``cuDriverGetVersion``'s ``13000``.
+    The table is :func:`ptxbridge.ptx_isa.max_ptx_isa` (PTX ISA release notes).
+    """
+    if isinstance(cuda_version, int):
+        cuda_version = (cuda_version // 1000, cuda_version % 1000 // 10)
+    return max_ptx_isa(cuda_version)
+
+
+@functools.cache
+def nvjitlink_version() -> tuple[int, int]:
+    """The nvJitLink library's (major, minor); a :class:`ToolchainError` when it is missing."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        return tuple(nvjitlink.version())  # type: ignore[return-value]
+    except Exception as exc:
+        raise ToolchainError(f"nvJitLink is not available: pip install nvidia-nvjitlink (got {exc})") from exc
+
+
+@functools.cache
+def _driver_version() -> tuple[int, int] | None:
+    try:
+        from cuda.bindings import driver
+
+        err, version = driver.cuDriverGetVersion()
+    except Exception:  # no libcuda: there is no driver to report
+        return None
+    return (version // 1000, version % 1000 // 10) if err == driver.CUresult.CUDA_SUCCESS else None
+
+
+def as_artifact(item: Artifact | bytes | str | os.PathLike[str], index: int = 0) -> Artifact:
+    """An input of :func:`link` as an artifact: artifacts as they are, paths read, bytes sniffed."""
+    if isinstance(item, Artifact):
+        return item
+    if isinstance(item, (str, os.PathLike)):
+        from ptxbridge.files import artifact_from_file
+
+        return artifact_from_file(item)
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        data, name = bytes(item), f"<input {index}>"
+        kind = "library" if data.startswith(_AR_MAGIC) else sniff(data, name)
+        if kind == "oxart":
+            raise LinkError(f"{name}: a cuda-oxide .oxart bundle; read it with ptxbridge.oxide.load first")
+        arch = read_cubin(data, name).arch if kind == "cubin" else None
+        return Artifact(data, CodeKind(kind), arch, name=name)
+    raise TypeError(f"link inputs must be Artifacts, paths or bytes (got {type(item).__name__})")
+
+
+def _shape(sig: Signature) -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, int], ...]]:
+    """What the PTX call sees: (float or bits, size, align) per parameter, and of the return value."""
+    def spell(flat: Sequence[Any]) -> tuple[tuple[str, int, int], ...]:
+        return tuple(("f" if p.ptx_type in ("f32", "f64") else "b", p.size, p.align) for p in flat)
+
+    ret = lower_param("return", sig.returns, sig.convention) if sig.returns is not None else []
+    return spell(lower_params(sig.params, sig.convention)), spell(ret)
+
+
+def _ptx_module(artifact: Artifact) -> PtxModule:
+    return read_ptx(artifact.code, artifact.name)
+
+
+def check_symbols(artifacts: Sequence[Artifact]) -> None:
+    """Match every import with its one exporter and compare lowered layouts (return included).
+
+    An exporter is an artifact listing the function in ``device_functions``,
+    or a PTX input defining a visible ``.func`` of that name (then the
+    import is checked against the PTX declaration).  A missing exporter is an
+    error unless an object, library or fatbin input (whose symbols are not
+    known here) could define it.
+    """
+    exporters: dict[str, list[tuple[Artifact, Signature | None]]] = {}
+    for artifact in artifacts:
+        typed = dict(artifact.device_functions)
+        for name, sig in typed.items():
+            exporters.setdefault(name, []).append((artifact, sig))
+        if artifact.kind == CodeKind.PTX:
+            for function in _ptx_module(artifact).functions:
+                if function.kind == "func" and function.body is not None and function.linkage == "visible" \
+                        and function.name not in typed:
+                    exporters.setdefault(function.name, []).append((artifact, None))
+    for name, found in exporters.items():
+        if len(found) > 1:
+            raise LinkError(f"device function {name!r} is defined by both {found[0][0].name} and "
+                            f"{found[1][0].name}; link only one of them")
+    opaque = [a for a in artifacts if a.kind in _OPAQUE_KINDS]
+    for importer in artifacts:
+        for name, wanted in importer.imports.items():
+            if name not in exporters:
+                if opaque:
+                    continue  # nvJitLink resolves it from the object/library, or reports it
+                raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but no "
+                                "input exports it (add the artifact that defines it to the link inputs)")
+            exporter, given = exporters[name][0]
+            _compare(name, importer, wanted, exporter, given)
+
+
+def _compare(name: str, importer: Artifact, wanted: Signature, exporter: Artifact,
+             given: Signature | None) -> None:
+    if given is None:  # untyped PTX: compare with its .func declaration
+        try:
+            check(replace(wanted, name=name), _ptx_module(exporter).function(name))
+        except AbiMismatchError as exc:
+            raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but "
+                            f"{exporter.name} defines it differently: {exc}") from None
+    elif _shape(wanted) != _shape(given):
+        raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but "
+                        f"{exporter.name} exports `{given}`; their PTX parameter layouts differ")
+
+
+def _check_isa(artifacts: Sequence[Artifact]) -> None:
+    """Refuse PTX newer than nvJitLink reads: the one case no cubin can be made here."""
+    linker = nvjitlink_version()
+    readable = ptx_isa_supported(linker)
+    for artifact in artifacts:
+        if artifact.kind != CodeKind.PTX:
+            continue
+        version = _ptx_module(artifact).version
+        if version > readable:
+            driver = _driver_version()
+            where = (f"the driver (CUDA {driver[0]}.{driver[1]}) JIT-compiles up to "
+                     f"{'.'.join(map(str, ptx_isa_supported(driver)))}" if driver else "there is no driver")
+            raise LinkError(f"{artifact.name}: PTX ISA {version[0]}.{version[1]} is newer than nvJitLink "
+                            f"{linker[0]}.{linker[1]} reads ({readable[0]}.{readable[1]}) and {where}; "
+                            "upgrade the nvidia-nvjitlink wheel, or compile the input for an older ISA")
+
+
+_INPUT_TYPES = {CodeKind.PTX: "PTX", CodeKind.LTOIR: "LTOIR", CodeKind.CUBIN: "CUBIN",
+                CodeKind.FATBIN: "FATBIN", CodeKind.OBJECT: "OBJECT", CodeKind.LIBRARY: "LIBRARY"}
+
+
+def _run_nvjitlink(args: list[str], artifacts: Sequence[Artifact]) -> bytes:
+    """Link with nvJitLink; returns ``json({"log": info log}) + b"\\n" + cubin`` for the cache."""
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(len(args), args)
+    try:
+        try:
+            for artifact in artifacts:
+                kind = getattr(nvjitlink.InputType, _INPUT_TYPES[artifact.kind])
+                nvjitlink.add_data(handle, kind, artifact.code, len(artifact.code), artifact.name)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            names = ", ".join(a.name for a in artifacts)
+            raise LinkError(f"nvJitLink failed linking {names} with {' '.join(args)}: {exc}",
+                            log=_log(nvjitlink, handle, "error")) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return json.dumps({"log": _log(nvjitlink, handle, "info")}).encode() + b"\n" + bytes(cubin)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _log(nvjitlink: Any, handle: int, which: str) -> str:
+    size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
+    buffer = bytearray(size)
+    getattr(nvjitlink, f"get_{which}_log")(handle, buffer)
+    return bytes(buffer).rstrip(b"\0").decode(errors="replace").strip()
+
+
+def with_cubin_facts(kernels: dict[str, Signature], cubin: bytes, source: str) -> dict[str, Signature]:
+    """Check each kernel's layout against the cubin's KPARAM records and add the launch facts it states."""
+    found = {k.name: k for k in read_cubin(cubin, source).kernels}
+    out = {}
+    for name, sig in kernels.items():
+        record = found.get(sig.name)
+        if record is None:
+            raise LinkError(f"kernel {sig.name!r} is not in {source} (was it dropped by "
+                            "LinkOptions.kernels_used, or does its signature name the wrong entry?)")
+        if record.params or sig.params:
+            declared = [DeclaredParam(p.ordinal, p.offset, p.size) for p in record.params]
+            check_layout(sig, declared, f"cubin KPARAM of {sig.name}")
+        launch = sig.launch
+        out[name] = replace(sig, launch=replace(
+            launch, reqntid=launch.reqntid or record.reqntid, maxntid=launch.maxntid or record.maxntid,
+            cluster=launch.cluster or record.cluster_dims,
+            static_shared=launch.static_shared or record.static_shared))
+    return out
+
+
+def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str | None = None,
+         lto: bool | None = None, *, options: LinkOptions | None = None) -> Image:
+    """Link artifacts from any frontend into one :class:`Image`.
+
+    Parameters
+    ----------
+    inputs
+        Artifacts, paths (read with :func:`ptxbridge.files.artifact_from_file`)
+        or bytes of PTX, LTO-IR, cubin, fatbin, host objects and ``.a``
+        libraries (recognised by content).
+    arch
+        Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
+        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).
+    lto
+        Link-time optimisation; ``None`` turns it on when any input is LTO-IR.
+    options
+        :class:`LinkOptions`.
+
+    Raises
+    ------
+    LinkError
+        An import has no exporter or disagrees with it (naming both sides),
+        a PTX input is newer than nvJitLink reads, or nvJitLink failed (its
+        log is ``.log``).
+    """
+    options = options or LinkOptions()
+    artifacts = [as_artifact(item, i) for i, item in enumerate(inputs)]
+    if not artifacts:
+        raise LinkError("link: needs at least one input (got none)")
+    for artifact in artifacts:
+        if artifact.kind not in _INPUT_TYPES:
+            raise LinkError(f"{artifact.name}: nvJitLink cannot link {artifact.kind.value} input; "
+                            "compile NVVM IR to LTO-IR first (got kind={artifact.kind.value!r})")
+    arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
+    lto = use_lto(a.kind for a in artifacts) if lto is None else lto
+    try:
+        args = nvjitlink_args(options, arch, lto)
+    except ValueError as exc:
+        raise LinkError(str(exc)) from None
+    check_symbols(artifacts)
+    _check_isa(artifacts)
+    version = nvjitlink_version()
+    parts: list[str | bytes] = ["link", f"{version[0]}.{version[1]}", *args, "\0"]
+    for artifact in artifacts:
+        parts += [artifact.kind.value, artifact.code]
+    blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
+    header, _, cubin = blob.partition(b"\n")
+    kernels: dict[str, Signature] = {}
+    device_functions: dict[str, Signature] = {}
+    for artifact in artifacts:
+        kernels.update(artifact.kernels)
+        device_functions.update(artifact.device_functions)
+    return Image(cubin, arch, with_cubin_facts(kernels, cubin, "<linked cubin>"), device_functions,
+                 tuple(a.code for a in artifacts if a.kind == CodeKind.PTX), json.loads(header)["log"])
+
+
+def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None,
+         **link_kwargs: Any) -> Any:
+    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`).
+
+    With an explicit CUDA ``device`` (int or ``"cuda:N"``) and no ``arch=``,
+    the image is linked for that GPU's arch.
+    """
+    ordinal = device if isinstance(device, int) else (
+        int(device[5:]) if isinstance(device, str) and device.startswith("cuda:") else None)
+    if ordinal is not None and link_kwargs.get("arch") is None:
+        link_kwargs["arch"] = device_arch(ordinal)
+    return link(inputs, **link_kwargs).load(device)
+
+

@@ -1,0 +1,254 @@
+"""CUDA C++ through NVRTC: source -> PTX, LTO-IR or cubin, typed from the source itself.
+
+NVRTC is driven through ``cuda.bindings.nvrtc`` rather than
+``cuda.core.Program``: cuda.core 1.2 asks the driver whether it can load the
+PTX it made, which fails on a machine without one, and NVRTC itself needs no
+driver.  Signatures come from :mod:`ptxbridge.c_source` and are checked
+against the PTX NVRTC wrote (FRONTENDS.md 5).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ptxbridge import cache
+from ptxbridge.abi.check import check
+from ptxbridge.abi.errors import CompileError, ToolchainError
+from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.signature import Signature
+
+from .artifact import Artifact, CodeKind, Provenance
+from .c_source import CDeclarations, read_c_source
+
+__all__ = ["compile", "default_arch", "device_arch", "normalize_arch", "nvrtc_args", "nvrtc_version"]
+
+OUTPUTS = ("ptx", "ltoir", "cubin")
+FALLBACK_ARCH = "sm_90"
+
+
+def normalize_arch(arch: str | tuple[int, int]) -> str:
+    """``"sm_90"``, ``"sm_90a"``, ``"compute_90"``, ``"90"`` or ``(9, 0)`` -> ``"sm_90"`` / ``"sm_90a"``."""
+    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(v, int) for v in arch):
+        return f"sm_{arch[0]}{arch[1]}"
+    if isinstance(arch, str):
+        number = arch.removeprefix("sm_").removeprefix("compute_").removeprefix("lto_")
+        if (number[:-1].isdigit() and number[-1] in "af") or number.isdigit():
+            return f"sm_{number}"
+    raise ValueError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
+
+
+@functools.cache
+def device_arch(ordinal: int = 0) -> str | None:
+    """The arch of GPU ``ordinal`` as the driver reports it, or None without a driver or GPU."""
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return None
+        attrs = driver.CUdevice_attribute
+        err, dev = driver.cuDeviceGet(ordinal)
+        _, major = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        _, minor = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+    except Exception:  # no libcuda at all: the pathfinder raises its own error types
+        return None
+    return f"sm_{major}{minor}" if err == driver.CUresult.CUDA_SUCCESS else None
+
+
+def default_arch() -> str:
+    """The arch of the first GPU when the driver reports one, else ``sm_90``."""
+    return device_arch(0) or FALLBACK_ARCH
+
+
+@functools.cache
+def nvrtc_version() -> str:
+    """``"13.5"``; a :class:`ToolchainError` when the NVRTC wheel is missing."""
+    try:
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+    except Exception as exc:
+        raise ToolchainError("NVRTC is not available: pip install nvidia-cuda-nvrtc cuda-bindings "
+                             f"(got {exc})") from exc
+    return f"{major}.{minor}"
+
+
+@functools.cache
+def _include_dir() -> str | None:
+    """The CUDA headers (cuda_fp16.h ...) of the nvidia-cuda-runtime wheel or toolkit, if any."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        return find_nvidia_header_directory("cudart")
+    except Exception:  # headers are optional: sources without #include compile without them
+        return None
+
+
+def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool = False,
+               include_dir: str | None = None) -> list[str]:
+    """The NVRTC command line for ``output`` on ``arch``.
+
+    ``ltoir`` adds ``-dlto`` and relocatable device code (LTO-IR is always
+    relocatable); ``rdc`` (the source imports or exports device functions)
+    adds relocatable device code for PTX and cubin too.  An ``-arch`` in
+    ``options`` is refused: ``arch`` is the one place the target is named.
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS} (got {output!r})")
+    for option in options:
+        if option.startswith(("-arch", "--gpu-architecture")):
+            raise ValueError(f"nvrtc options: give the target as arch=, not in options (got {option!r})")
+    args = [f"--gpu-architecture={arch}"]
+    if output == "ltoir":
+        args.append("-dlto")
+    if rdc or output == "ltoir":
+        args.append("--relocatable-device-code=true")
+    if include_dir:
+        args.append(f"--include-path={include_dir}")
+    return args + list(options)
+
+
+def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None = None,
+            output: str = "ptx", *, options: Sequence[str] = (), name_expressions: Sequence[str] = (),
+            signatures: Mapping[str, Signature | str] | None = None, name: str = "<source>") -> Artifact:
+    """Compile CUDA C++ with NVRTC into a typed :class:`Artifact`.
+
+    Parameters
+    ----------
+    source
+        The C++ text, or a path (``pathlib.Path``) to a ``.cu`` file.
+    arch
+        Target, e.g. ``"sm_90"``; default: the first GPU's arch, else ``sm_90``.
+    output
+        ``"ptx"``, ``"ltoir"`` (``-dlto -rdc``, for nvJitLink ``-lto``) or ``"cubin"``.
+    options
+        Extra NVRTC options (``"-DN=4"``, ``"-use_fast_math"``).
+    name_expressions
+        C++ kernels to instantiate (``"scale<float>"``); each becomes a kernel
+        under its mangled name, typed from the template when the reader can.
+    signatures
+        Signatures by name or name expression, overriding the reader (for
+        types it cannot read); strings are parsed with ``Signature.parse``.
+
+    The result is cached on disk, keyed by source, options, arch and NVRTC
+    version: a second compile runs no compiler.
+    """
+    if isinstance(source, os.PathLike):
+        name, source = os.fspath(source), Path(source).read_text()
+    arch = normalize_arch(arch) if arch is not None else default_arch()
+    decls = read_c_source(source, name)
+    rdc = bool(decls.device_functions or decls.imports)
+    args = nvrtc_args(arch, output, options, rdc=rdc, include_dir=_include_dir())
+    version = nvrtc_version()
+    entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions)
+    blob = cache.cached("nvrtc", entry, lambda: _run_nvrtc(source, name, args, output, name_expressions))
+    header, _, code = blob.partition(b"\n")
+    lowered: dict[str, str] = json.loads(header)
+    given = {key: (Signature.parse(sig) if isinstance(sig, str) else sig)
+             for key, sig in (signatures or {}).items()}
+    kernels = _typed_kernels(decls, lowered, given)
+    exports = {n: given.get(n, sig) for n, sig in decls.device_functions.items()}
+    imports = {n: given.get(n, sig) for n, sig in decls.imports.items()}
+    if output == "ptx":
+        kernels, exports, imports = _checked(read_ptx(code, name), kernels, exports, imports)
+    elif output == "cubin":
+        from .link import with_cubin_facts  # the linker's check, shared; link imports this module
+
+        kernels = with_cubin_facts(kernels, code, name)
+    kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]
+    return Artifact(code, kind, arch, kernels, exports, imports,
+                    Provenance("nvrtc", version, tuple(args), arch), name)
+
+
+def _typed_kernels(decls: CDeclarations, lowered: Mapping[str, str],
+                   given: Mapping[str, Signature]) -> dict[str, Signature]:
+    """extern "C" kernels plus each name expression's kernel under its lowered name."""
+    for problem in decls.problems:
+        if problem not in given:
+            raise decls.error(problem)
+    kernels = {n: given.get(n, sig) for n, sig in decls.kernels.items()}
+    for expression, mangled in lowered.items():
+        sig = given.get(expression) or given.get(mangled) or decls.for_expression(expression, mangled)
+        kernels[mangled] = replace(sig, name=mangled)
+    for key, sig in given.items():  # signatures for kernels the reader does not see at all
+        if sig.kind == "kernel" and key not in lowered and key not in kernels:
+            kernels[key] = sig
+    return kernels
+
+
+def _checked(module: PtxModule, *tables: dict[str, Signature]) -> tuple[dict[str, Signature], ...]:
+    """Check every signature against the PTX, filling launch demands only the PTX states.
+
+    ``__launch_bounds__`` written with constants the reader cannot evaluate
+    (``constexpr``, templates) still reach the PTX as ``.maxntid``.  Imports
+    the code never calls have no ``.extern .func`` and are not checked.
+    """
+    names = {f.name: f for f in module.functions}
+    out: list[dict[str, Signature]] = []
+    for table in tables:
+        checked = {}
+        for key, sig in table.items():
+            function = names.get(sig.name)
+            if function is not None and function.kind == "entry":
+                launch = sig.launch
+                sig = replace(sig, launch=replace(
+                    launch, maxntid=launch.maxntid or _xyz(function.maxntid),
+                    reqntid=launch.reqntid or _xyz(function.reqntid),
+                    minnctapersm=launch.minnctapersm or function.minnctapersm,
+                    cluster=launch.cluster or _xyz(function.reqnctapercluster)))
+            if function is not None:
+                check(sig, function)
+            checked[key] = sig
+        out.append(checked)
+    return tuple(out)
+
+
+def _xyz(dims: tuple[int, ...] | None) -> tuple[int, int, int] | None:
+    return None if dims is None else (*dims, 1, 1, 1)[:3]  # type: ignore[return-value]
+
+
+def _run_nvrtc(source: str, name: str, args: list[str], output: str,
+               name_expressions: Sequence[str]) -> bytes:
+    """One NVRTC compile; returns ``json(lowered names) + b"\\n" + code`` for the cache."""
+    from cuda.bindings import nvrtc
+
+    err, program = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _ok(err, "nvrtcCreateProgram")
+    try:
+        for expression in name_expressions:
+            _ok(nvrtc.nvrtcAddNameExpression(program, expression.encode())[0], "nvrtcAddNameExpression")
+        encoded = [a.encode() for a in args]
+        (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
+        _, size = nvrtc.nvrtcGetProgramLogSize(program)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(program, log)
+        text = log.rstrip(b"\0").decode(errors="replace")
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"{name}: NVRTC failed to compile for {' '.join(args)}", log=text)
+        lowered = {}
+        for expression in name_expressions:
+            err, mangled = nvrtc.nvrtcGetLoweredName(program, expression.encode())
+            _ok(err, f"nvrtcGetLoweredName({expression!r})")
+            lowered[expression] = mangled.decode()
+        what = {"ptx": "PTX", "ltoir": "LTOIR", "cubin": "CUBIN"}[output]
+        err, size = getattr(nvrtc, f"nvrtcGet{what}Size")(program)
+        _ok(err, f"nvrtcGet{what}Size")
+        code = b" " * size
+        _ok(getattr(nvrtc, f"nvrtcGet{what}")(program, code)[0], f"nvrtcGet{what}")
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+    if output == "ptx":
+        code = code.rstrip(b"\0")
+    return json.dumps(lowered).encode() + b"\n" + code
+
+
+def _ok(err: object, call: str) -> None:
+    from cuda.bindings import nvrtc
+
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{call} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
