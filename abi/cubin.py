@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from ptxbridge.abi.check import DeclaredParam
 from ptxbridge.abi.elf import EM_CUDA, ET_REL, STT_FUNC, Elf, Section, read_elf
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.nvinfo import (
@@ -72,9 +73,9 @@ class Kernel:
     language: str | None
     code_size: int
 
-    def declared_params(self) -> tuple[tuple[int, int, int], ...]:
-        """(ordinal, offset, size) per parameter: the layout the checker compares against."""
-        return tuple((p.ordinal, p.offset, p.size) for p in self.params)
+    def declared_params(self) -> tuple[DeclaredParam, ...]:
+        """The KPARAM layout as :func:`ptxbridge.abi.check.check_layout` takes it (types unknown)."""
+        return tuple(DeclaredParam(p.ordinal, p.offset, p.size) for p in self.params)
 
 
 @dataclass(frozen=True, slots=True)
