@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .errors import AbiMismatchError
 from .layout import LaidParam
 from .ptx import TYPE_SIZES, PtxFunction, PtxModule, PtxParam, param_offsets
 from .signature import Param, Signature
 
-__all__ = ["DeclaredParam", "check", "check_layout", "declared_params", "find_entry"]
+__all__ = ["DeclaredParam", "KernelRecords", "check", "check_layout", "declared_params", "find_entry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,17 +58,38 @@ def find_entry(module: PtxModule, name: str) -> PtxFunction:
     raise AbiMismatchError(f"{name}: {module.source} has no .entry or .func of that name (got {names})")
 
 
-def check(signature: Signature, code_object: PtxFunction | PtxModule) -> None:
+class KernelRecords(Protocol):
+    """A compiled kernel that records its parameters itself: a cubin ``Kernel`` (``EIATTR_KPARAM_INFO``)."""
+
+    name: str
+    reqntid: tuple[int, int, int] | None
+    maxntid: tuple[int, int, int] | None
+    cluster_dims: tuple[int, int, int] | None
+
+    def declared_params(self) -> tuple[DeclaredParam, ...]: ...
+
+
+def check(signature: Signature, code_object: PtxFunction | PtxModule | KernelRecords) -> None:
     """Raise :class:`AbiMismatchError` unless ``code_object`` declares what ``signature`` lowers to.
 
-    ``code_object`` is a PTX function, or a PTX module in which the function
-    is found by :func:`find_entry`.  Kernels must be ``.entry``, device
-    functions ``.func``; a device function's return value is compared too.
+    ``code_object`` is a PTX function, a PTX module in which the function is
+    found by :func:`find_entry`, or a cubin kernel.  Kernels must be
+    ``.entry``, device functions ``.func``; a device function's return value
+    is compared too.  Launch demands stated on both sides must agree.
     """
+    if not isinstance(code_object, (PtxFunction, PtxModule)):
+        if not callable(getattr(code_object, "declared_params", None)):
+            raise TypeError("check: code_object must be a PtxFunction, PtxModule or cubin Kernel "
+                            f"(got {type(code_object).__name__})")
+        what = f"cubin kernel {code_object.name}"  # its EIATTR_KPARAM_INFO records
+        if signature.kind != "kernel":
+            raise AbiMismatchError(f"{signature.name}: a cubin records parameters of kernels only; check a "
+                                   f"device function against its PTX (got the {what})")
+        check_layout(signature, code_object.declared_params(), what)
+        _check_launch(signature, what, code_object.reqntid, code_object.maxntid, None,
+                      code_object.cluster_dims)
+        return
     function = find_entry(code_object, signature.name) if isinstance(code_object, PtxModule) else code_object
-    if not isinstance(function, PtxFunction):
-        raise TypeError("check: code_object must be a PtxFunction or PtxModule "
-                        f"(got {type(code_object).__name__})")
     expected_kind = "entry" if signature.kind == "kernel" else "func"
     if function.kind != expected_kind:
         raise AbiMismatchError(f"{signature.name}: the signature is a {signature.kind} function, so the PTX "
@@ -79,13 +101,14 @@ def check(signature: Signature, code_object: PtxFunction | PtxModule) -> None:
         returns = () if signature.returns is None else Signature(
             signature.name, (Param("return", signature.returns),), signature.convention).layout.params
         _compare(signature.name, "the return value", returns, declared_params(function.returns), what)
-    _check_launch(signature, function, what)
+    _check_launch(signature, what, function.reqntid, function.maxntid, function.minnctapersm,
+                  function.reqnctapercluster)
 
 
 def check_layout(signature: Signature, declared: Sequence[DeclaredParam], what: str) -> None:
     """Compare ``signature.layout`` with ``declared`` (count, sizes, offsets), parameter by parameter.
 
-    ``what`` names the code side in messages ("PTX .entry saxpy", "cubin KPARAM of saxpy").
+    ``what`` names the code side in messages ("PTX .entry saxpy", "cubin kernel saxpy").
     """
     laid = signature.layout.params
     totals = "" if len(laid) == len(declared) else (
@@ -126,18 +149,19 @@ def _compare(kernel: str, subject: str, group: Sequence[LaidParam], rest: Sequen
                            f"at that position{totals}")
 
 
-def _check_launch(signature: Signature, function: PtxFunction, what: str) -> None:
+def _check_launch(signature: Signature, what: str, reqntid: tuple[int, ...] | None,
+                  maxntid: tuple[int, ...] | None, minnctapersm: int | None,
+                  cluster: tuple[int, ...] | None) -> None:
     """Launch demands both sides state must agree (missing trailing dimensions read as 1)."""
     launch = signature.launch
-    for label, mine, theirs in (("reqntid", launch.reqntid, function.reqntid),
-                                ("maxntid", launch.maxntid, function.maxntid),
-                                ("cluster shape", launch.cluster, function.reqnctapercluster)):
+    for label, mine, theirs in (("reqntid", launch.reqntid, reqntid), ("maxntid", launch.maxntid, maxntid),
+                                ("cluster shape", launch.cluster, cluster)):
         if mine is not None and theirs is not None and tuple(mine) != theirs + (1,) * (3 - len(theirs)):
             raise AbiMismatchError(f"{signature.name}: the signature's {label} is {tuple(mine)} but the "
                                    f"{what} declares {tuple(theirs)}")
-    if launch.minnctapersm is not None and function.minnctapersm not in (None, launch.minnctapersm):
+    if launch.minnctapersm is not None and minnctapersm not in (None, launch.minnctapersm):
         raise AbiMismatchError(f"{signature.name}: the signature's minnctapersm is {launch.minnctapersm} but "
-                               f"the {what} declares {function.minnctapersm}")
+                               f"the {what} declares {minnctapersm}")
 
 
 def _count(n: int) -> str:

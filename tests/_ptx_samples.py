@@ -50,8 +50,18 @@ extern "C" __global__ void caller(float* p, const float* q) {
 
 
 @functools.cache
-def nvrtc_ptx(source: str = NVRTC_SOURCE, arch: str = "compute_90") -> str:
-    """PTX from NVRTC (``-rdc`` so external device functions stay declarations)."""
+def nvrtc_ptx(source: str = NVRTC_SOURCE) -> str:
+    """PTX from NVRTC for compute_90 (``-rdc`` so external device functions stay declarations)."""
+    return _nvrtc(source, "compute_90", "PTX").decode().rstrip("\0")
+
+
+@functools.cache
+def nvrtc_cubin(source: str = NVRTC_SOURCE) -> bytes:
+    """An sm_90 cubin from NVRTC for the same source: its KPARAM records are the driver's view."""
+    return _nvrtc(source, "sm_90", "CUBIN")
+
+
+def _nvrtc(source: str, arch: str, output: str) -> bytes:
     nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"sample.cu", 0, [], [])
     _nvrtc_ok(nvrtc, err, "nvrtcCreateProgram")
@@ -63,14 +73,14 @@ def nvrtc_ptx(source: str = NVRTC_SOURCE, arch: str = "compute_90") -> str:
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise RuntimeError(f"NVRTC failed: {log.decode(errors='replace')}")
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        _nvrtc_ok(nvrtc, err, "nvrtcGetPTXSize")
-        ptx = b" " * size
-        (err,) = nvrtc.nvrtcGetPTX(prog, ptx)
-        _nvrtc_ok(nvrtc, err, "nvrtcGetPTX")
+        err, size = getattr(nvrtc, f"nvrtcGet{output}Size")(prog)
+        _nvrtc_ok(nvrtc, err, f"nvrtcGet{output}Size")
+        data = b" " * size
+        (err,) = getattr(nvrtc, f"nvrtcGet{output}")(prog, data)
+        _nvrtc_ok(nvrtc, err, f"nvrtcGet{output}")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return ptx.decode().rstrip("\0")
+    return data
 
 
 def _nvrtc_ok(nvrtc, err, call: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from _ptx_samples import numba_ptx, nvrtc_ptx
+from _ptx_samples import numba_ptx, nvrtc_cubin, nvrtc_ptx
 
 from ptxbridge.abi import (
     AbiMismatchError,
@@ -216,3 +216,38 @@ def test_declared_params_follow_natural_alignment(nvrtc: PtxModule) -> None:
     layout = sig("scalars", *SCALARS).layout
     assert [(lp.offset, lp.param.size) for lp in layout.params] == [(d.offset, d.size) for d in declared]
     assert layout.size == nvrtc.function("scalars").size == 66
+
+
+# --- the cubin side: the same kernels as NVRTC's sm_90 cubin records them ------------
+
+
+@pytest.fixture(scope="module")
+def cubin():
+    from ptxbridge.abi.cubin import read_cubin
+
+    return read_cubin(nvrtc_cubin(), "sample.cubin")
+
+
+def test_ptx_natural_offsets_are_what_the_cubin_records(nvrtc: PtxModule, cubin) -> None:
+    for entry in nvrtc.entries:
+        from_ptx = [(d.ordinal, d.offset, d.size) for d in declared_params(entry.params)]
+        assert from_ptx == [(d.ordinal, d.offset, d.size) for d in cubin.kernel(entry.name).declared_params()]
+
+
+def test_check_against_a_cubin_kernel(cubin) -> None:
+    clustered = [("p", Pointer(s("i32")))]
+    check(sig("scalars", *SCALARS, launch=LaunchMeta(maxntid=(128, 1, 1))), cubin.kernel("scalars"))
+    check(sig("clustered", *clustered, launch=LaunchMeta(cluster=(2, 1, 1))), cubin.kernel("clustered"))
+    wrong = sig("caller", ("p", Pointer(s("f32"))), ("q", Slice(s("f32"))))
+    assert mismatch(wrong, cubin.kernel("caller")) == (
+        "caller: parameter 'q' lowers to 2 params (u64, u64) but the cubin kernel caller has 1 (8 bytes) "
+        "at that position; in all, the signature lowers to 3 params and the cubin kernel caller has 2")
+    four = sig("clustered", *clustered, launch=LaunchMeta(cluster=(4, 1, 1)))
+    assert "cluster shape is (4, 1, 1)" in mismatch(four, cubin.kernel("clustered"))
+    device = sig("scalars", *SCALARS, kind="device")
+    assert "a cubin records parameters of kernels only" in mismatch(device, cubin.kernel("scalars"))
+
+
+def test_check_rejects_other_objects() -> None:
+    with pytest.raises(TypeError, match=r"must be a PtxFunction, PtxModule or cubin Kernel \(got str\)"):
+        check(sig("k"), "k.ptx")
