@@ -168,8 +168,8 @@ class _Parser:
             self.next()
             try:
                 return json.loads(tok.text)
-            except ValueError as exc:
-                raise self.invalid(tok, f"bad escape in quoted name {tok.text} ({exc.args[0]})") from None
+            except json.JSONDecodeError as exc:
+                raise self.invalid(tok, f"bad escape in quoted name {tok.text} ({exc.msg})") from None
         raise self.error(what)
 
     def integer(self, what: str = "an integer") -> int:
@@ -268,25 +268,27 @@ class _Parser:
             return StructField(fname, self.type())
         return Struct(name, tuple(self.comma_list("}", field)))
 
+    def build(self, tok: _Token, cls: type, *args: Any, **kwargs: Any) -> Any:
+        """``cls(*args, **kwargs)``, its ValueError reported at ``tok``."""
+        try:
+            return cls(*args, **kwargs)
+        except ValueError as exc:
+            raise self.invalid(tok, str(exc)) from None
+
     def generic(self, head: _Token) -> ParamType:
         self.expect("<", "'<'")
-        try:
-            built = self._generic_args(head.text)
-        except ValueError as exc:
-            raise self.invalid(head, str(exc)) from None
+        built = self._generic_args(head)
         if isinstance(built, TileArray | TileList) and self.at("{"):
             table = _ARRAY_PROMISES if isinstance(built, TileArray) else _LIST_PROMISES
-            try:
-                built = type(built)(**{**_as_kwargs(built), **self.promises(table)})
-            except ValueError as exc:
-                raise self.invalid(head, str(exc)) from None
+            built = self.build(head, type(built), **{**_as_kwargs(built), **self.promises(table)})
         return built
 
-    def _generic_args(self, head: str) -> ParamType:
+    def _generic_args(self, tok: _Token) -> ParamType:
+        head = tok.text
         if head == "TileList":
             element = self.type()
             if not isinstance(element, TileArray):
-                raise ValueError(f"TileList elements must be TileArray (got {format_type(element)})")
+                raise self.invalid(tok, f"TileList elements must be TileArray (got {format_type(element)})")
             self.expect(">")
             return TileList(element)
         if head == "opaque":
@@ -296,7 +298,7 @@ class _Parser:
                 self.expect("align", "'align'")
                 align = self.integer("the alignment")
             self.expect(">", "'>' or ', align N'")
-            return Opaque(size, align)
+            return self.build(tok, Opaque, size, align)
         dt = self.dtype()
         if head in ("DisjointSlice", "DisjointSlice2d"):
             self.expect(">")
@@ -309,7 +311,7 @@ class _Parser:
                 raise self.error("the layout (C, F or A)")
             layout = self.next().text
             self.expect(">")
-            return NumbaArray(dt, ndim, layout)  # type: ignore[arg-type]
+            return self.build(tok, NumbaArray, dt, ndim, layout)
         if head == "TileArray":
             index = "i32"
             if self.accept(","):
@@ -317,7 +319,7 @@ class _Parser:
                     raise self.error(f"an index width ({', '.join(INDEX_WIDTHS)})")
                 index = self.next().text
             self.expect(">", "'>' or ', <index width>'")
-            return TileArray(dt, ndim, index)  # type: ignore[arg-type]
+            return self.build(tok, TileArray, dt, ndim, index)
         self.expect(">")
         return TileTensor(dt, ndim, partition=head == "Partition")
 
@@ -413,10 +415,7 @@ class _Parser:
             return Param(pname, self.type())
         params = self.comma_list(")", param)
         returns = self.type() if self.accept("->") else None
-        try:
-            return Signature(name, tuple(params), convention, launch, kind, returns)
-        except ValueError as exc:
-            raise self.invalid(name_tok, str(exc)) from None
+        return self.build(name_tok, Signature, name, tuple(params), convention, launch, kind, returns)
 
     def declaration(self) -> None:
         self.expect("struct")
