@@ -1,4 +1,4 @@
-"""numba types -> ptxbridge parameter kinds (and PTX declarations -> layout-only kinds)."""
+"""numba types -> ptxbridge parameter kinds."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from ptxbridge.abi.dtypes import DType, dtype
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.kinds import NumbaArray, Opaque, ParamType, Pointer, Scalar, Struct, StructField, Tuple
 from ptxbridge.abi.lowering import field_offsets, memory_layout
-from ptxbridge.abi.ptx import PtxParam
 
-__all__ = ["to_dtype", "to_param_type", "ptx_param_type"]
+__all__ = ["to_dtype", "to_param_type"]
 
 _SUPPORTED = "booleans, integers, floats, complex, arrays, records, tuples and pointers"
 
@@ -76,14 +75,3 @@ def _record(nbtype: Any, where: str) -> Struct:
             f"{where}: record {nbtype} is not laid out like a C struct (offsets {list(offsets)}, "
             f"size {nbtype.size}); build its NumPy dtype with align=True")
     return struct
-
-
-def ptx_param_type(param: PtxParam) -> ParamType:
-    """A layout-only kind for a PTX parameter: ``.b32`` could be an int or a float, so bits only."""
-    width = int(param.type.lstrip("bsuf")) if param.type[1:].isdigit() else 0
-    if param.array is not None or not width:
-        size = param.nbytes
-        return Opaque(size, param.align or 1)
-    if param.type.startswith("f"):
-        return Scalar(dtype(param.type))
-    return Scalar(dtype(f"{'i' if param.type.startswith('s') else 'u'}{width}"))

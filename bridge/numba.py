@@ -22,11 +22,12 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
-from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
+from ptxbridge.abi.signature import Convention, Param, Signature
 
-from ._numba_types import ptx_param_type, to_param_type
+from ._numba_types import to_param_type
 from ._pyfingerprint import fingerprint, referenced_values
 from .artifact import Artifact, CodeKind, Provenance
+from .files import layout_only, ptx_launch
 
 __all__ = ["compile", "default_arch", "arch_to_cc"]
 
@@ -134,7 +135,7 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
         kernels, exports = {}, {name: own}
     else:
         entry = _function(module, name)
-        own = Signature(name, params, Convention.NUMBA, launch=_launch_meta(entry), kind="kernel")
+        own = Signature(name, params, Convention.NUMBA, launch=ptx_launch(entry), kind="kernel")
         _check(own, module)
         kernels, exports = {name: own}, {}
     provenance = Provenance("numba-cuda", tools, (f"output={output}", f"cc={cc[0]}.{cc[1]}",
@@ -188,15 +189,6 @@ def _function(module: PtxModule, name: str) -> PtxFunction:
         raise CompileError(f"numba-cuda output has no function named {name!r} (found: {found})") from None
 
 
-def _launch_meta(entry: PtxFunction) -> LaunchMeta:
-    """Launch demands the PTX entry declares (``.reqntid``, ``.maxntid``, ...)."""
-    def dim3(value: tuple[int, ...] | None) -> tuple[int, int, int] | None:
-        return None if value is None else (tuple(value) + (1, 1, 1))[:3]  # type: ignore[return-value]
-
-    return LaunchMeta(reqntid=dim3(entry.reqntid), maxntid=dim3(entry.maxntid),
-                      minnctapersm=entry.minnctapersm, cluster=dim3(entry.reqnctapercluster))
-
-
 def _check(signature: Signature, module: PtxModule) -> None:
     from ptxbridge.abi.check import check
 
@@ -215,7 +207,7 @@ def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any]) -> d
     for func in module.functions:
         if func.kind != "func" or func.linkage != "extern" or func.body is not None:
             continue
-        sig = declared.get(func.name) or _recovered(func)
+        sig = declared.get(func.name) or layout_only(func)
         try:
             _check(sig, module)
         except AbiMismatchError as exc:
@@ -239,13 +231,6 @@ def _import_signature(decl: Any) -> Signature:
                    for i, t in enumerate(sig.args))
     returns = None if _is_void(sig.return_type) else to_param_type(sig.return_type, f"{where}: return")
     return Signature(decl.name, params, Convention.C, kind="device", returns=returns)
-
-
-def _recovered(func: PtxFunction) -> Signature:
-    """A layout-only signature from an extern declaration: PTX types give sizes, not meaning."""
-    params = tuple(Param(f"p{i}", ptx_param_type(p)) for i, p in enumerate(func.params))
-    returns = ptx_param_type(func.returns[0]) if func.returns else None
-    return Signature(func.name, params, Convention.C, kind="device", returns=returns)
 
 
 def _referenced_externs(pyfunc: FunctionType) -> list[Any]:

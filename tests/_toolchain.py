@@ -26,7 +26,8 @@ def tool(name: str) -> str:
 
 
 def nvrtc_compile(source: str, options: list[str], output: str = "ptx") -> bytes:
-    """CUDA C++ -> PTX (``output="ptx"``) or LTO-IR (``"ltoir"``, needs ``-dlto``)."""
+    """CUDA C++ -> PTX (``output="ptx"``), cubin (``"cubin"``, needs ``-arch=sm_XY``) or
+    LTO-IR (``"ltoir"``, needs ``-dlto``)."""
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"test.cu", 0, [], [])
     try:
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
@@ -35,8 +36,9 @@ def nvrtc_compile(source: str, options: list[str], output: str = "ptx") -> bytes
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise RuntimeError(log.decode(errors="replace"))
-        get_size, get = ((nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if output == "ptx"
-                         else (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR))
+        get_size, get = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
+                         "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
+                         "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)}[output]
         _, size = get_size(prog)
         buf = b" " * size
         get(prog, buf)

@@ -1,0 +1,147 @@
+"""Artifact.from_file: real NVRTC/nvcc/fatbinary/tileiras outputs, with and without signatures."""
+
+from __future__ import annotations
+
+import pytest
+from _toolchain import nvrtc_compile, run, tool
+
+from ptxbridge import Artifact, CodeKind
+from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, SignatureSyntaxError
+from ptxbridge.abi.kinds import Opaque, Pointer, Scalar
+from ptxbridge.abi.manifest import dumps, to_manifest
+from ptxbridge.abi.signature import Signature
+
+SOURCE = """
+struct P { char c; double d; int i; };
+extern "C" __device__ float ext(float, int);
+extern "C" __device__ float twice(float v) { return 2.0f * v; }
+extern "C" __global__ void scale(float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = twice(x[i]) * a;
+}
+extern "C" __global__ void mixed(P p, char c, double d, short s, float* out) {
+    out[0] = p.c + p.d + p.i + c + d + s;
+}
+extern "C" __global__ void __launch_bounds__(256) calls(float* x) { x[threadIdx.x] = ext(x[0], 3); }
+"""
+ONE_KERNEL = """extern "C" __global__ void scale(float* x, float a, int n) {
+    if (threadIdx.x < n) x[threadIdx.x] *= a;
+}
+"""
+SCALE = "kernel scale(x: *mut f32, a: f32, n: i32)"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One file of every kind, made by the real tools."""
+    d = tmp_path_factory.mktemp("code")
+    (d / "k.ptx").write_bytes(nvrtc_compile(SOURCE, ["-arch=sm_90", "-rdc=true"]))
+    (d / "one.cubin").write_bytes(nvrtc_compile(ONE_KERNEL, ["-arch=sm_90"], "cubin"))
+    (d / "one.ptx").write_bytes(nvrtc_compile(ONE_KERNEL, ["-arch=sm_90"]))
+    (d / "k.ltoir").write_bytes(nvrtc_compile(ONE_KERNEL, ["-arch=sm_90", "-rdc=true", "-dlto"], "ltoir"))
+    (d / "one.cu").write_text(ONE_KERNEL)
+    run(tool("fatbinary"), f"--create={d / 'one.fatbin'}", f"--image3=kind=elf,sm=90,file={d / 'one.cubin'}",
+        f"--image3=kind=ptx,sm=90,file={d / 'one.ptx'}")
+    run(tool("nvcc"), "-dc", "-arch=sm_90", "--compress-mode=none", str(d / "one.cu"), "-o", str(d / "one.o"))
+    run("ar", "rcs", str(d / "libone.a"), str(d / "one.o"))
+    return d
+
+
+def test_ptx_without_signatures_lists_layouts(built):
+    art = Artifact.from_file(built / "k.ptx")
+    assert art.kind is CodeKind.PTX and art.arch == "sm_90"
+    assert set(art.kernels) == {"scale", "mixed", "calls"}
+    assert all(isinstance(p.type, Opaque) for p in art.kernels["mixed"].params)
+    assert [(p.type.size, p.type.align) for p in art.kernels["mixed"].params] == [
+        (24, 8), (1, 1), (8, 8), (2, 2), (8, 8)]
+    assert art.kernels["calls"].launch.maxntid == (256, 1, 1)
+    twice, ext = art.device_functions["twice"], art.imports["ext"]
+    assert twice.kind == "device" and twice.returns.dtype.bits == 32
+    assert [p.type.dtype.bits for p in ext.params] == [32, 32]
+
+
+def test_ptx_with_signature_text_is_typed_and_checked(built):
+    art = Artifact.from_file(built / "k.ptx", SCALE + "\ndevice fn twice(v: f32) -> f32")
+    assert art.kernels["scale"].params[0].type == Pointer(Scalar(art.kernels["scale"].params[1].type.dtype))
+    assert art.device_functions["twice"].returns == art.kernels["scale"].params[1].type
+    with pytest.raises(AbiMismatchError, match="parameter 'a'"):
+        Artifact.from_file(built / "k.ptx", "kernel scale(x: *mut f32, a: f64, n: i32)")
+
+
+def test_sidecar_text_and_manifest(built, tmp_path):
+    ptx = tmp_path / "one.ptx"
+    ptx.write_bytes((built / "one.ptx").read_bytes())
+    (tmp_path / "one.ptx.sig").write_text(SCALE)
+    assert isinstance(Artifact.from_file(ptx).kernels["scale"].params[0].type, Pointer)
+    (tmp_path / "one.ptx.sig").unlink()
+    (tmp_path / "one.json").write_text(dumps([Signature.parse(SCALE)]))
+    assert Artifact.from_file(ptx).kernels["scale"] == Signature.parse(SCALE)
+    assert Artifact.from_file(ptx, tmp_path / "one.json").kernels["scale"] == Signature.parse(SCALE)
+
+
+def test_signature_forms(built):
+    sig = Signature.parse(SCALE)
+    for spec in (sig, [sig], SCALE, dumps([sig]), to_manifest([sig])):
+        assert Artifact.from_file(built / "one.ptx", spec).kernels["scale"] == sig
+    empty = Artifact.from_file(built / "one.ptx", {"ptxbridge_manifest": 1, "signatures": []})
+    assert isinstance(empty.kernels["scale"].params[0].type, Opaque)
+
+
+def test_cubin_kparam_layouts_and_given_signature(built):
+    art = Artifact.from_file(built / "one.cubin")
+    assert art.kind is CodeKind.CUBIN and art.arch == "sm_90"
+    kparams = read_cubin((built / "one.cubin").read_bytes()).kernel("scale").params
+    assert [lp.offset for lp in art.kernels["scale"].layout.params] == [p.offset for p in kparams]
+    typed = Artifact.from_file(built / "one.cubin", SCALE).kernels["scale"]
+    assert typed.params[0].name == "x"
+    with pytest.raises(AbiMismatchError, match="cubin KPARAM of scale"):
+        Artifact.from_file(built / "one.cubin", "kernel scale(x: *mut f32, a: f64, n: i32)")
+
+
+def test_fatbin_checks_the_cubin_image(built):
+    art = Artifact.from_file(built / "one.fatbin", SCALE)
+    assert art.kind is CodeKind.FATBIN and art.arch == "sm_90"
+    assert art.kernels["scale"] == Signature.parse(SCALE)
+    with pytest.raises(AbiMismatchError):
+        Artifact.from_file(built / "one.fatbin", "kernel scale(x: *mut f32, n: i32)")
+
+
+def test_host_object_through_its_fatbin(built):
+    art = Artifact.from_file(built / "one.o", SCALE)
+    assert art.kind is CodeKind.OBJECT and art.kernels["scale"] == Signature.parse(SCALE)
+    with pytest.raises(AbiMismatchError):
+        Artifact.from_file(built / "one.o", "kernel scale(x: *mut f32)")
+
+
+def test_ltoir_and_archive_take_signatures_as_given(built):
+    lto = Artifact.from_file(built / "k.ltoir", SCALE)
+    assert lto.kind is CodeKind.LTOIR and lto.kernels["scale"] == Signature.parse(SCALE)
+    assert not Artifact.from_file(built / "k.ltoir").kernels
+    lib = Artifact.from_file(built / "libone.a", SCALE)
+    assert lib.kind is CodeKind.LIBRARY and "scale" in lib.kernels
+
+
+def test_signature_for_a_missing_kernel(built):
+    with pytest.raises(AbiMismatchError, match=r"signatures given for \['nope'\]"):
+        Artifact.from_file(built / "one.ptx", "kernel nope(x: *mut f32)")
+
+
+def test_bad_inputs(built, tmp_path):
+    garbage = tmp_path / "junk.ptx"
+    garbage.write_bytes(b"\x00\x01not code at all")
+    with pytest.raises(FormatError, match="unrecognised code object"):
+        Artifact.from_file(garbage)
+    truncated = tmp_path / "cut.cubin"
+    truncated.write_bytes((built / "one.cubin").read_bytes()[:200])
+    with pytest.raises(FormatError):
+        Artifact.from_file(truncated)
+    with pytest.raises(ArgumentError, match="cannot read code file"):
+        Artifact.from_file(tmp_path / "missing.ptx")
+    with pytest.raises(ArgumentError, match=r"signatures must be .* \(got int\)"):
+        Artifact.from_file(built / "one.ptx", 42)
+    with pytest.raises(SignatureSyntaxError):
+        Artifact.from_file(built / "one.ptx", "kernel scale(x: *mut f32")
+    with pytest.raises(FormatError, match="not valid JSON"):
+        (tmp_path / "bad.json").write_text("{oops")
+        Artifact.from_file(built / "one.ptx", tmp_path / "bad.json")
