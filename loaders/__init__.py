@@ -1,1 +1,66 @@
 """ptxbridge.loaders: put a linked image on a device (CUDA driver or the CPU PTX interpreter)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ptxbridge.abi.errors import ArgumentError
+
+__all__ = ["load_image", "parse_device"]
+
+
+def parse_device(device: Any) -> tuple[str, int] | None:
+    """``("cpu", 0)`` / ``("cuda", N)`` for a device spec, or None for "pick one".
+
+    ========================== ======================
+    spec                        result
+    ========================== ======================
+    None                        None (auto)
+    ``"cpu"``                   ("cpu", 0)
+    int N >= 0                  ("cuda", N)
+    ``"cuda"`` / ``"cuda:N"``   ("cuda", 0) / ("cuda", N)
+    torch.device                same, by type and index
+    ========================== ======================
+    """
+    if device is None:
+        return None
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device >= 0:
+            return ("cuda", device)
+    elif isinstance(device, str):
+        kind, _, index = device.strip().lower().partition(":")
+        if kind == "cpu" and not index:
+            return ("cpu", 0)
+        if kind == "cuda" and (not index or index.isdigit()):
+            return ("cuda", int(index or 0))
+    elif type(device).__module__.startswith("torch") and hasattr(device, "type"):
+        return parse_device(device.type if device.index is None else f"{device.type}:{device.index}")
+    raise ArgumentError("device must be an int >= 0, 'cuda', 'cuda:N', 'cpu', a torch.device or None "
+                        f"(got {device!r})")
+
+
+def _auto() -> tuple[str, int]:
+    """PTXBRIDGE_DEVICE if set, else the first GPU the driver reports, else the CPU loader."""
+    spec = os.environ.get("PTXBRIDGE_DEVICE")
+    if spec:
+        return parse_device(spec) or ("cpu", 0)
+    try:
+        from .cuda import device_count
+    except ImportError:  # no cuda-bindings: only the CPU loader can work
+        return ("cpu", 0)
+    return ("cuda", 0) if device_count() > 0 else ("cpu", 0)
+
+
+def load_image(image: Any, device: Any = None) -> Any:
+    """Load ``image`` on ``device`` and return a :class:`ptxbridge.module.Module`."""
+    from ptxbridge.module import Module
+
+    kind, index = parse_device(device) or _auto()
+    if kind == "cpu":
+        from .emulator import EmulatorBackend
+
+        return Module(image, EmulatorBackend(image))
+    from .cuda import CudaBackend
+
+    return Module(image, CudaBackend(image, index))

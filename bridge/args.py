@@ -1,0 +1,345 @@
+"""Argument binders: one per (parameter, argument type), built once, called per launch.
+
+A binder turns one argument into the flat values of its PTX parameters (in
+the order :mod:`ptxbridge.abi.lowering` gives), after checking it against
+the parameter: dtype, ndim, device, layout, mutability, cuTile promises,
+value ranges.  Every failure is an :class:`ArgumentError` naming the kernel
+and the argument, e.g. ``saxpy: argument 'y' (&mut [f32]) got float64
+tensor on cpu; expected float32 on cuda:0``.
+
+Simple binders take ``(arg, stream)``; binders that need scratch memory
+(cuTile lists, numba records, which travel by device pointer) take
+``(arg, state)`` and allocate through :class:`LaunchState`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kinds import (
+    Constant,
+    DisjointSlice,
+    NumbaArray,
+    Opaque,
+    ParamType,
+    Pointer,
+    Scalar,
+    Slice,
+    Struct,
+    TileArray,
+    TileList,
+    TileTensor,
+    Tuple,
+)
+from ptxbridge.abi.lowering import lower_param
+from ptxbridge.abi.signature import Convention, Param
+from ptxbridge.loaders.base import DLPACK_CUDA, Buffer
+
+from .dlpack import (
+    DLPACK_CUDA_HOST,
+    DLPACK_CUDA_MANAGED,
+    TensorInfo,
+    device_name,
+    extractor_for,
+    torch_dtype_map,
+)
+from .tensor_checks import TensorProblem, check_layout
+from .values import ValueProblem, describe_type, encode, scalar_converter
+
+__all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
+
+_FLATTENING = (Convention.NUMBA, Convention.CUTILE)
+_TENSOR_KINDS = (Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileTensor)
+
+
+class OtherDeviceError(ArgumentError):
+    """Every tensor so far lives on another GPU: the module may serve it from a sibling instance."""
+
+    def __init__(self, message: str, device_id: int):
+        self.device_id = device_id
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class BindContext:
+    """What binders need to know about the launch target, fixed per loaded module."""
+
+    kernel: str
+    convention: Convention
+    device_type: int
+    device_id: int
+    pointer_device: Callable[[int], int] | None = None  # device ordinal of a raw CUDA pointer
+
+    @property
+    def device(self) -> str:
+        return device_name(self.device_type, self.device_id)
+
+
+@dataclass(slots=True)
+class LaunchState:
+    """Per-launch scratch of the general path: the stream and the memory ranges arguments bring."""
+
+    stream: int
+    upload: Callable[[bytes, int], Buffer] | None
+    buffers: list[Buffer] = field(default_factory=list)
+
+    def scratch(self, data: bytes) -> int:
+        """Put ``data`` where the kernel can read it; the buffer lives as long as the launch needs."""
+        if self.upload is None:  # CPU loader: host memory is device memory
+            host = ctypes.create_string_buffer(data, len(data))
+            buffer = Buffer(ctypes.addressof(host), len(data), False, host)
+        else:
+            buffer = self.upload(data, self.stream)
+        self.buffers.append(buffer)
+        return buffer.ptr
+
+
+@dataclass(frozen=True, slots=True)
+class Binder:
+    """``values(arg, stream)`` (or ``(arg, state)`` when ``stateful``) -> flat values.
+
+    ``buffer(arg, stream)`` gives the memory range a tensor argument brings (for
+    loaders that bounds-check); None for arguments that bring none.
+    """
+
+    values: Callable[[Any, Any], tuple]
+    stateful: bool = False
+    buffer: Callable[[Any, int], Buffer] | None = None
+
+
+class _Where:
+    """Formats the messages for one argument."""
+
+    def __init__(self, ctx: BindContext, name: str, t: ParamType):
+        self.ctx, self.name, self.t = ctx, name, t
+
+    def fail(self, problem: str) -> ArgumentError:
+        return ArgumentError(f"{self.ctx.kernel}: argument '{self.name}' ({describe_type(self.t)}) {problem}")
+
+
+def _want_dtype(t: ParamType) -> Any:
+    if isinstance(t, Pointer):
+        return t.pointee.dtype if isinstance(t.pointee, Scalar) else None
+    return t.dtype
+
+
+def _mutable(t: ParamType) -> bool:
+    return (isinstance(t, (Slice, Pointer)) and t.mutable) or isinstance(t, DisjointSlice)
+
+
+def _check_tensor(info: TensorInfo, where: _Where) -> None:
+    """Device, dtype and mutability, with the house-format message."""
+    ctx = where.ctx
+    device_type, device_id = info.device_type, info.device_id
+    if ctx.device_type == DLPACK_CUDA and device_type in (DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED):
+        device_type, device_id = DLPACK_CUDA, ctx.device_id  # addressable from every GPU
+    elif device_type == DLPACK_CUDA and device_id < 0 and ctx.pointer_device is not None:
+        device_id = ctx.pointer_device(info.ptr)
+    want = _want_dtype(where.t)
+    device_ok = device_type == ctx.device_type and (device_id == ctx.device_id or device_id < 0)
+    if device_ok and (want is None or info.dtype == want):
+        if info.readonly and _mutable(where.t):
+            raise where.fail(f"is written by the kernel, but got a read-only {info.dtype_name} tensor")
+        return
+    got = f"got {info.dtype_name} tensor on {device_name(device_type, max(device_id, 0))}"
+    expected = f"expected {want.numpy_name or want.name if want else 'any dtype'} on {ctx.device}"
+    dtype_ok = want is None or info.dtype == want
+    if not device_ok and device_type == DLPACK_CUDA == ctx.device_type and dtype_ok:
+        raise OtherDeviceError(where.fail(f"{got}; {expected}").args[0], device_id)
+    raise where.fail(f"{got}; {expected}")
+
+
+def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
+    extract = extractor_for(arg_type)
+    t = where.t
+
+    def checked(arg: Any, stream: Any) -> tuple:
+        info = extract(arg, stream)
+        _check_tensor(info, where)
+        try:
+            return check_layout(info, t)
+        except TensorProblem as problem:
+            raise where.fail(str(problem)) from None
+
+    def buffer(arg: Any, stream: Any) -> Buffer:
+        info = extract(arg, stream)
+        lowest, nbytes = info.span()
+        return Buffer(lowest, nbytes, not info.readonly, info.owner)
+
+    fast = _torch_fast_path(ctx, t, arg_type, checked)
+    return Binder(fast or checked, buffer=buffer)
+
+
+def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
+                     checked: Callable[[Any, Any], tuple]) -> Callable[[Any, Any], tuple] | None:
+    """For torch tensors on pointers and slices: three attribute reads, else the full check.
+
+    The full check (``checked``) either raises the proper error or accepts
+    what the quick test is too strict for (e.g. odd strides of unit axes).
+    """
+    if arg_type.__module__.split(".")[0] != "torch" or not isinstance(t, (Pointer, Slice)):
+        return None
+    import torch
+
+    want = _want_dtype(t)
+    torch_dtype = next((k for k, v in torch_dtype_map(torch).items() if v == want), None)
+    if want is None or torch_dtype is None:
+        return None
+    device = ctx.device_id if ctx.device_type == DLPACK_CUDA else -1
+
+    if isinstance(t, Pointer):
+        def pointer(arg: Any, stream: Any) -> tuple:
+            if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
+                return (arg.data_ptr(),)
+            return checked(arg, stream)
+        return pointer
+
+    def slice_(arg: Any, stream: Any) -> tuple:
+        if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
+            return (arg.data_ptr(), arg.numel())
+        return checked(arg, stream)
+    return slice_
+
+
+def _scalar_binder(where: _Where, t: Scalar, flat: list) -> Binder:
+    convert = scalar_converter(t.dtype, flat)
+
+    def scalar(arg: Any, stream: Any) -> tuple:
+        try:
+            return convert(arg)
+        except ValueProblem as problem:
+            raise where.fail(str(problem)) from None
+
+    return Binder(scalar)
+
+
+def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamType], tuple[int, ...]]:
+    """Tensors inside by-value aggregates: address (and length) after the usual checks."""
+
+    def resolve(value: Any, t: ParamType) -> tuple[int, ...]:
+        if isinstance(value, int) and isinstance(t, Pointer):
+            return (value,)  # a raw address inside a struct is the caller's business
+        extract = extractor_for(type(value))
+        if extract is None:
+            raise ValueProblem(f"a {describe_type(t)} field takes a tensor (got {type(value).__name__})")
+        info = extract(value, None)
+        _check_tensor(info, _Where(ctx, where.name, t))
+        return check_layout(info, t)
+
+    return resolve
+
+
+def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Binder:
+    resolve = _pointer_resolver(ctx, where)
+    t = where.t
+
+    def image(arg: Any) -> bytes:
+        try:
+            return encode(t, arg, resolve)
+        except (ValueProblem, TensorProblem) as problem:
+            raise where.fail(str(problem)) from None
+
+    if by_pointer:  # numba passes records by device pointer
+        return Binder(lambda arg, state: (state.scratch(image(arg)),), stateful=True)
+    if not lower_param(where.name, t, ctx.convention):  # zero-sized: checked, passes nothing
+        def nothing(arg: Any, stream: Any) -> tuple:
+            image(arg)
+            return ()
+        return Binder(nothing)
+    return Binder(lambda arg, stream: (image(arg),))
+
+
+def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
+    """A cuTile list: a device buffer of int64 words, per element ``[data, shape..., stride...]``."""
+    element = where.t.element
+    inner = _Where(ctx, f"{where.name}[]", element)
+
+    def values(arg: Any, state: LaunchState) -> tuple:
+        if not isinstance(arg, (list, tuple)):
+            raise where.fail(f"takes a list or tuple of tensors (got {type(arg).__name__})")
+        words: list[int] = []
+        for index, item in enumerate(arg):
+            extract = extractor_for(type(item))
+            if extract is None:
+                raise where.fail(f"item {index} is not a tensor (got {type(item).__name__})")
+            info = extract(item, state.stream)
+            _check_tensor(info, _Where(ctx, f"{where.name}[{index}]", element))
+            try:
+                words += check_layout(info, element)
+            except TensorProblem as problem:
+                raise inner.fail(f"item {index}: {problem}") from None
+        data = b"".join(w.to_bytes(8, "little", signed=w < 0) for w in words)
+        return (state.scratch(data or bytes(8)), len(arg))
+
+    return Binder(values, stateful=True)
+
+
+def _flat_tuple_binder(ctx: BindContext, where: _Where) -> Binder:
+    """numba / cuTile tuples: each item binds as its own parameter; item binders cached by type."""
+    items: tuple[ParamType, ...] = where.t.items
+    cache: dict[tuple[int, type], Binder] = {}
+
+    def values(arg: Any, state: LaunchState) -> tuple:
+        if not isinstance(arg, (tuple, list)) or len(arg) != len(items):
+            raise where.fail(f"takes a tuple of {len(items)} items (got {arg!r})")
+        flat: tuple = ()
+        for index, (item_type, item) in enumerate(zip(items, arg, strict=False)):
+            binder = cache.get((index, type(item)))
+            if binder is None:
+                binder = cache[(index, type(item))] = make_binder(
+                    ctx, Param(f"{where.name}.{index}", item_type), type(item))
+            flat += binder.values(item, state if binder.stateful else state.stream)
+            if binder.buffer is not None:
+                state.buffers.append(binder.buffer(item, state.stream))
+        return flat
+
+    return Binder(values, stateful=True)
+
+
+def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
+    """cutile-rs partitions: ``(tensor, partition_dims, partition_strides)``, all s32."""
+    rank = where.t.rank
+    whole = TileTensor(where.t.dtype, rank)
+    cache: dict[type, Binder] = {}
+
+    def values(arg: Any, stream: Any) -> tuple:
+        if not (isinstance(arg, tuple) and len(arg) == 3 and all(len(p) == rank for p in arg[1:])):
+            raise where.fail(f"takes (tensor, partition_dims, partition_strides) with {rank} ints each "
+                             f"(got {arg!r})")
+        tensor, dims, strides = arg
+        binder = cache.get(type(tensor))
+        if binder is None:
+            binder = cache[type(tensor)] = make_binder(ctx, Param(where.name, whole), type(tensor))
+        extra = tuple(int(v) for v in (*dims, *strides))
+        if any(not -(1 << 31) <= v < (1 << 31) for v in extra):
+            raise where.fail(f"partition dims/strides must fit i32 (got {extra})")
+        return binder.values(tensor, stream) + extra
+
+    return Binder(values)
+
+
+def make_binder(ctx: BindContext, param: Param, arg_type: type) -> Binder:
+    """The binder for arguments of ``arg_type`` passed to ``param`` (built once per pair)."""
+    t = param.type
+    where = _Where(ctx, param.name, t)
+    if isinstance(t, TileTensor) and t.partition:
+        return _partition_binder(ctx, where)
+    if isinstance(t, _TENSOR_KINDS):
+        if extractor_for(arg_type) is None:
+            raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) "
+                             f"(got {arg_type.__name__})")
+        return _tensor_binder(ctx, where, arg_type)
+    if isinstance(t, TileList):
+        return _tile_list_binder(ctx, where)
+    if isinstance(t, Scalar):
+        return _scalar_binder(where, t, lower_param(param.name, t, ctx.convention))
+    if isinstance(t, Tuple) and ctx.convention in _FLATTENING:
+        return _flat_tuple_binder(ctx, where)
+    if isinstance(t, (Struct, Tuple, Opaque, Constant)):
+        by_pointer = isinstance(t, Struct) and ctx.convention is Convention.NUMBA
+        return _aggregate_binder(ctx, where, by_pointer)
+    raise where.fail(f"has a parameter kind the call path does not know ({type(t).__name__})")

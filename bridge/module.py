@@ -1,0 +1,251 @@
+"""Loaded modules and callable kernels: the per-launch path.
+
+``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` looks up the
+launch plan cached for the tuple of argument types; a plan holds one binder
+per argument (:mod:`ptxbridge.args`), the packer, how to find the caller's
+stream, and the loader's launch function.  Building a plan does everything
+that depends only on types; a launch reads pointers, packs, and makes one
+driver call.
+
+Streams: an explicit ``stream=`` wins; otherwise torch tensors launch on
+torch's current stream of their device, CuPy arrays on CuPy's current
+stream, anything else on the legacy default stream.  Nothing synchronizes.
+
+Lifetime: like a torch operator, a launch does not keep its tensors alive;
+the producer's stream-ordered allocator keeps memory valid for work queued
+on the same stream.  Free a tensor used on another stream only after that
+stream is synchronized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
+from ptxbridge.abi.signature import Signature
+from ptxbridge.loaders.base import DLPACK_CUDA, Backend
+
+from .args import BindContext, LaunchState, OtherDeviceError, make_binder
+from .dlpack import default_stream_for, stream_handle
+
+__all__ = ["Module", "Kernel", "Globals", "dim3"]
+
+Dim3 = tuple[int, int, int]
+
+
+def dim3(value: Any, what: str, kernel: str) -> Dim3:
+    """``4`` / ``(4,)`` / ``(4, 2)`` / ``(4, 2, 1)`` -> a 3-tuple of positive ints."""
+    items = (value,) if isinstance(value, int) else value
+    if (isinstance(items, (tuple, list)) and 1 <= len(items) <= 3
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < (1 << 31) for v in items)):
+        return (*items, 1, 1)[:3]
+    raise ArgumentError(f"{kernel}: {what} must be a positive int or a tuple of up to 3 positive ints "
+                        f"(got {value!r})")
+
+
+class _Plan:
+    """Everything decided once per (kernel, argument types)."""
+
+    __slots__ = ("binders", "default_stream", "fast", "launch", "need_buffers", "stateful")
+
+    def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
+        signature, backend = kernel.signature, kernel._backend
+        if len(arg_types) != len(signature.params):
+            names = ", ".join(p.name for p in signature.params)
+            raise ArgumentError(f"{kernel.name}: takes {len(signature.params)} arguments ({names}) "
+                                f"(got {len(arg_types)})")
+        ctx = BindContext(kernel.name, signature.convention, backend.device_type, backend.device_id,
+                          getattr(backend, "pointer_device", None))
+        pairs = zip(signature.params, arg_types, strict=True)
+        self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
+        self.stateful = any(b.stateful for b in self.binders)
+        self.need_buffers = getattr(backend, "needs_buffers", True)
+        on_gpu = backend.device_type == DLPACK_CUDA
+        self.default_stream = default_stream_for(arg_types) if on_gpu else None
+        prepare = getattr(backend, "prepare", None)
+        self.fast = prepare is not None and not self.stateful and not self.need_buffers
+        packer = signature.layout.packer()
+        if self.fast:
+            extra = {"cooperative": True} if kernel.cooperative else {}
+            self.launch = prepare(kernel._function, packer, kernel.name, **extra)
+        else:
+            function, name = kernel._function, kernel.name
+
+            def general(values: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: int,
+                        buffers: Sequence[Any] = ()) -> None:
+                try:
+                    params = packer.pack(values)
+                except Exception as exc:  # a binder bug, not user input: say where
+                    raise PtxBridgeError(f"{name}: packing the parameter buffer failed: {exc}") from exc
+                backend.launch(function, grid, block, shared_mem, stream, params, buffers)
+
+            self.launch = general
+
+    def stream_of(self, stream: Any, device_id: int) -> int:
+        if stream is not None:
+            return stream_handle(stream)
+        return 0 if self.default_stream is None else self.default_stream(device_id)
+
+    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any,
+            upload: Callable | None) -> None:
+        handle = self.stream_of(stream, kernel._backend.device_id)
+        if self.fast:
+            values: tuple = ()
+            for binder, arg in zip(self.binders, args, strict=False):
+                values += binder.values(arg, handle)
+            self.launch(values, grid, block, shared_mem, handle)
+            return
+        state = LaunchState(handle, upload)
+        values = ()
+        for binder, arg in zip(self.binders, args, strict=False):
+            values += binder.values(arg, state if binder.stateful else handle)
+            if self.need_buffers and binder.buffer is not None:
+                state.buffers.append(binder.buffer(arg, handle))
+        self.launch(values, grid, block, shared_mem, handle, state.buffers)
+
+
+class Kernel:
+    """One kernel of a loaded module; call it with tensors and scalars."""
+
+    __slots__ = ("_backend", "_cooperative", "_default_block", "_function", "_module", "_plans", "name",
+                 "signature")
+
+    def __init__(self, module: Module, name: str, signature: Signature):
+        self._module = module
+        self._backend = module.backend
+        self.name = name
+        self.signature = signature
+        self._function = module.backend.function(name)
+        self._plans: dict[tuple[type, ...], _Plan] = {}
+        self._cooperative = False
+        reqntid = signature.launch.reqntid
+        self._default_block = tuple(reqntid) if reqntid else None
+
+    def __call__(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
+                 stream: Any = None) -> None:
+        """Launch on ``grid`` x ``block``; ``block`` defaults to the kernel's ``.reqntid``."""
+        key = tuple(map(type, args))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan(self, key)
+        grid3 = dim3(grid, "grid", self.name)
+        if block is None:
+            if self._default_block is None:
+                raise ArgumentError(f"{self.name}: block= is required (the kernel declares no .reqntid)")
+            block = self._default_block
+        block3 = dim3(block, "block", self.name)
+        if shared_mem.__class__ is not int or shared_mem < 0:
+            raise ArgumentError(f"{self.name}: shared_mem must be a non-negative int (got {shared_mem!r})")
+        try:
+            plan.run(self, args, grid3, block3, shared_mem, stream, getattr(self._backend, "upload", None))
+        except OtherDeviceError as moved:
+            sibling = self._module._sibling(moved.device_id)
+            if sibling is None:
+                raise
+            sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+
+    @property
+    def cooperative(self) -> bool:
+        """Launch with ``cuLaunchCooperativeKernel`` (needed for grid-wide sync); set it to opt in."""
+        return self._cooperative
+
+    @cooperative.setter
+    def cooperative(self, value: bool) -> None:
+        self._cooperative = bool(value)
+        self._plans.clear()
+
+    def __repr__(self) -> str:
+        return f"<ptxbridge kernel {self.signature}>"
+
+
+class Globals:
+    """``module.globals["name"]`` reads a module global's bytes; assigning bytes (or anything
+    with the buffer protocol, e.g. a NumPy scalar or array) writes them.  Synchronous."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: Backend):
+        self._backend = backend
+
+    def _need(self, method: str) -> Callable:
+        found = getattr(self._backend, method, None)
+        if found is None:
+            raise PtxBridgeError(f"{type(self._backend).__name__} does not expose module globals")
+        return found
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._need("read_global")(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._need("write_global")(name, bytes(memoryview(value).cast("B")))
+
+    def address(self, name: str) -> tuple[int, int]:
+        """(device address, size in bytes) of global ``name``."""
+        return self._need("global_address")(name)
+
+
+class Module:
+    """An image loaded on one device: kernels as attributes and ``module["name"]``."""
+
+    def __init__(self, image: Any, backend: Backend):
+        self.image = image
+        self.backend = backend
+        self.globals = Globals(backend)
+        self._kernels: dict[str, Kernel] = {}
+        self._siblings: dict[int, Module] = {}
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        return tuple(self.image.kernels)
+
+    def __getitem__(self, name: str) -> Kernel:
+        found = self._kernels.get(name)
+        if found is None:
+            signature = self.image.kernels.get(name)
+            if signature is None:
+                raise KeyError(f"the image has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
+            found = self._kernels[name] = Kernel(self, name, signature)
+        return found
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name.startswith("_") or name not in self.image.kernels:
+            raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
+        return self[name]
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *self.image.kernels]
+
+    def _sibling(self, device_id: int) -> Module | None:
+        """The same image on another GPU, loaded on first use (CUDA loader only)."""
+        if self.backend.device_type != DLPACK_CUDA or device_id == self.backend.device_id:
+            return None
+        found = self._siblings.get(device_id)
+        if found is None:
+            from ptxbridge.loaders import load_image
+
+            found = self._siblings[device_id] = load_image(self.image, device_id)
+        return found
+
+    def synchronize(self) -> None:
+        """Wait for this module's device; a kernel fault is raised here, naming the last kernel."""
+        sync = getattr(self.backend, "synchronize", None)
+        if sync is not None:
+            sync()
+
+    def close(self) -> None:
+        for sibling in self._siblings.values():
+            sibling.close()
+        self._siblings.clear()
+        self._kernels.clear()
+        self.backend.close()
+
+    def __enter__(self) -> Module:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f"{type(self.backend).__name__}({self.backend.device_id})"
+        return f"<ptxbridge module on {where}: {', '.join(self.image.kernels)}>"

@@ -1,0 +1,219 @@
+"""Python values -> parameter bytes: scalars (range-checked) and by-value aggregates.
+
+Used by the argument binders (:mod:`ptxbridge.args`) for Scalar parameters and
+for structs, tuples and opaque blobs passed by value.  Struct field offsets
+come from :func:`ptxbridge.abi.lowering.field_offsets`, the one place that
+lays out records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from ptxbridge.abi.dtypes import DTYPES, KDL_COMPLEX, DType
+from ptxbridge.abi.kinds import (
+    Constant,
+    DisjointSlice,
+    Opaque,
+    ParamType,
+    Pointer,
+    Scalar,
+    Slice,
+    Struct,
+    StructField,
+    Tuple,
+)
+from ptxbridge.abi.lowering import FlatParam, field_offsets, memory_layout
+
+__all__ = ["ValueProblem", "scalar_converter", "encode", "bf16_bits", "describe_type"]
+
+_F32_MAX = 3.4028234663852886e38
+_F16_MAX = 65504.0
+_INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
+
+
+class ValueProblem(Exception):
+    """Why a value does not fit; the binder turns it into an ArgumentError naming kernel and argument."""
+
+
+def describe_type(t: ParamType | None) -> str:
+    """A short human spelling of a parameter kind, for error messages."""
+    if t is None:
+        return "void"
+    if isinstance(t, Scalar):
+        return t.dtype.name
+    if isinstance(t, Pointer):
+        return f"*{'mut' if t.mutable else 'const'} {describe_type(t.pointee)}"
+    if isinstance(t, Slice):
+        return f"&{'mut ' if t.mutable else ''}[{t.dtype}]"
+    if isinstance(t, DisjointSlice):
+        return f"DisjointSlice<{t.dtype}>{' (2-D)' if t.rows_2d else ''}"
+    name = type(t).__name__
+    if hasattr(t, "ndim"):
+        return f"{name}({t.dtype}, ndim={t.ndim}{', ' + t.layout if name == 'NumbaArray' else ''})"
+    if isinstance(t, Struct):
+        return f"struct {t.name}"
+    if isinstance(t, Tuple):
+        return "(" + ", ".join(describe_type(i) for i in t.items) + ")"
+    if isinstance(t, Constant):
+        return f"constant {t.value!r}"
+    if isinstance(t, Opaque):
+        return f"opaque[{t.size}, align {t.align}]"
+    return name
+
+
+def bf16_bits(x: float) -> int:
+    """IEEE binary32 -> bfloat16 bits, rounded to nearest even (NaN stays a quiet NaN)."""
+    if math.isnan(x):
+        return 0x7FC0
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _as_int(value: Any, dt: DType) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueProblem(f"expected an integer for {dt} (got {type(value).__name__} {value!r})")
+    value = int(value)
+    lo, hi = (-(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1) if dt.is_signed else (0, (1 << dt.bits) - 1)
+    if not lo <= value <= hi:
+        raise ValueProblem(f"{value} does not fit {dt} (range {lo}..{hi})")
+    return value
+
+
+def _as_float(value: Any, dt: DType, limit: float | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueProblem(f"expected a real number for {dt} (got {type(value).__name__} {value!r})")
+    value = float(value)
+    if limit is not None and math.isfinite(value) and abs(value) > limit:
+        raise ValueProblem(f"{value!r} is outside the finite range of {dt} (|x| <= {limit})")
+    return value
+
+
+def _as_bool(value: Any, dt: DType) -> int:
+    if isinstance(value, numbers.Integral) and int(value) in (0, 1):
+        return int(value)
+    raise ValueProblem(f"expected a bool (got {type(value).__name__} {value!r})")
+
+
+def _as_complex(value: Any, dt: DType) -> complex:
+    if not isinstance(value, numbers.Complex):
+        raise ValueProblem(f"expected a complex number for {dt} (got {type(value).__name__} {value!r})")
+    return complex(value)
+
+
+def _scalar_bytes(dt: DType, value: Any) -> bytes:
+    """The little-endian memory image of a scalar of type ``dt``."""
+    if dt.name == "bool":
+        return bytes([_as_bool(value, dt)])
+    if dt.is_integer:
+        code = _INT_CODES[dt.bits]
+        return struct.pack("<" + (code if dt.is_signed else code.upper()), _as_int(value, dt))
+    if dt.code == KDL_COMPLEX:
+        z = _as_complex(value, dt)
+        return struct.pack("<ff" if dt.bits == 64 else "<dd", z.real, z.imag)
+    if dt.name == "f32":
+        return struct.pack("<f", _as_float(value, dt, _F32_MAX))
+    if dt.name == "f64":
+        return struct.pack("<d", _as_float(value, dt, None))
+    if dt.name == "f16":
+        return struct.pack("<e", _as_float(value, dt, _F16_MAX))
+    if dt.name == "bf16":
+        return struct.pack("<H", bf16_bits(_as_float(value, dt, _F32_MAX)))
+    # fp8: no portable Python conversion; take raw bits.
+    return bytes([_as_int(value, DTYPES["u8"])])
+
+
+def scalar_converter(dt: DType, flat: list[FlatParam]) -> Callable[[Any], tuple]:
+    """value -> the values the packer takes for the flat params of one scalar parameter."""
+    if len(flat) == 2:  # numba complex: real and imaginary parts as two params
+        def split(value: Any) -> tuple:
+            z = _as_complex(value, dt)
+            return (z.real, z.imag)
+        return split
+    (param,) = flat
+    if param.aggregate:
+        return lambda value: (_scalar_bytes(dt, value),)
+    if param.ptx_type in ("b16", "b8"):  # raw bits: f16 (numba), bf16 (oxide), fp8
+        return lambda value: (int.from_bytes(_scalar_bytes(dt, value), "little"),)
+    if dt.name == "bool":
+        return lambda value: (_as_bool(value, dt),)
+    if dt.is_integer:
+        return lambda value: (_as_int(value, dt),)
+    limit = _F32_MAX if dt.name == "f32" else None
+    return lambda value: (_as_float(value, dt, limit),)
+
+
+def _fields_of(value: Any, struct_type: Struct) -> list[Any]:
+    names = [f.name for f in struct_type.fields]
+    if isinstance(value, dict):
+        missing = [n for n in names if n not in value]
+        extra = [k for k in value if k not in names]
+        if missing or extra:
+            raise ValueProblem(f"struct {struct_type.name} fields are {names} "
+                               f"(got missing {missing}, unknown {extra})")
+        return [value[n] for n in names]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return [getattr(value, n) for n in names]
+        except AttributeError as exc:
+            raise ValueProblem(f"struct {struct_type.name} fields are {names} (got dataclass "
+                               f"{type(value).__name__} without {exc.name!r})") from None
+    record_names = getattr(getattr(value, "dtype", None), "names", None)
+    if record_names is not None:  # a NumPy structured scalar
+        if list(record_names) != names:
+            raise ValueProblem(f"struct {struct_type.name} fields are {names} (got record fields "
+                               f"{list(record_names)})")
+        return [value[n] for n in names]
+    raise ValueProblem(f"struct {struct_type.name} takes a dict, a dataclass or a NumPy structured "
+                       f"scalar (got {type(value).__name__})")
+
+
+def encode(t: ParamType, value: Any, pointer: Callable[[Any, ParamType], tuple[int, ...]]) -> bytes:
+    """The memory image of ``value`` as a by-value ``t`` (struct, tuple, opaque, scalar...).
+
+    ``pointer(value, t)`` resolves tensors inside aggregates to their address
+    (and length, for slices), checking device and dtype like a top-level argument.
+    """
+    if isinstance(t, Scalar):
+        return _scalar_bytes(t.dtype, value)
+    if isinstance(t, (Pointer, Slice, DisjointSlice)):
+        parts = pointer(value, t)
+        if isinstance(t, DisjointSlice) and t.rows_2d:
+            return struct.pack("<QQI", *parts) + bytes(4)
+        return struct.pack(f"<{len(parts)}Q", *parts)
+    if isinstance(t, Opaque):
+        data = b"" if value is None else bytes(value)
+        if len(data) != t.size:
+            raise ValueProblem(f"opaque value needs exactly {t.size} bytes (got {len(data)})")
+        return data
+    if isinstance(t, Constant):
+        if value != t.value:
+            raise ValueProblem(f"the kernel was compiled for the constant {t.value!r} (got {value!r})")
+        return b""
+    if isinstance(t, Struct):
+        members = [f.type for f in t.fields]
+        values = _fields_of(value, t)
+        offsets = field_offsets(t)
+    elif isinstance(t, Tuple):
+        members = list(t.items)
+        values = list(value) if isinstance(value, (tuple, list)) else []
+        if len(values) != len(members):
+            raise ValueProblem(f"expected a tuple of {len(members)} items (got {value!r})")
+        offsets = field_offsets(Struct("tuple", tuple(_field(i, m) for i, m in enumerate(members))))
+    else:
+        raise ValueProblem(f"{type(t).__name__} cannot be passed by value")
+    size, _align = memory_layout(t)
+    image = bytearray(size)
+    for member, member_value, offset in zip(members, values, offsets, strict=False):
+        data = encode(member, member_value, pointer)
+        image[offset:offset + len(data)] = data
+    return bytes(image)
+
+
+def _field(index: int, member: ParamType) -> StructField:
+    return StructField(str(index), member)

@@ -1,0 +1,321 @@
+"""The CUDA loader: a linked image on one GPU through the driver API.
+
+Setup (load, kernel handles, checks, attributes, globals) goes through
+``cuda.bindings.driver``.  The launch itself calls ``cuLaunchKernel`` in
+libcuda through ctypes with pre-built arguments: cuda.bindings converts
+every argument on each call, which costs more than the whole rest of the
+launch path (BASELINES.md: 7.2 us vs 4.5 us for the C loop).
+
+The image is loaded with ``cuLibraryLoadData`` and launched through
+``CUkernel`` handles, so the launch runs in the context of the stream it is
+given; for the NULL / legacy / per-thread default streams the device's
+primary context is made current first.  Parameters travel as one packed
+buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``) or as pointers into it
+(``kernelParams``; set ``PTXBRIDGE_LAUNCH_PARAMS=pointers``); the packed
+layout of every kernel is cross-checked with ``cuFuncGetParamInfo`` at load.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda.bindings import driver as cu
+
+from ptxbridge.abi.errors import AbiMismatchError, CudaError
+from ptxbridge.abi.layout import Packer
+from ptxbridge.abi.signature import Signature
+
+from .base import DLPACK_CUDA, Buffer
+
+__all__ = ["CudaBackend", "device_count", "cuda_error"]
+
+_STATIC_SHARED_LIMIT = 48 * 1024  # above this, dynamic shared memory needs an opt-in
+_BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h)
+_DEFAULT_STREAMS = (0, 1, 2)  # NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+_INIT = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def cuda_error(code: int, what: str) -> CudaError:
+    """A CudaError for CUresult ``code``: ``what: CUDA_ERROR_X: explanation``."""
+    try:
+        result = cu.CUresult(code)
+        name = cu.cuGetErrorName(result)[1].decode()
+        text = cu.cuGetErrorString(result)[1].decode()
+    except (ValueError, AttributeError):
+        name, text = f"CUresult {code}", "unknown error code"
+    return CudaError(f"{what}: {name}: {text}", code=name)
+
+
+def _call(what: str, fn: Callable, *args: Any) -> Any:
+    result = fn(*args)
+    err, rest = result[0], result[1:]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise cuda_error(int(err), what)
+    return rest[0] if len(rest) == 1 else rest
+
+
+def _libcuda() -> Any:
+    """libcuda through ctypes, for the calls on the launch path (argtypes left unset: see prepare)."""
+    with _INIT:
+        if "lib" not in _state:
+            _call("cuInit", cu.cuInit, 0)
+            _state["lib"] = ctypes.CDLL("libcuda.so.1")
+        return _state["lib"]
+
+
+def device_count() -> int:
+    """How many GPUs the driver reports; 0 when there is no usable driver."""
+    try:
+        _libcuda()
+        return _call("cuDeviceGetCount", cu.cuDeviceGetCount)
+    except (CudaError, OSError):
+        return 0
+
+
+@dataclass(slots=True)
+class _Function:
+    """One kernel on this device: the CUkernel and what was configured for it."""
+
+    name: str
+    kernel: Any  # cu.CUkernel
+    handle: int
+    param_offsets: tuple[int, ...]
+    max_dynamic_shared: int = _STATIC_SHARED_LIMIT
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _cross_check(name: str, signature: Signature, function: Any) -> None:
+    """The driver's parameter offsets and sizes must equal ptxbridge's layout (FRONTENDS.md 7)."""
+    laid = signature.layout.params
+    for index in range(len(laid) + 1):
+        err, offset, size = cu.cuFuncGetParamInfo(function, index)
+        if err == cu.CUresult.CUDA_ERROR_NOT_SUPPORTED:
+            return  # driver older than 12.4: nothing to compare against
+        if index == len(laid):
+            if err == cu.CUresult.CUDA_SUCCESS:
+                raise AbiMismatchError(f"{name}: the signature lowers to {len(laid)} PTX parameters, but "
+                                       f"the driver reports more (parameter {index} at offset {offset})")
+            return
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise AbiMismatchError(f"{name}: the signature lowers to {len(laid)} PTX parameters, but the "
+                                   f"driver reports {index}")
+        want = laid[index]
+        if (offset, size) != (want.offset, want.param.size):
+            raise AbiMismatchError(
+                f"{name}: parameter {index} '{want.param.name}' is at offset {want.offset} size "
+                f"{want.param.size} in the signature's layout, but the driver reports offset {offset} "
+                f"size {size}")
+
+
+def _release(library: Any, device: Any) -> None:
+    """Finalizer: unload quietly (at interpreter exit the driver may already be gone)."""
+    try:
+        cu.cuLibraryUnload(library)
+        cu.cuDevicePrimaryCtxRelease(device)
+    except Exception:
+        pass
+
+
+class CudaBackend:
+    """An :class:`~ptxbridge.Image` loaded on GPU ``device_id`` (see the loader protocol)."""
+
+    device_type = DLPACK_CUDA
+    needs_buffers = False  # the driver does its own bounds-checking (or faults)
+
+    def __init__(self, image: Any, device_id: int = 0):
+        if image.cubin is None:
+            raise CudaError(f"cuda:{device_id}: the image has no cubin (it was linked for the CPU loader "
+                            "only); link with an arch to load it on a GPU")
+        self._lib = _libcuda()
+        count = _call("cuDeviceGetCount", cu.cuDeviceGetCount)
+        if not 0 <= device_id < count:
+            raise CudaError(f"cuda:{device_id}: no such device (the driver reports {count})",
+                            code="CUDA_ERROR_INVALID_DEVICE")
+        self.device_id = device_id
+        self.last_kernel: str | None = None
+        self._device = _call("cuDeviceGet", cu.cuDeviceGet, device_id)
+        self._context = _call("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain, self._device)
+        self._context_handle = ctypes.c_void_p(int(self._context))
+        self._library = None
+        with self._current():
+            self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, image.cubin,
+                                  None, None, 0, None, None, 0)
+            self._functions = {name: self._open(name, sig) for name, sig in image.kernels.items()}
+        self._finalizer = weakref.finalize(self, _release, self._library, self._device)
+
+    def _open(self, name: str, signature: Signature) -> _Function:
+        kernel = _call(f"{name}: cuLibraryGetKernel", cu.cuLibraryGetKernel, self._library, name.encode())
+        function = _call(f"{name}: cuKernelGetFunction", cu.cuKernelGetFunction, kernel)
+        _cross_check(name, signature, function)
+        offsets = tuple(p.offset for p in signature.layout.params)
+        found = _Function(name, kernel, int(kernel), offsets)
+        dynamic = signature.launch.dynamic_shared
+        if dynamic > _STATIC_SHARED_LIMIT:
+            self._allow_shared(found, dynamic)
+        return found
+
+    class _Current:
+        def __init__(self, backend: CudaBackend):
+            self.backend = backend
+
+        def __enter__(self) -> None:
+            _call("cuCtxPushCurrent", cu.cuCtxPushCurrent, self.backend._context)
+
+        def __exit__(self, *exc: object) -> None:
+            _call("cuCtxPopCurrent", cu.cuCtxPopCurrent)
+
+    def _current(self) -> _Current:
+        return CudaBackend._Current(self)
+
+    def _allow_shared(self, function: _Function, nbytes: int) -> None:
+        attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _call(f"{function.name}: opting in to {nbytes} bytes of dynamic shared memory",
+              cu.cuKernelSetAttribute, attribute, nbytes, function.kernel, self._device)
+        function.max_dynamic_shared = nbytes
+
+    # --- the loader protocol -------------------------------------------------------------------
+
+    def function(self, name: str) -> _Function:
+        return self._functions[name]
+
+    def prepare(self, function: _Function, packer: Packer, name: str,
+                cooperative: bool = False) -> Callable[[tuple, tuple, tuple, int, int], None]:
+        """A launch function with every ctypes object built once: per launch it packs into a
+        preallocated buffer and makes one driver call.  A lock per prepared launch guards the
+        buffer (ctypes releases the GIL during the call)."""
+        size = packer.size
+        buffer = (ctypes.c_char * max(size, 1))()
+        address = ctypes.addressof(buffer)
+        size_arg = ctypes.c_size_t(size)
+        pointers = os.environ.get("PTXBRIDGE_LAUNCH_PARAMS") == "pointers" or cooperative
+        params = (ctypes.c_void_p * max(len(function.param_offsets), 1))(
+            *(address + offset for offset in function.param_offsets))
+        extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, address, _BUFFER_SIZE,
+                                      ctypes.addressof(size_arg), _PARAM_END)
+        kernel_params, extra_arg = (params, None) if pointers else (None, extra)
+        keep = (buffer, size_arg, params, extra)  # the pointers above point into these
+        launch = self._lib.cuLaunchCooperativeKernel if cooperative else self._lib.cuLaunchKernel
+        tail = (kernel_params,) if cooperative else (kernel_params, extra_arg)
+        handle = ctypes.c_void_p(function.handle)
+        pack_into = packer.pack_into
+        lock = function.lock
+        streams: dict[int, ctypes.c_void_p] = {}
+        set_current = self._lib.cuCtxSetCurrent
+        context = self._context_handle
+
+        def run(values: tuple, grid: tuple, block: tuple, shared_mem: int, stream: int) -> None:
+            stream_arg = streams.get(stream)
+            if stream_arg is None:
+                stream_arg = streams[stream] = ctypes.c_void_p(stream)
+            if stream in _DEFAULT_STREAMS:
+                set_current(context)
+            if shared_mem > function.max_dynamic_shared:
+                self._allow_shared(function, shared_mem)
+            with lock:
+                pack_into(buffer, values)
+                code = launch(handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                              shared_mem, stream_arg, *tail)
+            self.last_kernel = name
+            if code:
+                raise self._launch_error(code, name, grid, block, shared_mem, keep)
+
+        return run
+
+    def launch(self, function: _Function, grid: tuple[int, int, int], block: tuple[int, int, int],
+               shared_mem: int, stream: Any, params: bytes, buffers: Sequence[Buffer]) -> None:
+        """The protocol's launch: copy ``params`` into the prepared buffer, then free uploads."""
+        packer = _RawPacker(len(params))
+        self.prepare(function, packer, function.name)((params,), grid, block, shared_mem, int(stream or 0))
+        for buffer in buffers:
+            if isinstance(buffer.owner, _Upload):
+                buffer.owner.free(int(stream or 0))
+
+    def _launch_error(self, code: int, name: str, grid: tuple, block: tuple, shared_mem: int,
+                      _keep: Any) -> CudaError:
+        call = f"cuLaunchKernel(grid={grid}, block={block}, shared_mem={shared_mem})"
+        error = cuda_error(code, f"{name}: {call}")
+        if error.code in _STICKY:
+            error = CudaError(f"{error}; an earlier kernel faulted (the last ptxbridge launched on "
+                              f"cuda:{self.device_id} was {self.last_kernel!r})", code=error.code)
+        return error
+
+    # --- memory, globals, sync -----------------------------------------------------------------
+
+    def upload(self, data: bytes, stream: int) -> Buffer:
+        """Stream-ordered device scratch holding ``data`` (freed after the launch that uses it)."""
+        with self._current():
+            ptr = _call("cuMemAllocAsync", cu.cuMemAllocAsync, len(data), stream)
+            _call("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync, ptr, data, len(data), stream)
+        return Buffer(int(ptr), len(data), False, _Upload(self, ptr))
+
+    def pointer_device(self, ptr: int) -> int:
+        """The device ordinal a CUDA pointer belongs to (for ``__cuda_array_interface__`` inputs)."""
+        attribute = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        err, ordinal = cu.cuPointerGetAttribute(attribute, ptr)
+        return int(ordinal) if err == cu.CUresult.CUDA_SUCCESS else -1
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        with self._current():
+            ptr, size = _call(f"global {name!r}: cuLibraryGetGlobal", cu.cuLibraryGetGlobal,
+                              self._library, name.encode())
+        return int(ptr), int(size)
+
+    def read_global(self, name: str) -> bytes:
+        ptr, size = self.global_address(name)
+        host = bytearray(size)
+        with self._current():
+            _call(f"global {name!r}: cuMemcpyDtoH", cu.cuMemcpyDtoH, host, ptr, size)
+        return bytes(host)
+
+    def write_global(self, name: str, data: bytes) -> None:
+        ptr, size = self.global_address(name)
+        if len(data) != size:
+            raise CudaError(f"global {name!r} is {size} bytes (got {len(data)})",
+                            code="CUDA_ERROR_INVALID_VALUE")
+        with self._current():
+            _call(f"global {name!r}: cuMemcpyHtoD", cu.cuMemcpyHtoD, ptr, data, size)
+
+    def synchronize(self) -> None:
+        """Wait for the device; a fault is raised naming the last kernel launched here."""
+        with self._current():
+            err = cu.cuCtxSynchronize()[0]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise cuda_error(int(err), f"cuda:{self.device_id}: after kernel {self.last_kernel!r}")
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+_STICKY = {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_MISALIGNED_ADDRESS",
+           "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT",
+           "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT"}
+
+
+class _RawPacker:
+    """Adapts already-packed bytes to :meth:`CudaBackend.prepare` (the protocol's launch)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def pack_into(self, buffer: Any, values: tuple) -> None:
+        ctypes.memmove(buffer, values[0], self.size)
+
+
+@dataclass(slots=True)
+class _Upload:
+    backend: CudaBackend
+    ptr: Any
+    freed: bool = False
+
+    def free(self, stream: int) -> None:
+        if not self.freed:
+            self.freed = True
+            with self.backend._current():
+                _call("cuMemFreeAsync", cu.cuMemFreeAsync, self.ptr, stream)
