@@ -1,0 +1,122 @@
+"""Mutated real cubins, fatbins and .oxart data: every reader returns or raises FormatError, nothing else.
+
+Mutations: byte flips, truncation, and header fields (ELF, section headers,
+nv.info records, fatbin and .oxart headers) overwritten with extreme values.
+A crash (IndexError, struct.error, MemoryError...) or a hang fails the test.
+"""
+
+import struct
+
+import pytest
+from _binary_samples import fatbinary, host_object, ltoir, oxart_bundles, ptx, ptxas
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.elf import read_elf
+from ptxbridge.abi.errors import FormatError
+from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.oxart import read_oxart, write_oxart
+from ptxbridge.abi.sniff import sniff
+
+FUZZ = settings(max_examples=200, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+EXTREMES = [0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 63, (1 << 64) - 1]
+
+
+def _elf_fields(data: bytes) -> list[tuple[int, int]]:
+    """(offset, width) of the ELF header, every section header field and every nv.info record head."""
+    elf = read_elf(data)
+    fields = [(0x10, 2), (0x12, 2), (0x28, 8), (0x30, 4), (0x34, 2), (0x3A, 2), (0x3C, 2), (0x3E, 2)]
+    for s in elf.sections:
+        base = elf.header.shoff + 64 * s.index
+        fields += [(base, 4), (base + 4, 4), (base + 0x18, 8), (base + 0x20, 8), (base + 0x28, 4),
+                   (base + 0x2C, 4), (base + 0x38, 8)]
+        if s.name.startswith(".nv.info") or s.name == ".nv.compat":
+            fields += [(s.offset + i, 4) for i in range(0, s.size, 4)]
+    return fields
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    work = tmp_path_factory.mktemp("fuzz")
+    text = ptx("sm_90")
+    cubin = ptxas(work, text, "sm_90")
+    fat = fatbinary(work, [("elf", "90", cubin), ("ptx", "90", text)], "--compress=false", name="plain")
+    lz4 = fatbinary(work, [("elf", "90", cubin)], "--compress-all", "--compress-mode=speed", name="lz4")
+    blob = write_oxart(oxart_bundles(text, cubin, ltoir("sm_90")), tail=16)
+    elf_oxart = host_object(work, {".oxart": blob})
+    return {
+        "cubin": (cubin, _elf_fields(cubin)),
+        "fatbin": (fat, [(0, 4), (4, 2), (6, 2), (8, 8)]
+                   + [(16 + o, w) for o, w in [(0, 2), (4, 4), (8, 8), (16, 4), (28, 4), (40, 8), (56, 8)]]),
+        "lz4": (lz4, [(16 + o, w) for o, w in [(4, 4), (8, 8), (16, 4), (40, 8), (56, 8)]]
+                + [(80 + i, 1) for i in range(0, 64)]),
+        "oxart": (blob, [(o, w) for o, w in [(8, 2), (10, 2), (12, 4), (16, 2), (18, 2), (20, 2), (22, 2),
+                                             (24, 8)]] + [(60 + i, 4) for i in range(0, 200, 4)]),
+        "elf_oxart": (elf_oxart, _elf_fields(elf_oxart)),
+    }
+
+
+def _mutate(data: bytes, fields: list[tuple[int, int]], draw) -> bytes:
+    out = bytearray(data)
+    for _ in range(draw(st.integers(0, 3))):
+        offset, width = draw(st.sampled_from(fields))
+        value = draw(st.sampled_from(EXTREMES) | st.integers(0, (1 << (8 * width)) - 1))
+        if offset + width <= len(out):
+            struct.pack_into(f"<{ {1: 'B', 2: 'H', 4: 'I', 8: 'Q'}[width] }", out, offset,
+                             value & ((1 << (8 * width)) - 1))
+    for _ in range(draw(st.integers(0, 4))):
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    if draw(st.booleans()):
+        del out[draw(st.integers(0, len(out))):]
+    return bytes(out)
+
+
+def _survives(reader, data: bytes) -> None:
+    try:
+        reader(data, "fuzz.bin")
+    except FormatError as exc:
+        assert exc.source == "fuzz.bin"
+
+
+@FUZZ
+@given(st.data())
+def test_cubin_reader(corpus, data):
+    _survives(read_cubin, _mutate(*corpus["cubin"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_fatbin_reader(corpus, data):
+    _survives(read_fatbin, _mutate(*corpus["fatbin"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_fatbin_reader_lz4(corpus, data):
+    _survives(read_fatbin, _mutate(*corpus["lz4"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_oxart_reader(corpus, data):
+    _survives(read_oxart, _mutate(*corpus["oxart"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_oxart_reader_in_host_elf(corpus, data):
+    _survives(read_oxart, _mutate(*corpus["elf_oxart"], data.draw))
+
+
+@FUZZ
+@given(st.sampled_from(["cubin", "fatbin", "oxart", "elf_oxart"]), st.data())
+def test_sniff(corpus, name, data):
+    _survives(sniff, _mutate(*corpus[name], data.draw))
+
+
+@FUZZ
+@given(st.binary(max_size=512))
+def test_random_bytes(blob):
+    for reader in (read_cubin, read_fatbin, read_oxart, sniff):
+        _survives(reader, blob)
