@@ -81,11 +81,12 @@ def _crate(path_or_source: str | Path) -> _Crate:
                               "got [dependencies])", source=str(manifest))
         edition = str(package.get("edition", "2021"))
         name = str(package.get("name", path.name))
-        path = path / "src/lib.rs"
+        path = (path / "src/lib.rs").resolve()
     elif not path.is_file():
         raise FormatError("no such Rust source file", source=str(path))
     else:
         name = path.stem
+        path = path.resolve()
     units, paths = read_crate(path)
     base = path.parent
     files = tuple((str(p.relative_to(base)) if p.is_relative_to(base) else str(p), p.read_bytes())
@@ -97,7 +98,7 @@ def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolch
                  progress: bool) -> bytes:
     """rustc -> PTX bytes, through the disk cache (a hit runs no rustc)."""
     blobs = [part for rel, data in crate.files for part in (rel, data)]
-    entry_key = cache.key("rust-ptx-v1", toolchain.version, crate.name, crate.root, *options, *blobs)
+    entry_key = cache.key("rust-ptx-v1", toolchain.version, crate.name, *options, *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)

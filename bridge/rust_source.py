@@ -20,6 +20,7 @@ from ptxbridge.abi.errors import FormatError
 __all__ = [
     "Token", "Attr", "TPath", "TRef", "TPtr", "TSlice", "TArray", "TTuple", "TFnPtr", "RustType",
     "RustFn", "RustStruct", "RustEnum", "RustSource", "tokenize", "parse_source", "read_crate",
+    "split_commas",
 ]
 
 _TOKEN = re.compile(r"""
@@ -116,6 +117,7 @@ class RustFn:
     attrs: tuple[Attr, ...]
     line: int
     foreign: bool = False
+    const_generics: tuple[str, ...] = ()
 
     def attr(self, name: str) -> Attr | None:
         return next((a for a in self.attrs if a.path == name), None)
@@ -348,16 +350,19 @@ class _Parser:
                 self.skip_item()
         self.expect("}")
 
-    def generics(self) -> tuple[str, ...]:
-        """Names of type and const parameters in ``<...>`` (lifetimes are skipped)."""
+    def generics(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Names of the type and const parameters in ``<...>`` in order, and the const ones alone."""
         if not self.at("<"):
-            return ()
+            return (), ()
         names: list[str] = []
+        consts: list[str] = []
         for part in self.split_angle():
             if not part or part[0].kind == "life":
                 continue
+            if part[0].text == "const" and len(part) > 1:
+                consts.append(part[1].text)
             names.append(part[1].text if part[0].text == "const" and len(part) > 1 else part[0].text)
-        return tuple(names)
+        return tuple(names), tuple(consts)
 
     def split_angle(self) -> list[list[Token]]:
         """Consume ``<...>``, returning its top-level comma-separated parts."""
@@ -388,9 +393,9 @@ class _Parser:
     def function(self, attrs: list[Attr], abi: str | None, *, foreign: bool) -> None:
         line = self.expect("fn").line
         name = _ident(self.next().text)
-        generics = self.generics()
+        generics, consts = self.generics()
         params = []
-        for index, part in enumerate(_split_commas(self.group())):
+        for index, part in enumerate(split_commas(self.group())):
             params.append(self.param(part, index))
         returns = None
         if self.at("->"):
@@ -408,7 +413,7 @@ class _Parser:
             self.expect(";")
         symbol = _symbol(attrs, name, foreign)
         self.functions.append(RustFn(name, symbol, abi, tuple(params), returns, generics,
-                                     tuple(attrs), line, foreign))
+                                     tuple(attrs), line, foreign, consts))
 
     def param(self, part: list[Token], index: int) -> tuple[str, RustType]:
         part = _strip_attrs(part)
@@ -442,7 +447,7 @@ class _Parser:
             return TPtr(self.type(), qualifier == "mut")
         if text == "(":
             self.pos -= 1
-            items = [_Parser(p, self.source).whole_type() for p in _split_commas(self.group())]
+            items = [_Parser(p, self.source).whole_type() for p in split_commas(self.group())]
             return TTuple(tuple(items))
         if text == "[":
             self.pos -= 1
@@ -495,15 +500,15 @@ class _Parser:
     def struct(self, attrs: list[Attr]) -> None:
         line = self.next().line
         name = _ident(self.next().text)
-        generics = self.generics()
+        generics = self.generics()[0]
         fields: list[tuple[str, RustType]] = []
         if self.at("("):
-            for index, part in enumerate(_split_commas(self.group())):
+            for index, part in enumerate(split_commas(self.group())):
                 fields.append((str(index), _Parser(_strip_vis(_strip_attrs(part)), self.source).whole_type()))
         while self.at("where"):
             self.skip_where()
         if self.at("{"):
-            for part in _split_commas(self.group()):
+            for part in split_commas(self.group()):
                 part = _strip_vis(_strip_attrs(part))
                 if len(part) < 3 or part[1].text != ":":
                     self.fail(f"struct {name}: expected 'field: Type'", part[0] if part else None)
@@ -544,7 +549,7 @@ class _Parser:
             self.aliases[name] = _Parser(self.toks[start:self.pos - 1], self.source).whole_type()
 
 
-def _split_commas(tokens: list[Token]) -> list[list[Token]]:
+def split_commas(tokens: list[Token]) -> list[list[Token]]:
     """Top-level comma-separated parts of a token list (nesting by brackets and angles)."""
     parts: list[list[Token]] = [[]]
     depth = 0
@@ -600,7 +605,7 @@ def _repr(attrs: list[Attr]) -> tuple[str, ...]:
     found: list[str] = []
     for attr in attrs:
         if attr.path == "repr":
-            found += ["".join(t.text for t in part) for part in _split_commas(list(attr.args))]
+            found += ["".join(t.text for t in part) for part in split_commas(list(attr.args))]
     return tuple(found)
 
 

@@ -110,7 +110,7 @@ class TypeMapper:
         self.enums = {name: e for unit in units for name, e in unit.enums.items()}
         self.aliases = {name: a for unit in units for name, a in unit.aliases.items()}
 
-    def kind(self, t: RustType, subst: Mapping[str, RustType], depth: int = 0) -> ParamType:
+    def kind(self, t: RustType, subst: Mapping[str, RustType | str], depth: int = 0) -> ParamType:
         if depth > 32:
             raise _Unsupported("type nests too deeply (recursive alias or struct?)")
         if isinstance(t, TPath):
@@ -120,16 +120,17 @@ class TypeMapper:
         if isinstance(t, TFnPtr):
             return Pointer(None, False)
         if isinstance(t, TArray):
-            count = _int(t.length)
+            length = subst.get(t.length, t.length)
+            count = _int(length if isinstance(length, str) else t.length)
             size, align = memory_layout(self.kind(t.inner, subst, depth + 1))
             return Opaque(size * count, align)
         if isinstance(t, TTuple):
             return self._record([self.kind(i, subst, depth + 1) for i in t.items], tuple_=True)
         raise _Unsupported("an unsized slice can only be passed behind a reference")
 
-    def _path(self, t: TPath, subst: Mapping[str, RustType], depth: int) -> ParamType:
+    def _path(self, t: TPath, subst: Mapping[str, RustType | str], depth: int) -> ParamType:
         name = t.name
-        if len(t.segments) == 1 and name in subst:
+        if len(t.segments) == 1 and not isinstance(subst.get(name, ""), str):
             return self.kind(subst[name], {}, depth + 1)
         if name in self.aliases:
             return self.kind(self.aliases[name], subst, depth + 1)
@@ -165,9 +166,8 @@ class TypeMapper:
         raise _Unsupported(f"unknown type {name!r} (not a primitive, and no struct, enum or type alias "
                            f"of that name in the source)")
 
-    def _struct(self, s: RustStruct, t: TPath, subst: Mapping[str, RustType], depth: int) -> ParamType:
-        args = [a for a in t.args if not isinstance(a, str)]
-        inner = dict(zip(s.generics, args, strict=False))
+    def _struct(self, s: RustStruct, t: TPath, subst: Mapping[str, RustType | str], depth: int) -> ParamType:
+        inner = dict(zip(s.generics, t.args, strict=False))
         fields = [(n, self.kind(ft, inner, depth + 1)) for n, ft in s.fields]
         reprs = set(s.repr)
         if "transparent" in reprs:
@@ -200,7 +200,7 @@ class TypeMapper:
             align = max(align, member_align)
         return Opaque(-(-offset // align) * align, align)
 
-    def _pointer(self, t: TRef | TPtr, subst: Mapping[str, RustType], depth: int) -> ParamType:
+    def _pointer(self, t: TRef | TPtr, subst: Mapping[str, RustType | str], depth: int) -> ParamType:
         inner = t.inner
         if isinstance(inner, TPath) and inner.name == "str" and len(inner.segments) == 1:
             inner = TSlice(TPath(("u8",)))
@@ -212,20 +212,20 @@ class TypeMapper:
                                     StructField("len", Scalar(dtype("u64")))))
         return Pointer(self._pointee(inner, subst, depth), t.mutable)
 
-    def _pointee(self, t: RustType, subst: Mapping[str, RustType], depth: int) -> ParamType | None:
+    def _pointee(self, t: RustType, subst: Mapping[str, RustType | str], depth: int) -> ParamType | None:
         try:
             return self.kind(t, subst, depth + 1)
         except _Unsupported:
             return None  # c_void, trait objects, foreign types: an untyped pointer
 
-    def _element(self, t: RustType, subst: Mapping[str, RustType], depth: int) -> DType:
+    def _element(self, t: RustType, subst: Mapping[str, RustType | str], depth: int) -> DType:
         element = self.kind(t, subst, depth + 1)
         if not isinstance(element, Scalar):
             raise _Unsupported(f"slice elements must be numbers for ptxbridge (got {show_type(t)})")
         return element.dtype
 
     def signature(self, fn: RustFn, kind: str, convention: Convention,
-                  subst: Mapping[str, RustType] | None = None, name: str | None = None) -> Signature:
+                  subst: Mapping[str, RustType | str] | None = None, name: str | None = None) -> Signature:
         """The signature of ``fn`` (its parameters mapped under this mapper's convention)."""
         subst = subst or {}
         params = []
