@@ -76,7 +76,8 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
     else:  # LTO-IR, NVVM IR, archives: nothing to read parameters from
         kernels = {n: s for n, s in given.items() if s.kind == "kernel"}
         exports = {n: s for n, s in given.items() if s.kind == "device"}
-    unused = set(given) - set(kernels) - set(exports) - set(imports)
+    defined = {*kernels, *exports, *imports}
+    unused = {n for n in given if n not in defined and f"{n}_entry" not in kernels}  # cutile-rs names
     if unused:
         raise AbiMismatchError(f"{source}: signatures given for {sorted(unused)} but the code defines no "
                                f"such kernel (has {sorted(kernels) or 'none'})")
@@ -204,7 +205,7 @@ def cubin_signatures(cubin: Cubin, given: Mapping[str, Signature], source: str) 
         if sig.kind != "kernel":
             raise AbiMismatchError(f"{sig.name}: a device-function signature given for cubin kernel "
                                    f"{kernel.name} in {source}")
-        sig = dataclasses.replace(sig, name=kernel.name, launch=_cubin_launch(sig.launch, kernel, cubin))
+        sig = dataclasses.replace(sig, name=kernel.name, launch=_cubin_launch(sig, kernel))
         check_layout(sig, kernel.declared_params(), f"cubin KPARAM of {kernel.name} in {source}")
         result[kernel.name] = sig
     return result
@@ -221,10 +222,15 @@ def _kparam_only(kernel: Kernel) -> Signature:
     return Signature(kernel.name, tuple(params), Convention.C)
 
 
-def _cubin_launch(launch: LaunchMeta, kernel: Kernel, cubin: Cubin) -> LaunchMeta:
-    """Launch demands from the cubin; a Tile IR kernel with no REQNTID takes block (1,1,1) only."""
+def _cubin_launch(sig: Signature, kernel: Kernel) -> LaunchMeta:
+    """Launch demands from the cubin; a tile kernel (Tile IR, cutile-rs) with no REQNTID takes
+    block (1,1,1) only (FRONTENDS.md 3)."""
+    launch = sig.launch
+    if None not in (kernel.reqntid, launch.reqntid) and kernel.reqntid != launch.reqntid:
+        raise AbiMismatchError(f"{kernel.name}: the signature's reqntid is {launch.reqntid} but the cubin "
+                               f"declares {kernel.reqntid}")
     reqntid = kernel.reqntid or launch.reqntid
-    if reqntid is None and kernel.language == "tileir":
+    if reqntid is None and (kernel.language == "tileir" or sig.convention is Convention.CUTILE_RS):
         reqntid = (1, 1, 1)
     return dataclasses.replace(launch, reqntid=reqntid, maxntid=kernel.maxntid or launch.maxntid,
                                cluster=kernel.cluster_dims or launch.cluster,
