@@ -38,6 +38,7 @@ __all__ = ["parse_signature", "parse_signatures", "parse_type", "format_signatur
 
 _SOURCE = "<signature>"
 _MAX_DEPTH = 64  # types nested deeper than this are rejected, not recursed into
+_MAX_DIGITS = 400  # longest number literal (a float's repr needs at most ~25)
 
 _TOKEN = re.compile(r"""
     (?P<skip>\s+|//[^\n]*)
@@ -172,24 +173,32 @@ class _Parser:
                 raise self.invalid(tok, f"bad escape in quoted name {tok.text} ({exc.msg})") from None
         raise self.error(what)
 
+    def number(self) -> int | float:
+        """The current number token's value; length-capped, as int() refuses over 4300 digits."""
+        tok = self.next()
+        if len(tok.text) > _MAX_DIGITS:
+            raise self.invalid(tok, f"numbers have at most {_MAX_DIGITS} characters (got {len(tok.text)})")
+        if _is_float(tok.text):
+            return float(tok.text)
+        return int(tok.text, 16) if tok.text[:2].lower() == "0x" else int(tok.text)
+
     def integer(self, what: str = "an integer") -> int:
         negative = self.accept("-")
         tok = self.peek()
         if tok.kind != "number" or _is_float(tok.text):
             raise self.error(what)
-        value = _int_value(self.next().text)
-        return -value if negative else value
+        value = self.number()
+        return -value if negative else value  # type: ignore[return-value]
 
     def constant(self) -> bool | int | float:
         if self.at("true", "false"):
             return self.next().text == "true"
         negative = self.accept("-")
         tok = self.peek()
-        value: int | float
-        if self.at("inf", "nan") or (tok.kind == "number" and _is_float(tok.text)):
-            value = float(self.next().text)
+        if self.at("inf", "nan"):
+            value: int | float = float(self.next().text)
         elif tok.kind == "number":
-            value = _int_value(self.next().text)
+            value = self.number()
         else:
             raise self.error("a constant (true, false, an integer or a float)")
         return -value if negative else value
@@ -441,10 +450,6 @@ class _Parser:
 
 def _is_float(literal: str) -> bool:
     return literal[:2].lower() != "0x" and any(c in literal for c in ".eE")
-
-
-def _int_value(literal: str) -> int:
-    return int(literal, 16) if literal[:2].lower() == "0x" else int(literal)
 
 
 def _as_kwargs(obj: TileArray | TileList) -> dict[str, Any]:

@@ -153,6 +153,7 @@ def test_documented_examples_parse_and_round_trip(text: str) -> None:
     ('kernel "bad \\q"()', "1:8", "bad escape in quoted name"),
     ("kernel k(a: f32) @", "1:18", "unexpected character '@'"),
     ("kernel k(a: " + "(" * 80 + "f32,)", "1:77", "types nest at most 64 deep"),
+    ("kernel k(a: const " + "9" * 5000 + ")", "1:19", "numbers have at most 400 characters (got 5000)"),
 ])
 def test_errors_say_where_and_what(text: str, where: str, message: str) -> None:
     with pytest.raises(SignatureSyntaxError) as info:
