@@ -59,9 +59,11 @@ def rustc_options(arch: str, *, opt_level: int | str = 3, edition: str = "2021",
 
 def _crate(path_or_source: str | Path) -> _Crate:
     """Read a crate folder (``Cargo.toml`` + ``src/lib.rs``), a ``.rs`` file, or source text."""
-    looks_like_path = isinstance(path_or_source, Path) or (
-        "\n" not in path_or_source and path_or_source.strip().endswith(".rs"))
-    path = Path(path_or_source) if looks_like_path or Path(str(path_or_source)).is_dir() else None
+    # a str is a path when it is one line naming a .rs file or an existing folder, else source text
+    one_line = isinstance(path_or_source, str) and "\n" not in path_or_source
+    looks_like_path = isinstance(path_or_source, Path) or (one_line and (
+        path_or_source.strip().endswith(".rs") or Path(path_or_source).is_dir()))
+    path = Path(path_or_source) if looks_like_path else None
     if path is None:
         text = str(path_or_source)
         return _Crate("kernel", "kernel.rs", (("kernel.rs", text.encode()),),

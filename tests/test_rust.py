@@ -1,0 +1,238 @@
+"""ptxbridge.rust: real Debian rustc builds for nvptx64, signatures read from the source and checked."""
+
+from __future__ import annotations
+
+import uuid
+
+import _rust_fixtures
+import pytest
+
+import ptxbridge.rust as prust
+from ptxbridge import CodeKind, Convention, rust_toolchain
+from ptxbridge.abi.check import check
+from ptxbridge.abi.dtypes import dtype
+from ptxbridge.abi.errors import (
+    AbiMismatchError,
+    ArgumentError,
+    CompileError,
+    FormatError,
+    ToolchainError,
+)
+from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField
+from ptxbridge.abi.lowering import field_offsets
+from ptxbridge.abi.ptx import read_ptx
+
+RUST_DIR = _rust_fixtures.RUST_DIR
+toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
+pytestmark = pytest.mark.usefixtures("sysroot")
+
+F32, U64 = Scalar(dtype("f32")), Scalar(dtype("u64"))
+HEADER = ("#![no_std]\n#![feature(abi_ptx, f16)]\n"
+          "#[panic_handler]\nfn p(_: &core::panic::PanicInfo) -> ! { loop {} }\n")
+
+
+def offsets(signature):
+    return [(lp.param.name, lp.offset, lp.param.size) for lp in signature.layout.params]
+
+
+# --- toolchain ---------------------------------------------------------------------------
+
+
+def test_toolchain_is_debian_rustc_with_sources(toolchain):
+    assert ".cargo" not in str(toolchain.rustc) and ".rustup" not in str(toolchain.rustc)
+    assert toolchain.version_line.startswith("rustc 1.")
+    assert (toolchain.library / "core/src/lib.rs").is_file()
+
+
+def test_sysroot_has_core_for_the_target(sysroot):
+    lib = sysroot / f"lib/rustlib/{rust_toolchain.TARGET}/lib"
+    libs = sorted(p.name for p in lib.iterdir())
+    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib"]
+
+
+@pytest.fixture
+def fresh_lookup():
+    rust_toolchain.find_toolchain.cache_clear()
+    yield
+    rust_toolchain.find_toolchain.cache_clear()
+
+
+def test_missing_rustc_says_what_to_install(monkeypatch, tmp_path, fresh_lookup):
+    monkeypatch.setenv("PTXBRIDGE_RUSTC", str(tmp_path / "no-rustc"))
+    with pytest.raises(ToolchainError, match=r"apt-get install rustc-web rust-web-src"):
+        rust_toolchain.find_toolchain()
+
+
+def test_missing_library_sources_say_what_to_install(monkeypatch, tmp_path, fresh_lookup):
+    monkeypatch.setenv("PTXBRIDGE_RUST_SRC", str(tmp_path))
+    with pytest.raises(ToolchainError, match=r"no library sources .*apt-get install rustc-web rust-web-src"):
+        rust_toolchain.find_toolchain()
+
+
+def test_rustc_options_are_a_pure_function():
+    assert prust.rustc_options("sm_90", opt_level=2) == (
+        "--target", "nvptx64-nvidia-cuda", "--crate-type", "cdylib", "--edition", "2021",
+        "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort", "--emit", "asm")
+    with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'compute_90'\)"):
+        prust.rustc_options("compute_90")
+    with pytest.raises(ArgumentError, match=r"opt_level .*\(got 7\)"):
+        prust.rustc_options("sm_80", opt_level=7)
+
+
+# --- real kernels ------------------------------------------------------------------------
+
+
+def test_saxpy_raw_pointers_and_length():
+    art = prust.compile(RUST_DIR / "saxpy.rs", progress=False)
+    assert art.kind is CodeKind.PTX and art.arch == "sm_80" and art.name == "saxpy"
+    module = read_ptx(art.code)
+    assert module.target[0] == "sm_80" and [f.name for f in module.entries] == ["saxpy"]
+    sig = art.kernels["saxpy"]
+    assert sig.convention is Convention.C and sig.kind == "kernel"
+    assert [(p.name, p.type) for p in sig.params] == [
+        ("a", F32), ("x", Pointer(F32, False)), ("y", Pointer(F32, True)), ("n", U64)]
+    assert offsets(sig) == [("a", 0, 4), ("x", 8, 8), ("y", 16, 8), ("n", 24, 8)]
+    check(sig, module)
+    assert art.provenance.compiler == str(rust_toolchain.find_toolchain().rustc)
+    assert art.provenance.version.startswith("rustc 1.")
+    assert "target-cpu=sm_80" in art.provenance.options and art.provenance.arch == "sm_80"
+    assert not art.device_functions and not art.imports
+
+
+def test_repr_c_struct_with_mixed_alignment_and_nested_struct():
+    art = prust.compile(RUST_DIR / "structs.rs", progress=False)
+    sig = art.kernels["apply"]
+    params = sig.params[0].type
+    inner = Struct("Inner", (StructField("tag", Scalar(dtype("u8"))),
+                             StructField("weight", Scalar(dtype("f64")))))
+    assert params == Struct("Params", (StructField("flag", Scalar(dtype("u8"))), StructField("inner", inner),
+                                       StructField("count", Scalar(dtype("u16"))), StructField("scale", F32)))
+    assert field_offsets(params) == (0, 8, 24, 28)
+    assert sig.params[2].type == F32  # through `type Scale = f32;`
+    assert sig.params[3].type == Scalar(dtype("bool"))
+    assert offsets(sig) == [("p", 0, 32), ("out", 32, 8), ("bias", 40, 4), ("enabled", 44, 1)]
+    entry = read_ptx(art.code).function("apply")
+    assert (entry.params[0].align, entry.params[0].array) == (8, 32)
+
+
+def test_divergent_loop_kernel():
+    art = prust.compile(RUST_DIR / "divergent.rs", progress=False)
+    sig = art.kernels["collatz_steps"]
+    assert [p.type for p in sig.params] == [Pointer(Scalar(dtype("u32")), False),
+                                            Pointer(Scalar(dtype("u32")), True), Scalar(dtype("u32"))]
+    body = read_ptx(art.code).function("collatz_steps").body
+    assert body.count("bra") >= 2  # a real loop with a data-dependent exit
+
+
+def test_exported_device_functions():
+    art = prust.compile(RUST_DIR / "device_fn.rs", progress=False)
+    assert set(art.device_functions) == {"rust_fma", "rust_store"} and not art.kernels
+    fma = art.device_functions["rust_fma"]
+    assert fma.kind == "device" and fma.returns == F32 and [p.name for p in fma.params] == ["a", "b", "c"]
+    store = art.device_functions["rust_store"]
+    assert store.returns is None and store.params[0].type == Pointer(Scalar(dtype("i64")), True)
+    func = read_ptx(art.code).function("rust_fma")
+    assert func.kind == "func" and func.linkage == "visible" and len(func.returns) == 1
+
+
+def test_kernel_calling_an_imported_function():
+    art = prust.compile(RUST_DIR / "calls_import.rs", progress=False)
+    assert set(art.imports) == {"cxx_scale"}  # never_called has no PTX declaration
+    imported = art.imports["cxx_scale"]
+    assert imported.returns == F32 and [p.type for p in imported.params] == [F32, Scalar(dtype("i32"))]
+    decl = read_ptx(art.code).function("cxx_scale")
+    assert decl.linkage == "extern" and decl.body is None
+    assert "call" in read_ptx(art.code).function("scale_all").body
+
+
+def test_crate_folder_with_a_file_module():
+    art = prust.compile(RUST_DIR / "crate_kernels", progress=False)
+    assert art.name == "crate_kernels"
+    rect = Struct("Rect", (StructField("w", F32), StructField("h", F32)))
+    assert art.kernels["areas"].params[0].type == Pointer(rect, False)
+    assert "--edition" in art.provenance.options
+
+
+def test_arch_sets_target_cpu():
+    art = prust.compile(RUST_DIR / "saxpy.rs", "sm_90", progress=False)
+    module = read_ptx(art.code)
+    assert module.target[0] == "sm_90" and art.arch == "sm_90"
+    assert "target-cpu=sm_90" in art.provenance.options
+
+
+def test_by_value_shapes_match_rustc(tmp_path):
+    """ZSTs vanish, tuples/arrays/i128/f16 are aggregates, `&[T]` is a 16-byte fat pointer (rustc 1.96)."""
+    source = HEADER + (
+        "#[unsafe(no_mangle)]\n#[allow(improper_ctypes_definitions)]\n"
+        "pub unsafe extern \"ptx-kernel\" fn shapes(a: f32, m: core::marker::PhantomData<u32>,\n"
+        "    u: (), t: (u8, f64), arr: [u16; 3], r: &u32, h: f16, b: bool, w: i128, s: &[f32],\n"
+        "    pair: (f32, f32)) {}\n")
+    sig = prust.compile(source, progress=False).kernels["shapes"]
+    kinds = {p.name: p.type for p in sig.params}
+    assert kinds["m"] == kinds["u"] == Opaque(0, 1)
+    assert kinds["t"] == Opaque(16, 8) and kinds["arr"] == Opaque(6, 2) and kinds["w"] == Opaque(16, 16)
+    assert kinds["r"] == Pointer(Scalar(dtype("u32")), False)
+    assert isinstance(kinds["s"], Struct) and [f.name for f in kinds["s"].fields] == ["ptr", "len"]
+    assert [(lp.param.name, lp.param.size, lp.param.align) for lp in sig.layout.params] == [
+        ("a", 4, 4), ("t", 16, 8), ("arr", 6, 2), ("r", 8, 8), ("h", 2, 2), ("b", 1, 1), ("w", 16, 16),
+        ("s", 16, 8), ("pair", 8, 4)]
+
+
+def test_second_compile_runs_no_rustc(monkeypatch):
+    calls = []
+    real = rust_toolchain.run_rustc
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rust_toolchain, "run_rustc", counting)
+    source = (RUST_DIR / "saxpy.rs").read_text() + f"\n// nonce {uuid.uuid4()}\n"
+    first = prust.compile(source, progress=False)
+    assert len(calls) == 1
+    second = prust.compile(source, progress=False)
+    assert len(calls) == 1, "the second compile of the same source must come from the cache"
+    assert second.code == first.code and second.kernels == first.kernels
+    prust.compile(source, "sm_86", progress=False)  # another arch is another cache entry
+    assert len(calls) == 2
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_from_ptx_checks_source_against_ptx(tmp_path):
+    ptx = tmp_path / "saxpy.ptx"
+    ptx.write_bytes(prust.compile(RUST_DIR / "saxpy.rs", progress=False).code)
+    art = prust.from_ptx(ptx, RUST_DIR / "saxpy.rs")
+    assert art.arch == "sm_80" and art.kernels["saxpy"].params[3].type == U64
+    assert art.provenance.version.startswith("PTX ISA ")
+    with pytest.raises(AbiMismatchError, match=r"apply: .* has no \.entry or \.func of that name"):
+        prust.from_ptx(ptx, RUST_DIR / "structs.rs")
+    wrong = tmp_path / "wrong.rs"  # n declared u32 where the PTX was built with usize
+    wrong.write_text((RUST_DIR / "saxpy.rs").read_text().replace("n: usize", "n: u32"))
+    with pytest.raises(AbiMismatchError, match=r"saxpy: parameter 'n' lowers to 1 param \(u32"):
+        prust.from_ptx(ptx, wrong)
+
+
+def test_rustc_errors_carry_the_log():
+    with pytest.raises(CompileError, match=r"rustc failed") as info:
+        prust.compile(HEADER + "#[unsafe(no_mangle)]\npub extern \"C\" fn f() -> u32 { \"no\" }\n",
+                      progress=False)
+    assert "mismatched types" in info.value.log
+
+
+def test_untypeable_parameter_names_the_parameter():
+    source = HEADER + ("#[unsafe(no_mangle)]\n#[allow(improper_ctypes_definitions)]\n"
+                       "pub unsafe extern \"ptx-kernel\" fn k(x: Option<u32>) {}\n")
+    with pytest.raises(FormatError, match=r"k: parameter 'x': unknown type 'Option'.*\(got Option<u32>\)"):
+        prust.compile(source, progress=False)
+
+
+def test_missing_file_and_bad_crate(tmp_path):
+    with pytest.raises(FormatError, match=r"no such Rust source file"):
+        prust.compile(tmp_path / "absent.rs")
+    (tmp_path / "Cargo.toml").write_text('[package]\nname = "x"\n[dependencies]\nlibm = "0.2"\n')
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/lib.rs").write_text("#![no_std]\n")
+    with pytest.raises(FormatError, match=r"dependency-free crates only"):
+        prust.compile(tmp_path)
