@@ -381,7 +381,8 @@ def _evaluate(node: ast.expr) -> int:
 
 def _struct_head(words: list[str]) -> bool:
     rest = words[1:] if words[:1] == ["typedef"] else words
-    return rest[:1] in (["struct"], ["union"], ["class"]) and "(" not in rest[2:]
+    calls = [rest[k - 1] for k in range(1, len(rest)) if rest[k] == "("]
+    return rest[:1] in (["struct"], ["union"], ["class"]) and all(c in _ATTRIBUTES for c in calls)
 
 
 def _has_name(tokens: list[Token]) -> bool:
@@ -453,8 +454,14 @@ def _parse_type(words: list[str], env: Mapping[str, ParamType | str]) -> ParamTy
 
 
 def _base_type(words: list[str], env: Mapping[str, ParamType | str]) -> ParamType | None:
-    text = " ".join(words)
-    words = [w.rpartition("::")[2] for w in words] if words[:1] != ["::"] else words[1:]
+    text = " ".join(words).replace(" :: ", "::")
+    unqualified: list[str] = []
+    for word in words:  # std::size_t -> size_t: the namespace does not change the type
+        if word == "::":
+            del unqualified[-1:]
+        else:
+            unqualified.append(word)
+    words = unqualified
     if words == ["void"]:
         return None
     if words and set(words) <= _INT_WORDS:

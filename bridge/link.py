@@ -15,20 +15,20 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ptxbridge import cache
-from ptxbridge.abi.check import DeclaredParam, check, check_layout
+from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, LinkError, ToolchainError
 from ptxbridge.abi.lowering import lower_param, lower_params
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
-from ptxbridge.abi.sniff import sniff
 
 from .artifact import Artifact, CodeKind
+from .files import artifact_from_bytes, artifact_from_file, cubin_signatures
 from .image import Image
 from .nvrtc import FALLBACK_ARCH, device_arch, normalize_arch
 from .ptx_isa import max_ptx_isa
@@ -36,7 +36,6 @@ from .ptx_isa import max_ptx_isa
 __all__ = ["LinkOptions", "check_symbols", "choose_arch", "link", "load", "nvjitlink_args",
            "nvjitlink_version", "ptx_isa_supported", "use_lto", "with_cubin_facts"]
 
-_AR_MAGIC = b"!<arch>\n"  # a static library (ar archive), e.g. libcudadevrt.a
 _LTO_KINDS = (CodeKind.LTOIR,)
 _OPAQUE_KINDS = (CodeKind.OBJECT, CodeKind.LIBRARY, CodeKind.FATBIN)
 
@@ -163,59 +162,65 @@ def _driver_version() -> tuple[int, int] | None:
 
 
 def as_artifact(item: Artifact | bytes | str | os.PathLike[str], index: int = 0) -> Artifact:
-    """An input of :func:`link` as an artifact: artifacts as they are, paths read, bytes sniffed."""
+    """An input of :func:`link` as an artifact: artifacts as they are, paths and bytes read by content."""
     if isinstance(item, Artifact):
         return item
     if isinstance(item, (str, os.PathLike)):
-        from ptxbridge.files import artifact_from_file
-
         return artifact_from_file(item)
     if isinstance(item, (bytes, bytearray, memoryview)):
-        data, name = bytes(item), f"<input {index}>"
-        kind = "library" if data.startswith(_AR_MAGIC) else sniff(data, name)
-        if kind == "oxart":
-            raise LinkError(f"{name}: a cuda-oxide .oxart bundle; read it with ptxbridge.oxide.load first")
-        arch = read_cubin(data, name).arch if kind == "cubin" else None
-        return Artifact(data, CodeKind(kind), arch, name=name)
+        name = f"<input {index}>"
+        return artifact_from_bytes(bytes(item), source=name, name=name)
     raise TypeError(f"link inputs must be Artifacts, paths or bytes (got {type(item).__name__})")
 
 
-def _shape(sig: Signature) -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, int], ...]]:
-    """What the PTX call sees: (float or bits, size, align) per parameter, and of the return value."""
-    def spell(flat: Sequence[Any]) -> tuple[tuple[str, int, int], ...]:
-        return tuple(("f" if p.ptx_type in ("f32", "f64") else "b", p.size, p.align) for p in flat)
+def _shape(sig: Signature) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """What the PTX call sees: (size, align) of each parameter and of the return value.
 
+    Types are not compared, as in :mod:`ptxbridge.abi.check`: a float is
+    ``.f32`` in numba PTX and ``.b32`` in NVRTC's, and an untyped PTX input
+    only tells widths.
+    """
     ret = lower_param("return", sig.returns, sig.convention) if sig.returns is not None else []
-    return spell(lower_params(sig.params, sig.convention)), spell(ret)
+    return (tuple((p.size, p.align) for p in lower_params(sig.params, sig.convention)),
+            tuple((p.size, p.align) for p in ret))
 
 
-def _ptx_module(artifact: Artifact) -> PtxModule:
-    return read_ptx(artifact.code, artifact.name)
+@functools.lru_cache(maxsize=64)
+def _read_ptx(code: bytes, name: str) -> PtxModule:
+    return read_ptx(code, name)
+
+
+def _exports(artifact: Artifact) -> dict[str, tuple[Signature | None, bool]]:
+    """name -> (signature or None when only the PTX declares it, weak) of what ``artifact`` defines."""
+    typed = dict(artifact.device_functions)
+    if artifact.kind != CodeKind.PTX:
+        return {name: (sig, False) for name, sig in typed.items()}
+    found = {}
+    for function in _read_ptx(artifact.code, artifact.name).functions:
+        if function.kind == "func" and function.body is not None and function.linkage in ("visible", "weak"):
+            found[function.name] = (typed.get(function.name), function.linkage == "weak")
+    return found
 
 
 def check_symbols(artifacts: Sequence[Artifact]) -> None:
-    """Match every import with its one exporter and compare lowered layouts (return included).
+    """Match every import with its exporter and compare lowered layouts (return included).
 
-    An exporter is an artifact listing the function in ``device_functions``,
-    or a PTX input defining a visible ``.func`` of that name (then the
-    import is checked against the PTX declaration).  A missing exporter is an
-    error unless an object, library or fatbin input (whose symbols are not
-    known here) could define it.
+    An exporter is an artifact listing the function in ``device_functions``
+    or, for PTX, defining a visible or weak ``.func`` of that name (checked
+    against the import when no signature came with it).  Two strong
+    definitions are an error; a missing exporter is one too, unless an
+    object, library or fatbin input (whose symbols are not read here) may
+    define it.
     """
-    exporters: dict[str, list[tuple[Artifact, Signature | None]]] = {}
+    exporters: dict[str, list[tuple[Artifact, Signature | None, bool]]] = {}
     for artifact in artifacts:
-        typed = dict(artifact.device_functions)
-        for name, sig in typed.items():
-            exporters.setdefault(name, []).append((artifact, sig))
-        if artifact.kind == CodeKind.PTX:
-            for function in _ptx_module(artifact).functions:
-                if function.kind == "func" and function.body is not None and function.linkage == "visible" \
-                        and function.name not in typed:
-                    exporters.setdefault(function.name, []).append((artifact, None))
+        for name, (sig, weak) in _exports(artifact).items():
+            exporters.setdefault(name, []).append((artifact, sig, weak))
     for name, found in exporters.items():
-        if len(found) > 1:
-            raise LinkError(f"device function {name!r} is defined by both {found[0][0].name} and "
-                            f"{found[1][0].name}; link only one of them")
+        strong = [a for a, _, weak in found if not weak]
+        if len(strong) > 1:
+            raise LinkError(f"device function {name!r} is defined by both {strong[0].name} and "
+                            f"{strong[1].name}; link only one of them")
     opaque = [a for a in artifacts if a.kind in _OPAQUE_KINDS]
     for importer in artifacts:
         for name, wanted in importer.imports.items():
@@ -224,7 +229,7 @@ def check_symbols(artifacts: Sequence[Artifact]) -> None:
                     continue  # nvJitLink resolves it from the object/library, or reports it
                 raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but no "
                                 "input exports it (add the artifact that defines it to the link inputs)")
-            exporter, given = exporters[name][0]
+            exporter, given, _ = exporters[name][0]
             _compare(name, importer, wanted, exporter, given)
 
 
@@ -232,7 +237,7 @@ def _compare(name: str, importer: Artifact, wanted: Signature, exporter: Artifac
              given: Signature | None) -> None:
     if given is None:  # untyped PTX: compare with its .func declaration
         try:
-            check(replace(wanted, name=name), _ptx_module(exporter).function(name))
+            check(replace(wanted, name=name), _read_ptx(exporter.code, exporter.name).function(name))
         except AbiMismatchError as exc:
             raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but "
                             f"{exporter.name} defines it differently: {exc}") from None
@@ -248,7 +253,7 @@ def _check_isa(artifacts: Sequence[Artifact]) -> None:
     for artifact in artifacts:
         if artifact.kind != CodeKind.PTX:
             continue
-        version = _ptx_module(artifact).version
+        version = _read_ptx(artifact.code, artifact.name).version
         if version > readable:
             driver = _driver_version()
             where = (f"the driver (CUDA {driver[0]}.{driver[1]}) JIT-compiles up to "
@@ -291,24 +296,19 @@ def _log(nvjitlink: Any, handle: int, which: str) -> str:
     return bytes(buffer).rstrip(b"\0").decode(errors="replace").strip()
 
 
-def with_cubin_facts(kernels: dict[str, Signature], cubin: bytes, source: str) -> dict[str, Signature]:
-    """Check each kernel's layout against the cubin's KPARAM records and add the launch facts it states."""
-    found = {k.name: k for k in read_cubin(cubin, source).kernels}
-    out = {}
-    for name, sig in kernels.items():
-        record = found.get(sig.name)
-        if record is None:
-            raise LinkError(f"kernel {sig.name!r} is not in {source} (was it dropped by "
-                            "LinkOptions.kernels_used, or does its signature name the wrong entry?)")
-        if record.params or sig.params:
-            declared = [DeclaredParam(p.ordinal, p.offset, p.size) for p in record.params]
-            check_layout(sig, declared, f"cubin KPARAM of {sig.name}")
-        launch = sig.launch
-        out[name] = replace(sig, launch=replace(
-            launch, reqntid=launch.reqntid or record.reqntid, maxntid=launch.maxntid or record.maxntid,
-            cluster=launch.cluster or record.cluster_dims,
-            static_shared=launch.static_shared or record.static_shared))
-    return out
+def with_cubin_facts(kernels: Mapping[str, Signature], cubin: bytes, source: str) -> dict[str, Signature]:
+    """Every kernel of ``cubin``, typed by ``kernels`` where known, checked against its KPARAM records.
+
+    Launch facts the cubin states (REQNTID, MAXNTID, cluster, static shared
+    memory) are added; a kernel in ``kernels`` but not in the cubin is an error.
+    """
+    parsed = read_cubin(cubin, source)
+    given = {sig.name: sig for sig in kernels.values()}
+    missing = set(given) - {k.name for k in parsed.kernels}
+    if missing:
+        raise LinkError(f"kernels {sorted(missing)} are not in {source} (dropped by "
+                        "LinkOptions.kernels_used, or a signature names the wrong entry?)")
+    return cubin_signatures(parsed, given, source)
 
 
 def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str | None = None,
@@ -344,6 +344,15 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         if artifact.kind not in _INPUT_TYPES:
             raise LinkError(f"{artifact.name}: nvJitLink cannot link {artifact.kind.value} input; "
                             "compile NVVM IR to LTO-IR first (got kind={artifact.kind.value!r})")
+    kernels: dict[str, Signature] = {}
+    device_functions: dict[str, Signature] = {}
+    for artifact in artifacts:
+        kernels.update(artifact.kernels)
+        device_functions.update(artifact.device_functions)
+    executable = _executable_cubin(artifacts, arch)
+    if executable is not None:
+        facts = with_cubin_facts(kernels, executable.code, executable.name)
+        return Image(executable.code, executable.arch, facts, device_functions)
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     lto = use_lto(a.kind for a in artifacts) if lto is None else lto
     try:
@@ -358,13 +367,29 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         parts += [artifact.kind.value, artifact.code]
     blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
     header, _, cubin = blob.partition(b"\n")
-    kernels: dict[str, Signature] = {}
-    device_functions: dict[str, Signature] = {}
-    for artifact in artifacts:
-        kernels.update(artifact.kernels)
-        device_functions.update(artifact.device_functions)
     return Image(cubin, arch, with_cubin_facts(kernels, cubin, "<linked cubin>"), device_functions,
                  tuple(a.code for a in artifacts if a.kind == CodeKind.PTX), json.loads(header)["log"])
+
+
+def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifact | None:
+    """A lone executable (non-relocatable) cubin is the image itself; with other inputs it is an error.
+
+    nvJitLink silently drops executable cubins from a link (measured with
+    nvJitLink 13.5: the kernel is missing from the output), and tileiras and
+    plain NVRTC cubins are executable.
+    """
+    found = [a for a in artifacts if a.kind == CodeKind.CUBIN and not read_cubin(a.code, a.name).relocatable]
+    if not found:
+        return None
+    if len(artifacts) > 1:
+        raise LinkError(f"{found[0].name}: an executable (non-relocatable) cubin cannot be linked with other "
+                        "inputs (nvJitLink drops it); load it alone, or rebuild it with relocatable device "
+                        "code (-rdc)")
+    built = read_cubin(found[0].code, found[0].name).arch
+    if arch is not None and choose_arch(arch, None, [built]) != built:
+        raise LinkError(f"{found[0].name}: an executable cubin for {built} cannot be relinked for "
+                        f"{normalize_arch(arch)}; pass arch={built!r} or rebuild it")
+    return replace(found[0], arch=built)
 
 
 def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None,

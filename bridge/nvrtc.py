@@ -159,7 +159,7 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     elif output == "cubin":
         from .link import with_cubin_facts  # the linker's check, shared; link imports this module
 
-        kernels = with_cubin_facts(kernels, code, name)
+        kernels = {k: v for k, v in with_cubin_facts(kernels, code, name).items() if k in kernels}
     kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]
     return Artifact(code, kind, arch, kernels, exports, imports,
                     Provenance("nvrtc", version, tuple(args), arch), name)
