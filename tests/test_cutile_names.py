@@ -140,6 +140,13 @@ def test_real_mangled_names_match_reference(case: str) -> None:
     assert Signature.parse(str(sig)) == sig
 
 
+@pytest.mark.parametrize("symbol", ["_Kt1", "k_Kt2_T0", "k_Kt1_A0f32", "k_Kt1_A1f32_1", "a_Kb_Kt1_Sf32",
+                                    "k_Kt2_A4f32_a_5i2_2s8_1l_1_iu", "k_Kt1_A2f32_01t3"])
+def test_edge_symbols_match_reference(symbol: str) -> None:
+    """Empty names and tuples, 0-d arrays, masks without predicates, hex masks, '_K' inside the name."""
+    assert_matches_reference(symbol, demangle(symbol))
+
+
 def test_known_symbol_from_frontends_doc() -> None:
     sig = demangle("vadd_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_I256", names=["a", "b", "c", "tile"])
     assert str(sig) == ("#[convention(cutile)] kernel vadd_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_I256("
