@@ -97,7 +97,7 @@ class TileArray:
     static_stride: tuple[int | None, ...] = ()
     stride_lower_bound: tuple[int | None, ...] = ()
     base_align: int = 1
-    alias_groups: int = 0  # bit mask of alias groups; 0 = no-alias promise absent
+    alias_groups: int = 0  # bit k: member of alias group k; 0: aliases no other parameter (cuTile)
     may_alias_internally: bool = False
 
     def __post_init__(self) -> None:
