@@ -28,29 +28,12 @@ from ._numba_types import to_param_type
 from ._pyfingerprint import fingerprint, referenced_values
 from .artifact import Artifact, CodeKind, Provenance
 from .files import layout_only, ptx_launch
+from .nvrtc import default_arch
 
-__all__ = ["compile", "default_arch", "arch_to_cc"]
+__all__ = ["compile", "arch_to_cc", "NumbaOptions"]
 
-DEFAULT_ARCH = "sm_90"
 _OUTPUTS = ("ptx", "ltoir")
 _INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
-
-
-def default_arch() -> str:
-    """The first GPU's ``sm_XY`` when the driver reports one, else ``sm_90`` (no GPU needed)."""
-    try:
-        from cuda.bindings import driver
-
-        (err,) = driver.cuInit(0)
-        if err == driver.CUresult.CUDA_SUCCESS:
-            attr = driver.CUdevice_attribute
-            err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0)
-            _, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0)
-            if err == driver.CUresult.CUDA_SUCCESS:
-                return f"sm_{major}{minor}"
-    except Exception:  # no libcuda.so: a CPU-only machine
-        pass
-    return DEFAULT_ARCH
 
 
 def arch_to_cc(arch: str) -> tuple[int, int]:
@@ -116,7 +99,7 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
             "numba.compile: abi must be None, or 'c' for a device function; numba kernels only "
             f"have numba's kernel ABI and numba-ABI device functions are not callable from other "
             f"languages (got abi={abi!r}, device={device})")
-    arch = arch or default_arch()
+    arch = arch or default_arch()  # the GPU's, else sm_90
     cc = arch_to_cc(arch)
     options = options or NumbaOptions()
     name = name or pyfunc.__name__

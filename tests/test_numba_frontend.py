@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import types as pytypes
 
 import numpy as np
 import pytest
-from _toolchain import InputType, link, nvrtc_compile
+from _rust_fixtures import RUST_DIR, toolchain  # noqa: F401 (a fixture)
 from numba import cuda, from_dtype
 from numba.cuda import types as nt
 
 import ptxbridge.numba as pn
-from ptxbridge import CodeKind, Convention
+import ptxbridge.rust
+from ptxbridge import CodeKind, Convention, nvrtc
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, LinkError
 from ptxbridge.abi.kinds import NumbaArray, Pointer, Scalar, Struct, Tuple
 from ptxbridge.abi.ptx import read_ptx
+from ptxbridge.link import link
 
 LTOIR_MAGIC = b"\xedCN\x7f"
+SHARED_CACHE = os.environ.get("PTXBRIDGE_CACHE_DIR")  # where CI keeps the Rust sysroot
 
 my_add = cuda.declare_device("my_add", "float32(float32, float32)", abi="c")
 numba_abi_add = cuda.declare_device("numba_abi_add", "float32(float32, float32)")
@@ -234,7 +238,7 @@ def test_typing_error_is_a_compile_error_with_the_log():
     assert "undefined_name" in info.value.log
 
 
-# --- cross-language (compile + link on the CPU) ----------------------------------------------
+# --- cross-language (compile + link on the CPU with ptxbridge.link) ---------------------------
 
 CPP_MY_ADD = 'extern "C" __device__ float my_add(float a, float b) { return a + b; }\n'
 CPP_CALLS_NUMBA = """extern "C" __device__ float nb_fma(float, float);
@@ -243,26 +247,61 @@ extern "C" __global__ void kern(float* x, int n) {
     if (i < n) x[i] = nb_fma(x[i], 2.0f);
 }
 """
+wrong_add = cuda.declare_device("my_add", "float64(float64, float64)", abi="c")
+rust_fma = cuda.declare_device("rust_fma", "float32(float32, float32, float32)", abi="c")
+
+
+def calls_wrong_add(x):
+    x[0] = wrong_add(x[0], x[1])
+
+
+def calls_rust(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = rust_fma(x[i], 2.0, 1.0)
+
+
+def _linked(image, kernel: str):
+    cubin = read_cubin(image.cubin)
+    assert cubin.arch == "sm_90" and [k.name for k in cubin.kernels] == [kernel]
+    assert image.kernels[kernel].layout.size == cubin.kernels[0].param_size
+    return cubin
 
 
 def test_numba_kernel_calls_cpp_device_function():
     art = pn.compile(calls_my_add, "void(float32[::1], float32[::1])", arch="sm_90")
-    cpp_ptx = nvrtc_compile(CPP_MY_ADD, ["-arch=sm_90", "-rdc=true"])
-    check(art.imports["my_add"], read_ptx(cpp_ptx))  # both sides agree on the C ABI
-    cubin = read_cubin(link([(InputType.PTX, art.code), (InputType.PTX, cpp_ptx)], ["-arch=sm_90"]))
-    assert cubin.arch == "sm_90" and [k.name for k in cubin.kernels] == ["calls_my_add"]
-    assert cubin.kernels[0].param_size == art.kernels["calls_my_add"].layout.size
+    cpp = nvrtc.compile(CPP_MY_ADD, arch="sm_90")
+    check(art.imports["my_add"], read_ptx(cpp.code))  # both sides agree on the C ABI
+    _linked(link([art, cpp], arch="sm_90"), "calls_my_add")
+    wrong = pn.compile(calls_wrong_add, "void(float64[::1])", arch="sm_90")
+    with pytest.raises(LinkError, match="my_add"):  # f64 import vs f32 export, caught before nvJitLink
+        link([wrong, cpp], arch="sm_90")
+
+
+@pytest.mark.usefixtures("toolchain")  # skips where Debian's rustc-web is not installed
+def test_numba_kernel_calls_rust_device_function(monkeypatch):
+    # the Rust sysroot is built once into the shared cache, not into this test's private one
+    if SHARED_CACHE is None:
+        monkeypatch.delenv("PTXBRIDGE_CACHE_DIR")
+    else:
+        monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", SHARED_CACHE)
+    rust = ptxbridge.rust.compile(RUST_DIR / "device_fn.rs", arch="sm_80")
+    art = pn.compile(calls_rust, "void(float32[::1])", arch="sm_90")
+    imported, exported = art.imports["rust_fma"], rust.device_functions["rust_fma"]
+    assert [p.type for p in imported.params] == [p.type for p in exported.params]
+    assert imported.returns == exported.returns
+    cubin = _linked(link([art, rust], arch="sm_90"), "calls_rust")
+    assert "rust_fma" in [f.name for f in cubin.device_functions]  # PTX inputs: a real call, no LTO
 
 
 def test_cpp_kernel_calls_numba_device_function_through_ltoir():
     art = pn.compile(lambda x, y: x * y + 1.0, "float32(float32, float32)", device=True,
                      output="ltoir", name="nb_fma", arch="sm_90")
-    cpp_ltoir = nvrtc_compile(CPP_CALLS_NUMBA, ["-arch=sm_90", "-rdc=true", "-dlto"], "ltoir")
-    # the C++ side's view of nb_fma, from its own (non-LTO) PTX, matches the numba export
-    cpp_ptx = read_ptx(nvrtc_compile(CPP_CALLS_NUMBA, ["-arch=sm_90", "-rdc=true"]))
-    check(art.device_functions["nb_fma"], cpp_ptx)
-    inputs = [(InputType.LTOIR, cpp_ltoir), (InputType.LTOIR, art.code)]
-    cubin = read_cubin(link(inputs, ["-arch=sm_90", "-lto"]))
-    assert [k.name for k in cubin.kernels] == ["kern"]
-    linked_ptx = link(inputs, ["-arch=sm_90", "-lto", "-ptx"], output="ptx").decode()
-    assert "call" not in linked_ptx and "fma.rn.f32" in linked_ptx  # inlined across languages
+    cpp = nvrtc.compile(CPP_CALLS_NUMBA, arch="sm_90", output="ltoir")
+    assert cpp.imports["nb_fma"].returns == art.device_functions["nb_fma"].returns
+    image = link([cpp, art], arch="sm_90")
+    assert not _linked(image, "kern").device_functions  # nb_fma was inlined across languages
+    f64 = pn.compile(lambda x, y: x * y, "float64(float64, float64)", device=True, output="ltoir",
+                     name="nb_fma", arch="sm_90")
+    with pytest.raises(LinkError, match="nb_fma"):
+        link([cpp, f64], arch="sm_90")
