@@ -27,7 +27,7 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.loaders.base import DLPACK_CUDA, Backend
 
 from .args import BindContext, LaunchState, OtherDeviceError, make_binder
-from .dlpack import default_stream_for, stream_handle
+from .dlpack import default_stream_for, device_name, stream_handle
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
@@ -215,6 +215,26 @@ class Module:
 
     def __dir__(self) -> list[str]:
         return [*super().__dir__(), *self.image.kernels]
+
+    @property
+    def device(self) -> str:
+        """``"cuda:N"`` or ``"cpu"`` (the CPU PTX interpreter)."""
+        return device_name(self.backend.device_type, self.backend.device_id)
+
+    def to_device(self, array: Any) -> Any:
+        """A copy of a NumPy array where this module's kernels can use it (synchronous)."""
+        import numpy
+
+        host = numpy.ascontiguousarray(array)
+        upload = getattr(self.backend, "to_device", None)
+        return host.copy() if upload is None else upload(host)
+
+    def to_host(self, array: Any) -> Any:
+        """A NumPy copy of an array made by :meth:`to_device` (waits for the device)."""
+        import numpy
+
+        download = getattr(self.backend, "to_host", None)
+        return numpy.array(array, copy=True) if download is None else download(array)
 
     def _sibling(self, device_id: int) -> Module | None:
         """The same image on another GPU, loaded on first use (CUDA loader only)."""

@@ -17,6 +17,7 @@ layout of every kernel is cross-checked with ``cuFuncGetParamInfo`` at load.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -33,7 +34,7 @@ from ptxbridge.abi.signature import Signature
 
 from .base import DLPACK_CUDA, Buffer
 
-__all__ = ["CudaBackend", "device_count", "cuda_error"]
+__all__ = ["CudaBackend", "DeviceArray", "device_count", "cuda_error"]
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # above this, dynamic shared memory needs an opt-in
 _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h)
@@ -282,6 +283,27 @@ class CudaBackend:
         with self._current():
             _call(f"global {name!r}: cuMemcpyHtoD", cu.cuMemcpyHtoD, ptr, data, size)
 
+    def to_device(self, host: Any) -> DeviceArray:
+        """A device copy of a contiguous NumPy array (synchronous)."""
+        array = DeviceArray(self, host.shape, host.dtype)
+        if host.nbytes:
+            with self._current():
+                _call("cuMemcpyHtoD", cu.cuMemcpyHtoD, array.ptr, host, host.nbytes)
+        return array
+
+    def to_host(self, array: Any) -> Any:
+        """A NumPy copy of a :class:`DeviceArray`, after the device finished its work."""
+        import numpy
+
+        if not isinstance(array, DeviceArray):
+            raise CudaError(f"to_host takes an array made by to_device (got {type(array).__name__})")
+        self.synchronize()
+        host = numpy.empty(array.shape, array.dtype)
+        if host.nbytes:
+            with self._current():
+                _call("cuMemcpyDtoH", cu.cuMemcpyDtoH, host, array.ptr, host.nbytes)
+        return host
+
     def synchronize(self) -> None:
         """Wait for the device; a fault is raised naming the last kernel launched here."""
         with self._current():
@@ -319,3 +341,34 @@ class _Upload:
             self.freed = True
             with self.backend._current():
                 _call("cuMemFreeAsync", cu.cuMemFreeAsync, self.ptr, stream)
+
+
+class DeviceArray:
+    """Device memory holding a C-contiguous array; exported through ``__cuda_array_interface__``."""
+
+    def __init__(self, backend: CudaBackend, shape: tuple[int, ...], dtype: Any):
+        self.backend, self.shape, self.dtype = backend, tuple(shape), dtype
+        nbytes = max(int(dtype.itemsize) * _product(self.shape), 1)
+        with backend._current():
+            self._ptr = _call("cuMemAlloc", cu.cuMemAlloc, nbytes)
+        self.ptr = int(self._ptr)
+        self._finalizer = weakref.finalize(self, _free, backend._context, self._ptr)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": self.dtype.str,
+                "strides": None, "version": 3}
+
+
+def _product(shape: tuple[int, ...]) -> int:
+    n = 1
+    for extent in shape:
+        n *= extent
+    return n
+
+
+def _free(context: Any, ptr: Any) -> None:
+    with contextlib.suppress(Exception):  # at interpreter exit the driver may be gone
+        cu.cuCtxPushCurrent(context)
+        cu.cuMemFree(ptr)
+        cu.cuCtxPopCurrent()
