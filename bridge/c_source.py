@@ -23,6 +23,7 @@ from types import MappingProxyType
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.kinds import Opaque, ParamType, Pointer, Scalar, Struct, StructField, Tuple
+from ptxbridge.abi.lowering import memory_layout
 from ptxbridge.abi.signature import LaunchMeta, Param, Signature
 
 __all__ = ["CDeclarations", "read_c_source"]
@@ -76,21 +77,21 @@ class CDeclarations:
     """What a CUDA C++ source declares with C linkage, plus its C++ kernels.
 
     ``problems`` maps an ``extern "C"`` function whose types could not be read
-    to the reason, so a caller can demand an explicit signature for it
-    (:meth:`error`).
+    to its role (``"kernel"``, ``"export"``, ``"import"``) and the reason, so
+    a caller can demand an explicit signature for it (:meth:`error`).
     """
 
     source: str
     kernels: Mapping[str, Signature]
     device_functions: Mapping[str, Signature]
     imports: Mapping[str, Signature]
-    problems: Mapping[str, str]
+    problems: Mapping[str, tuple[str, str]]
     structs: Mapping[str, ParamType | str] = field(repr=False)
     cxx_kernels: tuple[_CxxKernel, ...] = field(repr=False)
 
     def error(self, name: str) -> FormatError:
         """The error for ``name`` (in :attr:`problems`), saying how to supply its signature."""
-        return FormatError(f"cannot read the signature of {name!r}: {self.problems[name]}; "
+        return FormatError(f"cannot read the signature of {name!r}: {self.problems[name][1]}; "
                            f"pass signatures={{{name!r}: ...}}", source=self.source)
 
     def for_expression(self, expression: str, lowered: str) -> Signature:
@@ -128,9 +129,10 @@ def read_c_source(text: str, source: str = "<source>") -> CDeclarations:
     tokens, defines = _tokenize(text)
     reader = _Reader(tokens, defines, source)
     reader.block(extern_c=False, end=len(tokens))
+    imports = {n: sig for n, sig in reader.imports.items() if n not in reader.exports}  # defined below
     return CDeclarations(
         source, MappingProxyType(reader.kernels), MappingProxyType(reader.exports),
-        MappingProxyType(reader.imports), MappingProxyType(reader.problems),
+        MappingProxyType(imports), MappingProxyType(reader.problems),
         MappingProxyType(reader.structs), tuple(reader.cxx))
 
 
@@ -186,7 +188,7 @@ class _Reader:
         self.kernels: dict[str, Signature] = {}
         self.exports: dict[str, Signature] = {}
         self.imports: dict[str, Signature] = {}
-        self.problems: dict[str, str] = {}
+        self.problems: dict[str, tuple[str, str]] = {}
         self.structs: dict[str, ParamType | str] = {}  # a str: why the struct is unreadable
         self.cxx: list[_CxxKernel] = []
 
@@ -230,8 +232,6 @@ class _Reader:
                 raise _Unreadable(f"union {title!r} is not supported")
             kind: ParamType | str = Struct(title, tuple(self.fields(body)))
             if align:
-                from ptxbridge.abi.lowering import memory_layout
-
                 size, natural = memory_layout(kind)
                 align = max(align, natural)
                 kind = Opaque(-(-size // align) * align, align)
@@ -287,8 +287,11 @@ class _Reader:
     def statement(self, head: list[Token], extern_c: bool, body: list[Token] | None) -> None:
         words = [t for t, _ in head]
         if words[:1] == ["typedef"] and "(" not in words:
-            name, kind = _typedef(words[1:], self.structs)
-            if name and kind is not None:
+            try:
+                name, kind = _declarator(words[1:], self.structs)
+            except _Unreadable as exc:
+                name, kind = words[-1], f"typedef {words[-1]!r}: {exc}"
+            if name:
                 self.structs[name] = kind
             return
         template: tuple[str, ...] = ()
@@ -296,8 +299,10 @@ class _Reader:
             close = _closing(head, 1, len(head))
             template = tuple(p[-1][0] for p in _split_commas(head[2:close]))
             head, words = head[close + 1:], words[close + 1:]
-        if "=" in words and "(" not in words and words.index("=") > 0:  # constexpr int kBlock = 128;
-            self.defines[words[words.index("=") - 1]] = " ".join(words[words.index("=") + 1:])
+        if "=" in words and "(" not in words:  # constexpr int kBlock = 128;
+            equals = words.index("=")
+            if equals and re.fullmatch(r"[A-Za-z_]\w*", words[equals - 1]):
+                self.defines[words[equals - 1]] = " ".join(words[equals + 1:])
             return
         extern_c = extern_c or words[:2] == ["extern", '"C"']
         launch, head = self.attributes(head)
@@ -323,7 +328,8 @@ class _Reader:
                 ret = [w for w in words[:paren - 1] if w not in _SPECIFIERS]
                 returns = None if ret == ["void"] else _parse_type(ret, self.structs)
         except _Unreadable as exc:
-            self.problems[name] = f"line {head[0][1]}: {exc}"
+            role = "kernel" if kernel else "import" if body is None else "export"
+            self.problems[name] = (role, f"line {head[0][1]}: {exc}")
             return
         if kernel:
             self.kernels[name] = Signature(name, lowered, launch=launch)
@@ -409,13 +415,6 @@ def _declarator(words: list[str], env: Mapping[str, ParamType | str]) -> tuple[s
             raise _Unreadable(f"array {name!r} needs a literal size")
         kind = Tuple((kind,) * dim)
     return name, kind
-
-
-def _typedef(words: list[str], env: Mapping[str, ParamType | str]) -> tuple[str | None, ParamType | None]:
-    try:
-        return _declarator(words, env)
-    except _Unreadable:
-        return None, None
 
 
 def _parse_param(tokens: tuple[Token, ...] | list[Token], index: int,

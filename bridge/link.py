@@ -396,13 +396,14 @@ def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: An
          **link_kwargs: Any) -> Any:
     """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`).
 
-    With an explicit CUDA ``device`` (int or ``"cuda:N"``) and no ``arch=``,
-    the image is linked for that GPU's arch.
+    With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
+    no ``arch=``, the image is linked for that GPU's arch.
     """
-    ordinal = device if isinstance(device, int) else (
-        int(device[5:]) if isinstance(device, str) and device.startswith("cuda:") else None)
-    if ordinal is not None and link_kwargs.get("arch") is None:
-        link_kwargs["arch"] = device_arch(ordinal)
+    from ptxbridge.loaders import parse_device
+
+    parsed = parse_device(device)
+    if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
+        link_kwargs["arch"] = device_arch(parsed[1])
     return link(inputs, **link_kwargs).load(device)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check
-from ptxbridge.abi.errors import CompileError, ToolchainError
+from ptxbridge.abi.errors import AbiMismatchError, CompileError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 
@@ -152,8 +152,12 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     given = {key: (Signature.parse(sig) if isinstance(sig, str) else sig)
              for key, sig in (signatures or {}).items()}
     kernels = _typed_kernels(decls, lowered, given)
-    exports = {n: given.get(n, sig) for n, sig in decls.device_functions.items()}
-    imports = {n: given.get(n, sig) for n, sig in decls.imports.items()}
+    exports = _typed(decls.device_functions, decls, "export", given)
+    imports = _typed(decls.imports, decls, "import", given)
+    unused = set(given) - set(kernels) - set(exports) - set(imports) - set(lowered)
+    if unused:
+        raise AbiMismatchError(f"{name}: signatures given for {sorted(unused)} but the source declares no "
+                               f"such extern \"C\" function or name expression (has {sorted(kernels)})")
     if output == "ptx":
         kernels, exports, imports = _checked(read_ptx(code, name), kernels, exports, imports)
     elif output == "cubin":
@@ -165,19 +169,24 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
                     Provenance("nvrtc", version, tuple(args), arch), name)
 
 
+def _typed(read: Mapping[str, Signature], decls: CDeclarations, role: str,
+           given: Mapping[str, Signature]) -> dict[str, Signature]:
+    """Device functions the reader read, or that it could not read and ``given`` supplies."""
+    table = {n: given.get(n, sig) for n, sig in read.items()}
+    table.update({n: given[n] for n, (r, _) in decls.problems.items() if r == role and n in given})
+    return table
+
+
 def _typed_kernels(decls: CDeclarations, lowered: Mapping[str, str],
                    given: Mapping[str, Signature]) -> dict[str, Signature]:
     """extern "C" kernels plus each name expression's kernel under its lowered name."""
     for problem in decls.problems:
         if problem not in given:
             raise decls.error(problem)
-    kernels = {n: given.get(n, sig) for n, sig in decls.kernels.items()}
+    kernels = _typed(decls.kernels, decls, "kernel", given)
     for expression, mangled in lowered.items():
         sig = given.get(expression) or given.get(mangled) or decls.for_expression(expression, mangled)
         kernels[mangled] = replace(sig, name=mangled)
-    for key, sig in given.items():  # signatures for kernels the reader does not see at all
-        if sig.kind == "kernel" and key not in lowered and key not in kernels:
-            kernels[key] = sig
     return kernels
 
 

@@ -89,10 +89,14 @@ def test_device_function_definitions_are_exports_and_declarations_imports():
         extern "C" __device__ float my_add(float a, float b);
         extern "C" __device__ __forceinline__ double twice(const double x) { return 2 * x; }
         extern "C" __device__ void store(float* out, float v) { *out = v; }
+        extern "C" __device__ int later(int x);          // declared first, defined below: an export
+        __device__ float table[4] = {1, 2, 3, 4};
+        extern "C" __device__ int later(int x) { return x + (int)table[0]; }
         __device__ float cxx_helper(float x) { return x; }   // C++ linkage: not exported by name
         __host__ float host_only(float x) { return x; }
     ''')
-    assert set(decls.imports) == {"my_add"} and set(decls.device_functions) == {"twice", "store"}
+    assert set(decls.imports) == {"my_add"}
+    assert set(decls.device_functions) == {"twice", "store", "later"}
     my_add = decls.imports["my_add"]
     assert my_add.kind == "device" and my_add.returns == s("f32")
     assert decls.device_functions["twice"].params[0].type == s("f64")
@@ -126,9 +130,10 @@ def test_unreadable_types_are_reported_with_how_to_fix():
         extern "C" __global__ void fine(int n) {}
     ''', "k.cu")
     assert set(decls.kernels) == {"fine"}
-    assert "Unknown" in decls.problems["vec"] and "line 4" in decls.problems["vec"]
-    assert "member functions" in decls.problems["method"]
-    assert "union" in decls.problems["uni"]
+    assert decls.problems["vec"][0] == "kernel"
+    assert "Unknown" in decls.problems["vec"][1] and "line 4" in decls.problems["vec"][1]
+    assert "member functions" in decls.problems["method"][1]
+    assert "union" in decls.problems["uni"][1]
     error = decls.error("vec")
     assert isinstance(error, FormatError) and "k.cu" in str(error) and "signatures={'vec'" in str(error)
     with pytest.raises(FormatError, match="template argument 'Foo'"):
@@ -144,8 +149,8 @@ def test_bitfields_and_unsized_arrays_in_structs_are_refused():
         extern "C" __global__ void bits(Bits b) {}
         extern "C" __global__ void flex(Flex f) {}
     ''')
-    assert "bit-fields" in decls.problems["bits"]
-    assert "literal size" in decls.problems["flex"]
+    assert "bit-fields" in decls.problems["bits"][1]
+    assert "literal size" in decls.problems["flex"][1]
 
 
 @pytest.fixture(autouse=True)

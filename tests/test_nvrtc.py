@@ -86,6 +86,19 @@ def test_explicit_signature_for_a_type_the_reader_cannot_read():
     assert [p.name for p in art.kernels["fill"].params] == ["v", "value"]
 
 
+def test_explicit_device_function_signature_and_unused_signatures():
+    source = r'''
+        template <typename T> struct Vec { T* data; unsigned long long len; };
+        extern "C" __device__ float first(Vec<float> v) { return v.data[0]; }
+        extern "C" __global__ void k(float* out, float* data) { Vec<float> v{data, 1}; out[0] = first(v); }
+    '''
+    sig = "device fn first(v: struct Vec { data: *mut f32, len: u64 }) -> f32"
+    art = nvrtc.compile(source, "sm_90", signatures={"first": sig})
+    assert str(art.device_functions["first"]).endswith("-> f32")  # and checked against the PTX .func
+    with pytest.raises(AbiMismatchError, match=r"signatures given for \['nope'\]"):
+        nvrtc.compile(source, "sm_90", signatures={"first": sig, "nope": "kernel nope()"})
+
+
 def test_compile_error_carries_the_nvrtc_log():
     with pytest.raises(CompileError) as info:
         nvrtc.compile('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }', "sm_90",
