@@ -25,7 +25,8 @@ from ptxbridge.abi.signature import Convention, Signature
 
 from .artifact import Artifact, CodeKind, Provenance
 from .rust import checked_signatures
-from .rust_source import RustFn, RustType, read_crate, split_commas
+from .rust_source import read_crate, split_commas
+from .rust_syntax import RustFn, RustType
 from .rust_types import SourceSignatures, parse_type, read_signatures, show_type
 
 __all__ = ["load", "merge_ptx"]

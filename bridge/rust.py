@@ -24,7 +24,8 @@ from ptxbridge.abi.signature import Convention, Signature
 
 from . import cache, rust_toolchain
 from .artifact import Artifact, CodeKind, Provenance
-from .rust_source import RustSource, parse_source, read_crate
+from .rust_source import parse_source, read_crate
+from .rust_syntax import RustSource
 from .rust_types import SourceSignatures, read_signatures
 
 __all__ = ["DEFAULT_ARCH", "compile", "from_ptx", "rustc_options"]

@@ -40,7 +40,8 @@ from ptxbridge.abi.kinds import (
 from ptxbridge.abi.lowering import memory_layout
 from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
 
-from .rust_source import (
+from .rust_source import parse_source
+from .rust_syntax import (
     Attr,
     RustFn,
     RustSource,
@@ -53,7 +54,6 @@ from .rust_source import (
     TRef,
     TSlice,
     TTuple,
-    parse_source,
 )
 
 __all__ = ["SourceSignatures", "TypeMapper", "read_signatures", "show_type"]

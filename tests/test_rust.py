@@ -236,3 +236,51 @@ def test_missing_file_and_bad_crate(tmp_path):
     (tmp_path / "src/lib.rs").write_text("#![no_std]\n")
     with pytest.raises(FormatError, match=r"dependency-free crates only"):
         prust.compile(tmp_path)
+
+
+# --- the source reader on its own (no rustc) ------------------------------------------------
+
+TRICKY = r'''
+/* outer /* nested */ still a comment: extern "ptx-kernel" fn fake() {} */
+const BRACES: &str = r#"fn also_fake() { "# ;
+static OPEN: char = '{';
+#[repr(u32)] enum Mode { A = 1, B = 2 }
+#[repr(transparent)] pub struct Meters(pub f32);
+#[repr(C, align(16))] pub struct Wide { a: u8 }
+pub enum Shape { Circle(f32), Square { side: f32 } }
+unsafe extern "C" {
+    #[link_name = "real_symbol"]
+    pub safe fn alias(x: u32) -> u32;
+    static COUNTER: u32;
+}
+pub(crate) extern "C" fn mangled(x: u32) -> u32 { x }
+#[unsafe(export_name = "renamed")]
+pub unsafe extern "ptx-kernel" fn k<'a>(m: Mode, d: Meters, w: Wide, s: &'a [u8], c: char)
+where 'a: 'a { let _ = '}'; let _ = b"}"; let _ = "}"; }
+'''
+
+
+def test_reader_skips_comments_strings_and_chars():
+    from ptxbridge.rust_source import parse_source
+    from ptxbridge.rust_types import read_signatures
+
+    found = read_signatures([parse_source(TRICKY, "tricky.rs")], Convention.C)
+    assert set(found.kernels) == {"renamed"} and set(found.imports) == {"real_symbol"}
+    assert not found.device_functions  # `mangled` has no stable symbol
+    kinds = [p.type for p in found.kernels["renamed"].params]
+    assert kinds[0] == Scalar(dtype("u32")) and kinds[1] == F32 and kinds[2] == Opaque(16, 16)
+    assert kinds[3].fields[0].type == Pointer(Scalar(dtype("u8")), False) and kinds[4] == Scalar(dtype("u32"))
+    assert found.imports["real_symbol"].returns == Scalar(dtype("u32"))
+
+
+def test_reader_errors_name_file_and_line():
+    from ptxbridge.rust_source import parse_source
+    from ptxbridge.rust_types import read_signatures
+
+    with pytest.raises(FormatError, match=r"x.rs:line 2: unterminated block comment"):
+        parse_source("fn a() {}\n/* /* */\n", "x.rs")
+    with pytest.raises(FormatError, match=r"x.rs:line 1: mismatched '\]'"):
+        parse_source("fn a() { ] }", "x.rs")
+    source = TRICKY + '#[unsafe(no_mangle)] pub extern "C" fn bad(s: Shape) {}\n'
+    with pytest.raises(FormatError, match=r"bad: parameter 's': enum Shape needs to be fieldless"):
+        read_signatures([parse_source(source, "x.rs")], Convention.C)
