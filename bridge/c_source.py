@@ -118,10 +118,10 @@ class CDeclarations:
                 except _Unreadable as exc:  # fine for a non-type argument, which no type names
                     env[tparam] = f"template argument {' '.join(words)!r}: {exc}"
             params = tuple(_parse_param(p, i, env) for i, p in enumerate(kernel.params))
-        except _Unreadable as exc:
+            return Signature(lowered, params, launch=kernel.launch)
+        except (_Unreadable, ValueError) as exc:
             raise FormatError(f"cannot read the signature of name expression {expression!r}: {exc}; "
                               f"pass signatures={{{expression!r}: ...}}", source=self.source) from None
-        return Signature(lowered, params, launch=kernel.launch)
 
 
 def read_c_source(text: str, source: str = "<source>") -> CDeclarations:
@@ -266,6 +266,8 @@ class _Reader:
             if any(t == "(" for t, _ in member):
                 raise _Unreadable("member functions in a struct passed by value are not supported")
             parts = _split_commas(member)
+            if not parts:
+                continue
             first = [t for t, _ in parts[0]]
             spec = first[:next((k for k, w in enumerate(first) if w in ("*", "&", "[")), len(first))]
             spec = spec[:-1] if _has_name([(w, 0) for w in spec]) else spec
@@ -327,15 +329,14 @@ class _Reader:
             if not kernel:
                 ret = [w for w in words[:paren - 1] if w not in _SPECIFIERS]
                 returns = None if ret == ["void"] else _parse_type(ret, self.structs)
-        except _Unreadable as exc:
+            sig = Signature(name, lowered, launch=launch, kind="kernel" if kernel else "device",
+                            returns=returns)
+        except (_Unreadable, ValueError) as exc:  # ValueError: the Signature refuses (duplicate names)
             role = "kernel" if kernel else "import" if body is None else "export"
             self.problems[name] = (role, f"line {head[0][1]}: {exc}")
             return
-        if kernel:
-            self.kernels[name] = Signature(name, lowered, launch=launch)
-        else:
-            table = self.imports if body is None else self.exports
-            table[name] = Signature(name, lowered, kind="device", returns=returns)
+        table = self.kernels if kernel else self.imports if body is None else self.exports
+        table[name] = sig
 
     def attributes(self, head: list[Token]) -> tuple[LaunchMeta, list[Token]]:
         """Strip attributes; ``__launch_bounds__`` and ``__cluster_dims__`` become launch metadata."""
@@ -368,7 +369,7 @@ class _Reader:
         text = re.sub(r"(?<=[0-9a-fA-F])[uUlL]+\b", "", " ".join(words)).replace("/", "//")
         try:
             return _evaluate(ast.parse(text, mode="eval").body)
-        except (SyntaxError, ValueError, ZeroDivisionError):
+        except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
             return None
 
 
@@ -403,9 +404,11 @@ def _declarator(words: list[str], env: Mapping[str, ParamType | str]) -> tuple[s
     """``const float * x [4]`` -> ("x", its type); arrays in structs become tuples."""
     dims: list[int] = []
     while words and words[-1] == "]":
+        if "[" not in words:
+            raise _Unreadable(f"unbalanced brackets in {' '.join(words)!r}")
         open_ = len(words) - 1 - words[::-1].index("[")
         inner = words[open_ + 1:-1]
-        dims.insert(0, int(inner[0], 0) if len(inner) == 1 and inner[0].isdigit() else -1)
+        dims.insert(0, int(inner[0]) if len(inner) == 1 and inner[0].isdecimal() else -1)
         words = words[:open_]
     tokens = [(w, 0) for w in words]
     name = words[-1] if _has_name(tokens) else None
@@ -423,7 +426,7 @@ def _parse_param(tokens: tuple[Token, ...] | list[Token], index: int,
     if "=" in words:
         words = words[:words.index("=")]
     pointers = 0
-    while words and words[-1] == "]":  # an array parameter decays to a pointer
+    while words and words[-1] == "]" and "[" in words:  # an array parameter decays to a pointer
         words = words[:len(words) - 1 - words[::-1].index("[")]
         pointers += 1
     named = _has_name([(w, 0) for w in words])

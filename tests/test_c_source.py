@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptxbridge.abi.check import check
 from ptxbridge.abi.dtypes import dtype
@@ -172,3 +176,23 @@ def test_read_signatures_match_nvrtc_ptx():
     for sig in [*decls.kernels.values(), *decls.device_functions.values()]:
         check(sig, module)  # raises AbiMismatchError on any disagreement
     assert len(decls.kernels) == 4 and len(decls.device_functions) == 2
+
+
+_NOISE = ["{", "}", "(", ")", "[", "]", "<", ">", ";", ",", "*", "::", 'extern "C"', "__global__",
+          "template", "struct", "=", "08", "[[", "]]", "__launch_bounds__(", "typedef", "#define X"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut=st.integers(0, len(TYPES)),
+       inserts=st.lists(st.tuples(st.integers(0, len(TYPES)), st.sampled_from(_NOISE)), max_size=6),
+       expression=st.sampled_from(["scale<float>", "<", "a<", "::", ">", "", "k<int, int>"]))
+def test_mangled_source_never_crashes_the_reader(cut, inserts, expression):
+    """Truncated or garbled source reads what it can, or raises FormatError; nothing else."""
+    text = TYPES[:cut]
+    for position, noise in sorted(inserts, reverse=True):
+        text = f"{text[:position]} {noise} {text[position:]}"
+    decls = read_c_source(text)
+    for name in decls.problems:
+        assert isinstance(decls.error(name), FormatError)
+    with contextlib.suppress(FormatError):
+        decls.for_expression(expression, "lowered")
