@@ -33,6 +33,9 @@ from .nvrtc import default_arch
 __all__ = ["compile", "arch_to_cc", "NumbaOptions"]
 
 _OUTPUTS = ("ptx", "ltoir")
+_NEEDS_GPU = ("; numba-cuda compiles the jitted functions a kernel calls (@cuda.jit(device=True), "
+              "@numba.njit) for the current GPU, so this needs one: compile where a GPU is, or write "
+              "the helper's code into the kernel")
 _INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
 
 
@@ -261,8 +264,18 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
                                    fastmath=options.fastmath, opt=options.opt,
                                    lineinfo=options.lineinfo, launch_bounds=options.launch_bounds)
         except Exception as exc:  # numba reports typing and lowering errors with many types
+            hint = _NEEDS_GPU if "CudaSupportError" in _exception_chain(exc) else ""
             raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
-                               f"{type(exc).__name__}", log=str(exc)) from exc
+                               f"{type(exc).__name__}{hint}", log=str(exc)) from exc
         return code.encode() if isinstance(code, str) else bytes(code)
 
     return cache.cached("numba", entry_key, produce)
+
+
+def _exception_chain(exc: BaseException | None) -> str:
+    """Type names of ``exc`` and its causes: numba wraps the driver error in typing errors."""
+    names = []
+    while exc is not None and len(names) < 16:
+        names.append(type(exc).__name__)
+        exc = exc.__cause__ or exc.__context__
+    return " ".join(names)

@@ -8,6 +8,7 @@ import types as pytypes
 import numpy as np
 import pytest
 from _rust_fixtures import RUST_DIR, toolchain  # noqa: F401 (a fixture)
+from conftest import gpu_count
 from numba import cuda, from_dtype
 from numba.cuda import types as nt
 
@@ -141,6 +142,27 @@ def test_import_found_in_globals_with_its_declared_signature():
     imp = art.imports["my_add"]
     assert imp.kind == "device" and imp.convention is Convention.C
     assert [p.type.dtype.name for p in imp.params] == ["f32", "f32"] and imp.returns.dtype.name == "f32"
+
+
+@cuda.jit(device=True)
+def helper_calls_my_add(a, b):
+    return my_add(a, b) + 1.0
+
+
+def calls_through_helper(x):
+    x[0] = helper_calls_my_add(x[0], x[1])
+
+
+@pytest.mark.gpu  # numba-cuda compiles called device dispatchers for the current device
+def test_import_found_through_a_called_device_function():
+    art = pn.compile(cuda.jit(calls_through_helper), "void(float32[::1])")
+    assert set(art.imports) == {"my_add"} and art.imports["my_add"].returns.dtype.name == "f32"
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="the limitation shows only without a GPU")
+def test_called_device_function_without_gpu_says_why():
+    with pytest.raises(CompileError, match="for the current GPU, so this needs one"):
+        pn.compile(calls_through_helper, "void(float32[::1])")
 
 
 def test_import_recovered_from_the_extern_declaration():
@@ -305,3 +327,20 @@ def test_cpp_kernel_calls_numba_device_function_through_ltoir():
                      name="nb_fma", arch="sm_90")
     with pytest.raises(LinkError, match="nb_fma"):
         link([cpp, f64], arch="sm_90")
+
+
+def test_fingerprint_follows_called_functions():
+    from ptxbridge._pyfingerprint import fingerprint
+
+    def make(constant):
+        @cuda.jit(device=True)
+        def inner(v):
+            return v * constant
+
+        def outer(x):
+            x[0] = inner(x[0])
+
+        return outer
+
+    assert fingerprint(make(2.0)) == fingerprint(make(2.0))
+    assert fingerprint(make(2.0)) != fingerprint(make(3.0))  # a closure constant two calls deep
