@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from ptxbridge import link as linker
 from ptxbridge import nvrtc
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import FormatError, LinkError
@@ -12,6 +13,8 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind
 from ptxbridge.image import Image
 from ptxbridge.link import LinkOptions, link, nvjitlink_args
+
+linker = importlib.import_module("ptxbridge.link")  # the module, even once ptxbridge.link is the function
 
 KERNEL = r'''
 extern "C" __device__ float my_add(float a, float b);
