@@ -20,8 +20,9 @@ from types import FunctionType, ModuleType
 from typing import Any
 
 from ptxbridge import cache
+from ptxbridge.abi.check import check, find_entry
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
-from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
+from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 
 from ._numba_types import to_param_type
@@ -117,12 +118,12 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     if device:
         returns = None if _is_void(restype) else to_param_type(restype, f"{name}: return type")
         own = Signature(name, params, Convention.C, kind="device", returns=returns)
-        _check(own, module)
+        check(own, module)
         kernels, exports = {}, {name: own}
     else:
-        entry = _function(module, name)
+        entry = find_entry(module, name)
         own = Signature(name, params, Convention.NUMBA, launch=ptx_launch(entry), kind="kernel")
-        _check(own, module)
+        check(own, module)
         kernels, exports = {name: own}, {}
     provenance = Provenance("numba-cuda", tools, (f"output={output}", f"cc={cc[0]}.{cc[1]}",
                                                      f"abi_name={name}") + options.as_flags(), arch)
@@ -167,20 +168,6 @@ def _params(pyfunc: FunctionType, args: tuple[Any, ...], name: str, device: bool
     return tuple(params)
 
 
-def _function(module: PtxModule, name: str) -> PtxFunction:
-    try:
-        return module.function(name)
-    except KeyError:
-        found = ", ".join(f.name for f in module.functions) or "none"
-        raise CompileError(f"numba-cuda output has no function named {name!r} (found: {found})") from None
-
-
-def _check(signature: Signature, module: PtxModule) -> None:
-    from ptxbridge.abi.check import check
-
-    check(signature, module)
-
-
 # --- foreign device functions -----------------------------------------------------------
 
 
@@ -195,7 +182,7 @@ def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any]) -> d
             continue
         sig = declared.get(func.name) or layout_only(func)
         try:
-            _check(sig, module)
+            check(sig, module)
         except AbiMismatchError as exc:
             raise AbiMismatchError(
                 f"{exc}; foreign functions must be declared with "
