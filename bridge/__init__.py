@@ -22,10 +22,11 @@ from ptxbridge.abi import (
 
 from .artifact import Artifact, CodeKind, Provenance
 from .image import Image
+from .link import LinkOptions, link, load
 
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "Provenance",
-    "PtxBridgeError", "Signature", "ToolchainError",
+    "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
 ]
 __version__ = "0.1.0"
