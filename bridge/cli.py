@@ -20,6 +20,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             reports.append(inspect_path(path, signatures=args.signatures))
+            failed = failed or not reports[-1]["ok"]  # a signature disagrees with the code
         except (PtxBridgeError, OSError) as exc:
             failed = True
             reports.append({"file": path, "error": str(exc)})

@@ -1,0 +1,277 @@
+"""What ``ptxbridge inspect`` reports: a code object's kernels, parameter layouts and signatures.
+
+:func:`inspect_path` reads one file into plain, JSON-ready data (the keys are
+documented in ``docs/cli.md``); :func:`format_report` prints that data for
+people.  The format comes from the bytes (:func:`ptxbridge.abi.sniff.sniff`);
+containers (fatbins, host objects, ``.oxart`` bundles) are read recursively
+into ``children``.  ``.rs`` files and crate folders are compiled with
+:func:`ptxbridge.rust.compile`, ``.cu`` files with :func:`ptxbridge.nvrtc.compile`,
+and the code they produce is inspected.
+
+Signatures come, first match wins, from ``--signatures`` (else a sidecar file,
+see :mod:`ptxbridge.files`), from the frontend that compiled a source, or from
+a cuTile mangled name; each is checked against the code and the result
+("ok" or the :class:`AbiMismatchError` message) is reported beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptxbridge.abi.check import check
+from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
+from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
+from ptxbridge.abi.errors import ArgumentError, FormatError, PtxBridgeError
+from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
+from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
+from ptxbridge.abi.signature import Signature
+from ptxbridge.abi.sniff import sniff
+
+from ._inspect_text import format_report
+from .artifact import Artifact
+from .files import _sidecar, coerce_signatures
+
+__all__ = ["format_report", "inspect_bytes", "inspect_path"]
+
+_MAX_FILE = 1 << 31  # as ptxbridge.files: nothing larger is read into memory
+_NO_KERNELS = {
+    "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
+             "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
+    "nvvm": "NVVM IR (LLVM bitcode): kernels cannot be listed without libNVVM/nvJitLink "
+            "(compile it to PTX or a cubin, then inspect that)",
+    "object": "a host ELF with no device code (neither .nv_fatbin nor .oxart)",
+}
+
+
+@dataclass(slots=True)
+class _Signatures:
+    """Where signatures come from, and which given ones matched some code (for the unmatched list)."""
+
+    given: Mapping[str, Signature]
+    frontend: Mapping[str, Signature] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+
+    def find(self, name: str) -> tuple[Signature | None, str | None, str | None]:
+        """(signature, where it came from, error reading it) for the code symbol ``name``.
+
+        A cutile-rs kernel ``k_entry`` matches a given signature named ``k``.
+        """
+        for key in (name, name.removesuffix("_entry")):
+            if key in self.given:
+                self.used.add(key)
+                return self.given[key], "given", None
+        if name in self.frontend:
+            return self.frontend[name], "frontend", None
+        if is_cutile_symbol(name):
+            try:
+                return demangle(name), "cutile-name", None
+            except PtxBridgeError as exc:
+                return None, "cutile-name", str(exc)
+        return None, None, None
+
+
+def inspect_path(path: str | Path, signatures: str | Path | None = None) -> dict[str, Any]:
+    """Inspect one file (or Rust crate folder); ``signatures`` names a signature-text or manifest file.
+
+    Raises
+    ------
+    ArgumentError
+        The file (or the signatures file) cannot be read.
+    FormatError
+        The file is no code object ptxbridge knows, or is malformed.
+    PtxBridgeError
+        Compiling a ``.rs`` / ``.cu`` source failed (toolchain missing, compile error).
+    """
+    path = Path(path)
+    sidecar_error = None
+    if signatures is not None:
+        found = _signatures_file(signatures)
+    else:
+        try:
+            found = _sidecar(path)
+        except FormatError as exc:  # e.g. some other tool's .json beside the file: say so, go on
+            found, sidecar_error = [], f"sidecar signatures not used: {exc}"
+    given = {s.name: s for s in found}
+    sigs = _Signatures(given)
+    if path.suffix in (".rs", ".cu") or (path.is_dir() and (path / "Cargo.toml").is_file()):
+        artifact = _compile_source(path)
+        sigs.frontend = {**artifact.imports, **artifact.device_functions, **artifact.kernels}
+        report = {"file": str(path), **inspect_bytes(artifact.code, str(path), sigs)}
+        report["compiled_from"] = {"language": "cuda-c++" if path.suffix == ".cu" else "rust",
+                                   "compiler": artifact.provenance.compiler,
+                                   "version": artifact.provenance.version, "arch": artifact.arch,
+                                   "options": list(artifact.provenance.options)}
+    else:
+        report = {"file": str(path), **inspect_bytes(_read(path), str(path), sigs)}
+    report["sidecar_error"] = sidecar_error
+    report["unmatched_signatures"] = sorted(set(given) - sigs.used)
+    report["ok"] = not report["unmatched_signatures"] and all(
+        f["check"] in (None, "ok") for f in iter_functions(report))
+    return report
+
+
+def _read(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_FILE:
+            raise FormatError(f"file is larger than {_MAX_FILE} bytes (got {size})", source=str(path))
+        if path.is_dir():
+            raise ArgumentError(f"{path}: a folder, not a code file (a Rust crate folder needs Cargo.toml)")
+        return path.read_bytes()
+    except OSError as exc:
+        raise ArgumentError(f"{path}: cannot read file ({exc.strerror})") from None
+
+
+def _signatures_file(spec: str | Path) -> list[Signature]:
+    """Signatures from a JSON manifest (``.json``) or signature-text file, through ``ptxbridge.files``."""
+    path = Path(spec)
+    if path.suffix == ".json":
+        return coerce_signatures(path)
+    try:
+        return coerce_signatures(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError as exc:
+        raise ArgumentError(f"{path}: cannot read signatures file ({exc.strerror})") from None
+
+
+def _compile_source(path: Path) -> Artifact:
+    """The PTX artifact a frontend makes from ``path`` (the frontends cache it on disk)."""
+    if path.suffix == ".cu":
+        from ptxbridge import nvrtc
+
+        return nvrtc.compile(path, output="ptx")
+    from ptxbridge import rust
+
+    return rust.compile(path)
+
+
+def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None) -> dict[str, Any]:
+    """The report of one code object (no ``file`` key); containers recurse into ``children``."""
+    sigs = sigs if sigs is not None else _Signatures({})
+    kind = sniff(data, source)
+    if kind == "ptx":
+        return _ptx(read_ptx(data, source), sigs)
+    if kind == "cubin":
+        return _cubin(read_cubin(data, source), sigs)
+    if kind == "fatbin":
+        return _fatbin(data, source, sigs)
+    if kind == "oxart":
+        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in read_oxart(data, source)]}
+    return {"format": kind, "note": _NO_KERNELS[kind]}
+
+
+def iter_functions(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every kernel / function / import record in a report, children and bundles included."""
+    for key in ("kernels", "functions", "imports"):
+        yield from report.get(key, ())
+    for child in report.get("children", ()):
+        yield from iter_functions(child)
+    for bundle in report.get("bundles", ()):
+        for child in bundle["children"]:
+            yield from iter_functions(child)
+
+
+# --- readers' data -> report dicts ---------------------------------------------------------
+
+
+def _signature(name: str, code: PtxFunction | Kernel, sigs: _Signatures) -> dict[str, Any]:
+    """The signature keys of one function record: text, origin, and the check against ``code``."""
+    sig, origin, error = sigs.find(name)
+    result = "ok"
+    if sig is None:
+        result = error
+    else:
+        try:
+            check(sig, code)
+        except PtxBridgeError as exc:
+            result = str(exc)
+    return {"signature": None if sig is None else str(sig), "signature_source": origin, "check": result}
+
+
+def _xyz(value: tuple[int, ...] | None) -> list[int] | None:
+    return None if value is None else list(value)
+
+
+def _ptx_function(func: PtxFunction, sigs: _Signatures) -> dict[str, Any]:
+    params = [{"name": p.name, "type": p.type + (f"[{p.array}]" if p.array is not None else ""),
+               "offset": off, "size": p.nbytes, "align": p.param_align, "ptr": p.ptr}
+              for p, off in zip(func.params, func.offsets, strict=True)]
+    record = {"name": func.name, "kind": func.kind, "linkage": func.linkage or "internal",
+              "defined": func.body is not None, "params": params, "param_size": func.size}
+    if func.kind == "entry":
+        record["launch"] = {"reqntid": _xyz(func.reqntid), "maxntid": _xyz(func.maxntid),
+                            "minnctapersm": func.minnctapersm, "cluster": _xyz(func.reqnctapercluster)}
+    else:
+        record["returns"] = [{"name": p.name, "type": p.type, "size": p.nbytes} for p in func.returns]
+    return record | _signature(func.name, func, sigs)
+
+
+def _ptx(module: PtxModule, sigs: _Signatures) -> dict[str, Any]:
+    functions = [_ptx_function(f, sigs) for f in module.functions]
+    return {
+        "format": "ptx",
+        "version": f"{module.version[0]}.{module.version[1]}",
+        "target": list(module.target),
+        "address_size": module.address_size,
+        "kernels": [f for f in functions if f["kind"] == "entry"],
+        "functions": [f for f in functions if f["kind"] == "func" and f["linkage"] != "extern"],
+        "imports": [f for f in functions if f["kind"] == "func" and f["linkage"] == "extern"],
+        "globals": [{"name": g.name, "state_space": g.state_space, "type": g.type, "align": g.align,
+                     "array": None if g.array is None else list(g.array), "linkage": g.linkage or "internal"}
+                    for g in module.globals],
+    }
+
+
+def _kernel(kernel: Kernel, sigs: _Signatures) -> dict[str, Any]:
+    params = [{"ordinal": p.ordinal, "offset": p.offset, "size": p.size} for p in kernel.params]
+    end = max((p.offset + p.size for p in kernel.params), default=0)
+    return {"name": kernel.name, "params": params,
+            "param_size": kernel.param_size if kernel.param_size is not None else end,
+            "registers": kernel.registers, "static_shared": kernel.static_shared,
+            "reqntid": _xyz(kernel.reqntid), "maxntid": _xyz(kernel.maxntid),
+            "cluster": _xyz(kernel.cluster_dims), "language": kernel.language} | _signature(kernel.name,
+                                                                                          kernel, sigs)
+
+
+def _cubin(cubin: Cubin, sigs: _Signatures) -> dict[str, Any]:
+    return {"format": "cubin", "arch": cubin.arch, "relocatable": cubin.relocatable,
+            "language": cubin.language, "toolkit_version": cubin.toolkit_version,
+            "embedded_ptx": cubin.embedded_ptx is not None, "has_host_code": cubin.has_host_code,
+            "kernels": [_kernel(k, sigs) for k in cubin.kernels],
+            "device_functions": [{"name": f.name, "size": f.size, "registers": f.registers,
+                                  "global": f.is_global} for f in cubin.device_functions]}
+
+
+def _fatbin(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
+    children = []
+    for i, entry in enumerate(read_fatbin(data, source).entries):
+        where = f"{source} image {i} at {entry.offset:#x}"
+        image = {"index": i, "kind": entry.kind, "arch": entry.arch, "offset": entry.offset,
+                 "compression": entry.compression}
+        if entry.decompressed:
+            child = inspect_bytes(entry.data if entry.kind != "ptx" else entry.text().encode(), where, sigs)
+        else:
+            child = {"format": entry.kind, "note": f"{entry.compression}-compressed and this Python cannot "
+                     "decompress it (zstd needs Python 3.14's compression.zstd)"}
+        children.append({"image": image, **child})
+    return {"format": "fatbin", "host_elf": data[:4] == b"\x7fELF", "children": children}
+
+
+def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, Any]:
+    children = []
+    for payload in bundle.payloads:
+        if payload.kind in (PayloadKind.PTX, PayloadKind.CUBIN):
+            child = inspect_bytes(payload.data, f"{source} bundle {bundle.name} payload {payload.name}", sigs)
+        else:
+            form = "ltoir" if payload.kind is PayloadKind.LTOIR else "nvvm"
+            child = {"format": form, "note": _NO_KERNELS[form]}
+        children.append({"payload": {"kind": payload.kind.name.lower(), "name": payload.name}, **child})
+    options = bundle.options
+    return {"name": bundle.name, "target": bundle.target, "version": bundle.version,
+            "options": {"no_fma": options.no_fma, "line_tables": options.line_tables, "debug": options.debug},
+            "entries": [{"kind": e.kind.name.lower(), "symbol": e.symbol, "metadata": e.metadata}
+                        for e in bundle.entries],
+            "children": children}
