@@ -13,9 +13,10 @@ official spec exists):
 - flags: 0x2000 LZ4 block compression (``--compress-mode=speed``), 0x8000
   zstd (the default), 0x100000 ``sm_XXa``, 0x200000 ``sm_XXf``.
 
-LZ4 blocks are decoded here (the block format is public).  zstd needs
-``compression.zstd`` (Python 3.14+); without it a zstd image is reported
-with ``decompressed=False`` and its compressed bytes.
+LZ4 blocks are decoded here (the block format is public).  zstd needs the
+``zstandard`` package (a dependency) or ``compression.zstd`` (Python 3.14+);
+without either a zstd image is reported with ``decompressed=False`` and its
+compressed bytes.
 """
 
 from __future__ import annotations
@@ -131,16 +132,26 @@ def lz4_block_decompress(src: bytes, size: int, source: str = "<lz4>", base: int
 
 
 def _zstd(data: bytes, size: int, source: str, base: int) -> bytes | None:
-    """zstd-decode when the stdlib can; the size cap keeps a forged header from exhausting memory."""
+    """zstd-decode with the ``zstandard`` package (or Python 3.14's stdlib); None when neither exists.
+
+    The size cap keeps a forged header from exhausting memory.
+    """
     if size > 1024 * len(data) + (1 << 20):
         raise _fail(f"uncompressed size {size} is implausible for {len(data)} zstd bytes", source, base)
     try:
-        from compression import zstd  # Python 3.14+
+        import zstandard
+
+        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size + 1)
     except ImportError:
-        return None
-    try:
-        out = zstd.ZstdDecompressor().decompress(data, max_length=size + 1)
-    except zstd.ZstdError as exc:
+        try:
+            from compression import zstd  # Python 3.14+
+        except ImportError:
+            return None
+        try:
+            out = zstd.ZstdDecompressor().decompress(data, max_length=size + 1)
+        except zstd.ZstdError as exc:
+            raise _fail(f"zstd payload does not decompress ({exc})", source, base) from exc
+    except zstandard.ZstdError as exc:
         raise _fail(f"zstd payload does not decompress ({exc})", source, base) from exc
     if len(out) != size:
         raise _fail(f"zstd payload decodes to {len(out)} bytes (header says {size})", source, base)

@@ -1,4 +1,4 @@
-"""Direct NVRTC and CUDA-binary-tool calls for the frontend tests (no driver needed).
+"""Direct NVRTC / nvJitLink / CUDA-binary-tool calls for the frontend tests (no driver needed).
 
 The tests use these to build the *other* side of a cross-language call and
 real code objects of every kind, independently of the code under test.
@@ -10,9 +10,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cuda.bindings import nvrtc
+from cuda.bindings import nvjitlink, nvrtc
 
 BIN = Path(nvrtc.__file__).parents[2] / "nvidia" / "cu13" / "bin"
+InputType = nvjitlink.InputType
 
 
 def tool(name: str) -> str:
@@ -44,6 +45,29 @@ def nvrtc_compile(source: str, options: list[str], output: str = "ptx") -> bytes
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     return buf.rstrip(b"\0") if output == "ptx" else buf
+
+
+def link(inputs: list[tuple[object, bytes]], options: list[str], output: str = "cubin") -> bytes:
+    """nvJitLink ``inputs`` ((InputType, data) pairs) into a cubin, or PTX with ``-ptx``."""
+    handle = nvjitlink.create(len(options), options)
+    try:
+        for i, (kind, data) in enumerate(inputs):
+            nvjitlink.add_data(handle, kind, data, len(data), f"input{i}")
+        try:
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            raise RuntimeError(log.decode(errors="replace")) from exc
+        if output == "cubin":
+            buf = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, buf)
+        else:
+            buf = bytearray(nvjitlink.get_linked_ptx_size(handle))
+            nvjitlink.get_linked_ptx(handle, buf)
+    finally:
+        nvjitlink.destroy(handle)
+    return bytes(buf).rstrip(b"\0") if output == "ptx" else bytes(buf)
 
 
 def run(*argv: str, cwd: Path | None = None) -> None:
