@@ -1,0 +1,274 @@
+"""Host time per kernel launch: ptxbridge against a C++ driver loop and the Python peers.
+
+One run, one kernel (``vadd3(const float*, const float*, float*, int)``, 1024
+elements, grid 4 x block 256), one non-default stream.  Figure: host time per
+launch, median of 30 batches of 500 launches, synchronized between batches
+(the method of ``shared/design/BASELINES.md``).  Also: cold link + load of a
+mixed NVRTC + numba image against a warm (cached) link + load.
+
+Usage: ``python bench/launch_overhead.py`` on a machine with a GPU, nvcc and
+torch; peers that are not installed are reported as skipped.  Prints a
+markdown table; ``--json FILE`` also writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+N, GRID, BLOCK, BATCHES, PER_BATCH = 1024, 4, 256, 30, 500
+
+SOURCE = r"""
+extern "C" __global__ void vadd3(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+C_LOOP = r"""
+#include <cuda.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#define CK(x) do { CUresult r = (x); if (r) { const char* s; cuGetErrorName(r, &s); \
+    std::fprintf(stderr, "%s: %s\n", #x, s); return 1; } } while (0)
+int main(int argc, char** argv) {
+    int batches = std::atoi(argv[2]), per = std::atoi(argv[3]), n = 1024;
+    CUdevice dev; CUcontext ctx; CUmodule mod; CUfunction f; CUstream s;
+    CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx)); CK(cuModuleLoad(&mod, argv[1]));
+    CK(cuModuleGetFunction(&f, mod, "vadd3")); CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b, c;
+    CK(cuMemAlloc(&a, n * 4)); CK(cuMemAlloc(&b, n * 4)); CK(cuMemAlloc(&c, n * 4));
+    void* args[] = {&a, &b, &c, &n};
+    for (int i = 0; i < per; ++i) CK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    CK(cuStreamSynchronize(s));
+    std::vector<double> times;
+    for (int k = 0; k < batches; ++k) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < per; ++i) CK(cuLaunchKernel(f, 4, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+        auto t1 = std::chrono::steady_clock::now();
+        CK(cuStreamSynchronize(s));
+        times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / per);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("%.4f\n", times[times.size() / 2]);
+    return 0;
+}
+"""
+
+
+def per_launch(launch: Callable[[], None], sync: Callable[[], None]) -> float:
+    """Median over batches of host microseconds per launch."""
+    for _ in range(PER_BATCH):
+        launch()
+    sync()
+    times = []
+    for _ in range(BATCHES):
+        t0 = time.perf_counter()
+        for _ in range(PER_BATCH):
+            launch()
+        t1 = time.perf_counter()
+        sync()
+        times.append((t1 - t0) / PER_BATCH * 1e6)
+    return statistics.median(times)
+
+
+def build(work: Path) -> Path:
+    (work / "vadd3.cu").write_text(SOURCE)
+    (work / "loop.cpp").write_text(C_LOOP)
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-o", str(work / "vadd3.cubin"), str(work / "vadd3.cu")],
+                   check=True)
+    subprocess.run(["nvcc", "-O2", "-o", str(work / "loop"), str(work / "loop.cpp"), "-lcuda"], check=True)
+    return work / "vadd3.cubin"
+
+
+def c_loop(work: Path, cubin: Path) -> float:
+    out = subprocess.run([str(work / "loop"), str(cubin), str(BATCHES), str(PER_BATCH)], check=True,
+                         capture_output=True, text=True)
+    return float(out.stdout.strip())
+
+
+def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
+    from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
+    from ptxbridge.image import Image
+    from ptxbridge.loaders import load_image
+
+    f32 = Scalar(dtype("f32"))
+    sig = Signature("vadd3", (Param("a", Pointer(f32, False)), Param("b", Pointer(f32, False)),
+                              Param("c", Pointer(f32)), Param("n", Scalar(dtype("i32")))))
+    image = Image(cubin, "sm_90", {"vadd3": sig})
+    rows = {}
+    stream = torch.cuda.Stream()
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    module = load_image(image, 0)
+    kernel = module.vadd3
+    with torch.cuda.stream(stream):
+        rows["ptxbridge, torch tensors (torch's current stream)"] = per_launch(
+            lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
+    handle = stream.cuda_stream
+    rows["ptxbridge, torch tensors, stream=int handle"] = per_launch(
+        lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
+    torch.testing.assert_close(c, a + b)
+    os.environ["PTXBRIDGE_LAUNCH_PARAMS"] = "pointers"
+    pointers = load_image(image, 0).vadd3
+    del os.environ["PTXBRIDGE_LAUNCH_PARAMS"]
+    rows["ptxbridge, torch tensors, stream=int, kernelParams instead of extra"] = per_launch(
+        lambda: pointers(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
+    try:
+        import cupy
+    except ImportError:
+        return rows
+    ca, cb, cc = (cupy.random.random(N, dtype=cupy.float32) for _ in range(3))
+    cstream = cupy.cuda.Stream(non_blocking=True)
+    with cstream:
+        rows["ptxbridge, CuPy arrays (CuPy's current stream)"] = per_launch(
+            lambda: kernel(ca, cb, cc, N, grid=GRID, block=BLOCK), cstream.synchronize)
+    return rows
+
+
+def peer_rows(cubin: bytes, torch) -> dict[str, float | str]:
+    rows: dict[str, float | str] = {}
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        rows["torch.add(a, b, out=c)"] = per_launch(lambda: torch.add(a, b, out=c), stream.synchronize)
+    for name, peer in (("cuda.core launch, raw int pointers", _cuda_core), ("CuPy RawKernel", _cupy),
+                       ("numba-cuda, numba device arrays", _numba), ("Triton JIT kernel", _triton)):
+        try:
+            rows[name] = peer(cubin, torch)
+        except Exception as exc:  # a missing or broken peer is reported, not fatal
+            rows[name] = f"skipped: {type(exc).__name__}: {str(exc)[:80]}"
+    return rows
+
+
+def _cuda_core(cubin: bytes, torch) -> float:
+    from cuda.core import Device, LaunchConfig, ObjectCode, launch
+
+    device = Device(0)
+    device.set_current()
+    stream = device.create_stream()
+    kernel = ObjectCode.from_cubin(cubin).get_kernel("vadd3")
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    pa, pb, pc, n = a.data_ptr(), b.data_ptr(), c.data_ptr(), np.int32(N)
+    config = LaunchConfig(grid=GRID, block=BLOCK)
+    return per_launch(lambda: launch(stream, config, kernel, pa, pb, pc, n), stream.sync)
+
+
+def _cupy(cubin: bytes, torch) -> float:
+    import cupy
+
+    kernel = cupy.RawKernel(SOURCE, "vadd3")
+    a, b, c = (cupy.random.random(N, dtype=cupy.float32) for _ in range(3))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    n = np.int32(N)
+    with stream:
+        return per_launch(lambda: kernel((GRID,), (BLOCK,), (a, b, c, n)), stream.synchronize)
+
+
+def _numba(cubin: bytes, torch) -> float:
+    from numba import cuda
+
+    @cuda.jit
+    def vadd3(a, b, c, n):
+        i = cuda.grid(1)
+        if i < n:
+            c[i] = a[i] + b[i]
+
+    a, b, c = (cuda.to_device(np.random.random(N).astype(np.float32)) for _ in range(3))
+    stream = cuda.stream()
+    return per_launch(lambda: vadd3[GRID, BLOCK, stream](a, b, c, N), stream.synchronize)
+
+
+def _triton(cubin: bytes, torch) -> float:
+    from _triton_vadd import vadd3
+
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        return per_launch(lambda: vadd3[(GRID,)](a, b, c, N, BLOCK=BLOCK), stream.synchronize)
+
+
+def link_rows() -> dict[str, float | str]:
+    """Cold nvJitLink of a mixed NVRTC + numba image vs the warm cached link, each plus load."""
+    try:
+        from numba import cuda
+
+        import ptxbridge.numba as pn
+        from ptxbridge import nvrtc
+        from ptxbridge.link import link
+
+        def scale(x, alpha):
+            i = cuda.grid(1)
+            if i < x.size:
+                x[i] *= alpha
+
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["PTXBRIDGE_CACHE_DIR"] = cache
+            arch = nvrtc.device_arch(0) or "sm_90"
+            parts = [nvrtc.compile(SOURCE, arch=arch), pn.compile(scale, "void(float32[::1], float32)",
+                                                                   arch=arch, name="scale")]
+            times = {}
+            for label in ("cold link + load (nvJitLink)", "warm cached link + load"):
+                t0 = time.perf_counter()
+                module = link(parts, arch=arch).load(0)
+                times[label] = (time.perf_counter() - t0) * 1e6
+                module.close()
+            return times
+    except Exception as exc:
+        return {"cold/warm link": f"skipped: {type(exc).__name__}: {str(exc)[:120]}"}
+
+
+def table(c_us: float, rows: dict[str, float | str]) -> str:
+    lines = ["| path | us per launch | vs raw C |", "| --- | ---: | ---: |",
+             f"| C++ `cuLaunchKernel` loop | {c_us:.2f} | 1.00 |"]
+    for name, value in rows.items():
+        if isinstance(value, str):
+            lines.append(f"| {name} | {value} | |")
+        else:
+            lines.append(f"| {name} | {value:.2f} | {value / c_us:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args()
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cubin_path = build(work)
+        cubin = cubin_path.read_bytes()
+        c_us = c_loop(work, cubin_path)
+        rows: dict[str, float | str] = {}
+        rows.update(ptxbridge_rows(cubin, torch))
+        rows.update(peer_rows(cubin, torch))
+        c_again = c_loop(work, cubin_path)  # the floor again, to show drift over the run
+    rows["C++ loop again, after the Python rows"] = c_again
+    links = link_rows()
+    print(f"# launch overhead, {time.strftime('%Y-%m-%d')}, {torch.cuda.get_device_name(0)}, "
+          f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
+    print(table(c_us, rows))
+    print("\n| image | microseconds |\n| --- | ---: |")
+    for name, value in links.items():
+        print(f"| {name} | {value if isinstance(value, str) else f'{value:.0f}'} |")
+    if args.json:
+        args.json.write_text(json.dumps({"c_loop_us": c_us, "rows": rows, "link": links}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The images the GPU suite runs, built by ptxbridge's own frontends and linker.
+
+Each builder compiles real sources (NVRTC, numba-cuda, Debian rustc, cuTile)
+and links with nvJitLink for sm_90.  ``PTXBRIDGE_GPU_IMAGES=DIR`` keeps the
+linked cubin and signatures of each image in DIR: a machine with the
+toolchains (``python tests/gpu/_images.py DIR``) fills it, and a GPU machine
+without them (no rustc, an older nvJitLink) loads from it.  Without the
+variable every image is built from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ptxbridge.abi.errors import ToolchainError
+from ptxbridge.abi.manifest import dumps, loads
+from ptxbridge.image import Image
+
+ARCH = "sm_90"
+HERE = Path(__file__).parent
+RUST_DIR = HERE.parent / "rust"
+
+CPP = r"""
+struct Affine { float scale; int shift; double bias; };
+__constant__ float gain;
+__device__ unsigned int launches;
+
+extern "C" __global__ void vadd3(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" __global__ void affine(Affine p, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = (float)(p.scale * x[i] + p.shift + p.bias);
+}
+extern "C" __global__ void scaled(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) atomicAdd(&launches, 1u);
+    if (i < n) y[i] = gain * x[i];
+}
+extern "C" __global__ void reverse_shared(const float* x, float* y, int n) {
+    extern __shared__ float tile[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
+}
+extern "C" __global__ void out_of_bounds(float* x, long long offset) {
+    x[offset + threadIdx.x] = 1.0f;
+}
+extern "C" __global__ void add_one(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1.0f;
+}
+"""
+
+CPP_MY_ADD = r"""
+extern "C" __device__ float my_add(float a, float b) { return a + b; }
+"""
+
+CPP_CALLS_NUMBA = r"""
+extern "C" __device__ float nb_fma(float x, float y);
+extern "C" __global__ void calls_numba(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = nb_fma(x[i], 2.0f);
+}
+"""
+
+
+def _cpp() -> list:
+    from ptxbridge import nvrtc
+
+    return [nvrtc.compile(CPP, arch=ARCH)]
+
+
+def _numba_kernels():
+    from numba import cuda
+
+    def scale2d(x, out, alpha):
+        i, j = cuda.grid(2)
+        if i < x.shape[0] and j < x.shape[1]:
+            out[i, j] = alpha * x[i, j]
+
+    def colsum(x, out):  # F-ordered input: column j is contiguous
+        j = cuda.grid(1)
+        if j < x.shape[1]:
+            total = 0.0
+            for i in range(x.shape[0]):
+                total += x[i, j]
+            out[j] = total
+
+    return scale2d, colsum
+
+
+def _numba() -> list:
+    import ptxbridge.numba as pn
+
+    scale2d, colsum = _numba_kernels()
+    return [pn.compile(scale2d, "void(float32[:, :], float32[:, :], float32)", arch=ARCH, name="scale2d"),
+            pn.compile(colsum, "void(float32[::1, :], float32[::1])", arch=ARCH, name="colsum")]
+
+
+def _rust() -> list:
+    import ptxbridge.rust
+
+    return [ptxbridge.rust.compile(HERE.parent.parent / "examples" / "kernels" / "scale.rs")]
+
+
+def _tile() -> list:
+    import cuda.tile as ct
+    from _tile_kernels import tile_vadd
+    from cuda.tile import compilation as tc
+
+    import ptxbridge.tile as pt
+
+    array = tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0,
+                               alias_groups=(), may_alias_internally=False, shape_divisible_by=256)
+    sig = tc.KernelSignature([array] * 3 + [256], tc.CallingConvention.cutile_python_v1(),
+                             symbol="tile_vadd")
+    return [pt.export(tile_vadd, sig, arch="sm_90")]
+
+
+def _cross() -> list:
+    """The three cross-language calls: numba -> C++, numba -> Rust, C++ -> numba (LTO-IR)."""
+    from numba import cuda
+
+    import ptxbridge.numba as pn
+    import ptxbridge.rust
+    from ptxbridge import nvrtc
+
+    my_add = cuda.declare_device("my_add", "float32(float32, float32)", abi="c")
+    rust_fma = cuda.declare_device("rust_fma", "float32(float32, float32, float32)", abi="c")
+
+    def calls_cpp(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = my_add(x[i], y[i])
+
+    def calls_rust(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = rust_fma(x[i], 2.0, 1.0)
+
+    return [
+        pn.compile(calls_cpp, "void(float32[::1], float32[::1])", arch=ARCH, name="calls_cpp",
+                   imports=[my_add]),
+        nvrtc.compile(CPP_MY_ADD, arch=ARCH),
+        pn.compile(calls_rust, "void(float32[::1])", arch=ARCH, name="calls_rust", imports=[rust_fma]),
+        ptxbridge.rust.compile(RUST_DIR / "device_fn.rs", arch="sm_80"),
+    ]
+
+
+def _lto() -> list:
+    import ptxbridge.numba as pn
+    from ptxbridge import nvrtc
+
+    return [pn.compile(lambda x, y: x * y + 1.0, "float32(float32, float32)", device=True,
+                       output="ltoir", name="nb_fma", arch=ARCH),
+            nvrtc.compile(CPP_CALLS_NUMBA, arch=ARCH, output="ltoir")]
+
+
+BUILDERS: dict[str, Callable[[], list]] = {
+    "cpp": _cpp, "numba": _numba, "rust": _rust, "tile": _tile, "cross": _cross, "lto": _lto,
+}
+
+
+def _store() -> Path | None:
+    found = os.environ.get("PTXBRIDGE_GPU_IMAGES")
+    return Path(found) if found else None
+
+
+def build(name: str) -> Image:
+    """Compile and link image ``name`` with the frontends on this machine."""
+    from ptxbridge.link import link
+
+    return link(BUILDERS[name](), arch="sm_90a" if name == "tile" else ARCH)
+
+
+def save(name: str, image: Image, where: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{name}.cubin").write_bytes(image.cubin)
+    (where / f"{name}.json").write_text(json.dumps({"arch": image.arch,
+                                                    "kernels": json.loads(dumps(image.kernels.values()))}))
+
+
+def image(name: str) -> Image:
+    """Image ``name``: prebuilt from ``PTXBRIDGE_GPU_IMAGES`` when there, else built (skips
+    when a toolchain is missing)."""
+    where = _store()
+    if where is not None and (where / f"{name}.json").exists():
+        meta = json.loads((where / f"{name}.json").read_text())
+        kernels = {s.name: s for s in loads(json.dumps(meta["kernels"]))}
+        return Image((where / f"{name}.cubin").read_bytes(), meta["arch"], kernels)
+    try:
+        return build(name)
+    except ToolchainError as exc:
+        pytest.skip(f"image {name!r} needs a toolchain this machine lacks: {exc}")
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1])
+    for key in sys.argv[2:] or BUILDERS:
+        built = build(key)
+        save(key, built, target)
+        print(f"{key}: {', '.join(built.kernels)}")
