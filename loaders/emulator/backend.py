@@ -1,0 +1,102 @@
+"""The CPU loader: an :class:`~ptxbridge.Image`'s PTX interpreted on NumPy, behind the Backend interface."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ptxbridge.abi.errors import ArgumentError, EmulatorError
+from ptxbridge.loaders.base import DLPACK_CPU, Buffer
+
+from .launch import run_kernel
+from .machine import Machine
+from .program import Program
+
+__all__ = ["EmulatorBackend"]
+
+_MAX_BLOCK_THREADS = 1024
+
+
+class EmulatorBackend:
+    """Runs an image's PTX on the CPU; arguments are host (DLPack kCPU) memory.
+
+    Parameters
+    ----------
+    image
+        A linked :class:`~ptxbridge.Image`; ``image.ptx`` holds every PTX module, linked here.
+    device_id
+        Always 0 for the CPU.
+    max_batch_threads
+        Threads interpreted together (whole blocks); larger batches amortize
+        interpretation, smaller ones bound memory.
+
+    Raises
+    ------
+    UnsupportedInstructionError
+        A function uses an instruction the emulator does not implement (raised here, at load).
+    LinkError
+        A called function or extern variable is defined by no module.
+
+    Notes
+    -----
+    Launches are synchronous and ``stream`` is ignored: when ``launch`` returns,
+    the kernel has finished and no reference to the arguments is kept.
+    """
+
+    device_type = DLPACK_CPU
+
+    def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 20):
+        if device_id != 0:
+            raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
+        if not image.ptx:
+            raise EmulatorError("the CPU emulator needs the image's PTX (image.ptx is empty): link from PTX "
+                                "or LTO-free inputs so the PTX is kept")
+        if max_batch_threads < 32:
+            raise ArgumentError(f"max_batch_threads must be >= 32 (got {max_batch_threads})")
+        self.image = image
+        self.device_id = device_id
+        self.max_batch_threads = max_batch_threads
+        self.program = Program(image.ptx)
+        self._machine = Machine(self.program.functions)
+        self._closed = False
+
+    def function(self, name: str) -> str:
+        """The kernel's name, checked to be an ``.entry`` of the image (KeyError otherwise)."""
+        if name not in self.program.entries:
+            raise KeyError(name)
+        return name
+
+    def launch(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+               shared_mem: int, stream: Any, params: bytes, buffers: Sequence[Buffer]) -> None:
+        """Run ``function`` over ``grid`` x ``block`` to completion (see ``Backend.launch``)."""
+        if self._closed:
+            raise EmulatorError("launch on a closed EmulatorBackend")
+        grid, block = _dims("grid", grid), _dims("block", block)
+        threads = block[0] * block[1] * block[2]
+        if threads > _MAX_BLOCK_THREADS:
+            raise ArgumentError(f"{function}: a block has at most {_MAX_BLOCK_THREADS} threads (got {block})")
+        entry = self.program.entries[self.function(function)]
+        if entry.reqntid is not None and tuple(entry.reqntid) + (1,) * (3 - len(entry.reqntid)) != block:
+            raise ArgumentError(f"{function}: .reqntid {entry.reqntid} demands exactly that block "
+                                f"(got {block})")
+        if shared_mem < 0:
+            raise ArgumentError(f"{function}: shared_mem must be >= 0 (got {shared_mem})")
+        run_kernel(self.program, self._machine, function, grid, block, shared_mem, bytes(params), buffers,
+                   self.max_batch_threads)
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> EmulatorBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dims(what: str, value: Any) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+        raise ArgumentError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints "
+                            f"(got {value!r})")
+    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]

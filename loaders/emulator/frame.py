@@ -1,0 +1,65 @@
+"""Run-time state: a batch of threads, one function activation's registers and parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .memory import Memory
+
+__all__ = ["Batch", "Frame", "ParamStore"]
+
+
+class Batch:
+    """The threads executing together: whole blocks, each padded to a multiple of 32 threads.
+
+    ``special`` maps special-register names (``%tid.x``, ``%laneid``...) to
+    per-thread arrays, or scalars where every thread agrees.
+    """
+
+    __slots__ = ("kernel", "memory", "n", "special", "steps", "warps")
+
+    def __init__(self, n: int, memory: Memory, special: dict[str, Any], kernel: str):
+        self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
+        self.steps = 0
+        self.warps = n // 32
+
+
+class ParamStore:
+    """A ``.param`` variable of a call sequence: ``size`` bytes per thread."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, n: int, size: int):
+        self.data = np.zeros((n, max(size, 1)), np.uint8)
+
+    def column(self, offset: int, dt: np.dtype) -> np.ndarray:
+        if offset < 0 or offset + dt.itemsize > self.data.shape[1]:
+            raise IndexError(offset)
+        return self.data[:, offset:offset + dt.itemsize].view(dt)[:, 0]
+
+    def load(self, offset: int, dt: np.dtype) -> np.ndarray:
+        return self.column(offset, dt).copy()
+
+    def store(self, offset: int, dt: np.dtype, values: Any, m: Any) -> None:
+        column = self.column(offset, dt)
+        if m is None:
+            column[:] = values
+        else:
+            column[m] = values[m] if isinstance(values, np.ndarray) else values
+
+
+class Frame:
+    """One activation of a function for the whole batch: its registers and its ``.param`` variables."""
+
+    __slots__ = ("batch", "params", "regs")
+
+    def __init__(self, regs: dict[str, Any], params: dict[str, ParamStore], batch: Batch):
+        self.regs, self.params, self.batch = regs, params, batch
+
+    def param(self, name: str, size: int) -> ParamStore:
+        store = self.params.get(name)
+        if store is None:
+            store = self.params[name] = ParamStore(self.batch.n, size)
+        return store

@@ -1,0 +1,108 @@
+"""One kernel launch: the grid cut into batches of whole blocks, each run by the machine.
+
+A batch holds up to ``max_threads`` threads, block after block, each block
+padded to whole warps (padding threads never run).  Blocks in a batch share
+nothing but global memory: shared memory has one instance per block and the
+barrier policy of :mod:`.machine` never makes a block wait for another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ptxbridge.abi.errors import EmulatorError
+from ptxbridge.loaders.base import Buffer
+
+from .frame import Batch, Frame
+from .machine import Function, Machine
+from .memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Memory, Region, host_bytes
+from .program import Program
+
+__all__ = ["run_kernel", "buffer_regions"]
+
+
+def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
+    """The caller's memory as regions; overlapping buffers (views of one tensor) are merged."""
+    spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable) for b in buffers if b.nbytes > 0)
+    merged: list[list[Any]] = []
+    for start, end, writable in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+            merged[-1][2] = merged[-1][2] or writable
+        else:
+            merged.append([start, end, writable])
+    return [Region(f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
+                   PER_GRID, writable) for start, end, writable in merged]
+
+
+def _special(first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+             padded: int, shared: tuple[int, int]) -> dict[str, Any]:
+    """Special registers (PTX ISA 10) of a batch of ``count`` blocks starting at linear block ``first``."""
+    linear = np.arange(padded, dtype=np.uint32)
+    bx, by, _ = block
+    tid = {"x": linear % bx, "y": (linear // bx) % by, "z": linear // (bx * by)}
+    lane = linear % 32
+    special: dict[str, Any] = {f"%tid.{c}": np.tile(v, count) for c, v in tid.items()}
+    blocks = np.arange(first, first + count, dtype=np.uint64)
+    gx, gy, _ = grid
+    ctaid = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}
+    for c, v in ctaid.items():
+        value = v.astype(np.uint32)
+        special[f"%ctaid.{c}"] = value[0] if count == 1 else np.repeat(value, padded)
+    for i, c in enumerate("xyz"):
+        special[f"%ntid.{c}"] = np.uint32(block[i])
+        special[f"%nctaid.{c}"] = np.uint32(grid[i])
+    lanes = np.tile(lane, count).astype(np.uint64)
+    eq = np.uint64(1) << lanes
+    mask32 = np.uint64(0xFFFFFFFF)
+    special.update({
+        "%laneid": np.tile(lane, count), "%warpid": np.tile(linear // 32, count),
+        "%nwarpid": np.uint32(padded // 32), "%smid": np.uint32(0), "%nsmid": np.uint32(1),
+        "%gridid": np.uint64(0), "%warpsize": np.uint32(32),
+        "%lanemask_eq": eq.astype(np.uint32), "%lanemask_lt": (eq - np.uint64(1)).astype(np.uint32),
+        "%lanemask_le": ((eq << np.uint64(1)) - np.uint64(1) & mask32).astype(np.uint32),
+        "%lanemask_gt": (~((eq << np.uint64(1)) - np.uint64(1)) & mask32).astype(np.uint32),
+        "%lanemask_ge": (~(eq - np.uint64(1)) & mask32).astype(np.uint32),
+        "%dynamic_smem_size": np.uint32(shared[1]), "%total_smem_size": np.uint32(sum(shared)),
+    })
+    return special
+
+
+def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
+               block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
+               max_threads: int) -> None:
+    """Run kernel ``name`` to completion (launches on the CPU are synchronous)."""
+    fn: Function = program.functions[name]
+    entry = program.entries[name]
+    if len(params) < entry.size:
+        raise EmulatorError(f"kernel {name!r}: the parameter buffer has {len(params)} bytes, "
+                            f"the PTX declares {entry.size}")
+    param_region = Region("kernel parameters", WINDOWS["param"], len(params),
+                          np.frombuffer(bytearray(params), np.uint8), PER_GRID, writable=False)
+    grid_regions = [*buffer_regions(buffers), *program.variables, param_region]
+    per_block = block[0] * block[1] * block[2]
+    padded = -(-per_block // 32) * 32
+    blocks = grid[0] * grid[1] * grid[2]
+    per_batch = max(1, max_threads // padded)
+    shared_size = program.dynamic_offset + shared_mem if shared_mem else program.shared_static
+    valid = np.arange(padded) < per_block
+    with np.errstate(all="ignore"):
+        for first in range(0, blocks, per_batch):
+            count = min(per_batch, blocks - first)
+            n = count * padded
+            regions = list(grid_regions)
+            if shared_size:
+                regions.append(Region.allocate("shared memory", WINDOWS["shared"], shared_size, count,
+                                               PER_BLOCK))
+            if program.local_size:
+                regions.append(Region.allocate("local memory", WINDOWS["local"], program.local_size, n,
+                                               PER_THREAD))
+            thread_of = np.arange(n, dtype=np.uint64)
+            block_of = np.uint64(0) if count == 1 else thread_of // np.uint64(padded)
+            special = _special(first, count, grid, block, padded, (program.shared_static, shared_mem))
+            batch = Batch(n, Memory(regions, block_of, thread_of), special, name)
+            live = None if padded == per_block else np.tile(valid, count)
+            machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)

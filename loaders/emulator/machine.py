@@ -1,0 +1,210 @@
+"""The SIMT scheduler: one instruction at a time for every thread of a batch that is at it.
+
+While every live thread is at the same instruction the machine runs in
+*uniform* mode (one program counter, no masks).  A branch that splits the
+threads switches to *divergent* mode with a program counter per thread; each
+step then runs the lowest program counter among runnable threads for all
+threads at it (the "min-PC" policy, which reconverges structured control flow
+at its join points) and returns to uniform mode as soon as all live threads
+meet again.  ``bar.sync`` parks threads until no thread can run, then
+releases them together: blocks never wait on each other, because a block's
+threads only ever wait for their own block's stragglers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ptxbridge.abi.errors import EmulatorError, MemoryAccessError
+
+from .frame import Frame
+from .memory import Fault
+from .parse import Instruction
+
+__all__ = ["Step", "Function", "Machine", "PLAIN", "BRA", "CALL", "RET", "EXIT", "BAR", "TRAP"]
+
+PLAIN, BRA, CALL, RET, EXIT, BAR, TRAP = range(7)
+KINDS = {"bra": BRA, "call": CALL, "ret": RET, "exit": EXIT, "bar": BAR, "trap": TRAP}
+_SKIP = object()  # a guard no active thread satisfies
+_FAR = np.int32(1 << 30)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: int
+    run: Callable[[Frame, Any], None] | None
+    target: Any
+    guard: Callable[[Frame], Any] | None
+    negated: bool
+    ins: Instruction
+
+
+@dataclass(slots=True)
+class Function:
+    """A loaded function: its steps, the zero value of each register, its parameter names."""
+
+    name: str
+    steps: list[Step]
+    zeros: dict[str, Any]
+    params: tuple[str, ...]
+    returns: tuple[str, ...]
+
+
+def _guarded(step: Step, fr: Frame, m: Any) -> Any:
+    g = step.guard(fr)
+    if step.negated:
+        g = ~g
+    if not isinstance(g, np.ndarray):
+        return m if g else _SKIP
+    g = g if m is None else g & m
+    return g if g.any() else _SKIP
+
+
+def _where(fr: Frame, m: Any) -> str:
+    thread = 0 if m is None or m is _SKIP else int(np.flatnonzero(m)[0])
+    return _coordinates(fr, thread)
+
+
+def _coordinates(fr: Frame, thread: int) -> str:
+    special = fr.batch.special
+
+    def axis(name: str) -> int:
+        value = special[name]
+        return int(value[thread] if isinstance(value, np.ndarray) else value)
+
+    block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
+    tid = tuple(axis(f"%tid.{c}") for c in "xyz")
+    return f"block {block}, thread {tid}"
+
+
+class Machine:
+    """Runs functions of one linked program on batches; ``functions`` maps names to :class:`Function`."""
+
+    def __init__(self, functions: dict[str, Function]):
+        self.functions = functions
+        self._current: tuple[Function, Step] | None = None
+
+    def run(self, fn: Function, fr: Frame, live: Any) -> Any:
+        """Execute ``fn`` for the threads in ``live`` (None: all); return the mask of threads that exited."""
+        try:
+            return self._execute(fn, fr, live)
+        except Fault as fault:
+            raise MemoryAccessError(
+                f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
+                f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._describe()}") from None
+
+    def _describe(self) -> str:
+        fn, step = self._current
+        return self._fail(fn, step)
+
+    def _fail(self, fn: Function, step: Step) -> str:
+        return f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
+
+    def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
+        n = fr.batch.n
+        steps, count = fn.steps, len(fn.steps)
+        live_count = n if live is None else int(np.count_nonzero(live))
+        exited = None
+        pc: np.ndarray | None = None
+        upc = 0
+        blocked = None
+        while live_count:
+            if pc is None:
+                if upc >= count:
+                    break
+                step = steps[upc]
+                m = live
+                here = None
+            else:
+                runnable = live if blocked is None else live & ~blocked
+                candidates = np.where(runnable, pc, _FAR)
+                lowest = int(candidates.min())
+                if lowest == _FAR:
+                    if blocked is None:
+                        break
+                    pc = np.where(blocked, pc + 1, pc).astype(np.int32)
+                    blocked = None
+                    continue
+                here = candidates == lowest
+                if blocked is None and int(np.count_nonzero(here)) == live_count:
+                    pc, upc = None, lowest
+                    continue
+                if lowest >= count:
+                    live = live & ~here
+                    live_count = int(np.count_nonzero(live))
+                    continue
+                step, m, upc = steps[lowest], here, lowest
+            fr.batch.steps += 1
+            g = m if step.guard is None else _guarded(step, fr, m)
+            kind = step.kind
+            if kind == PLAIN:
+                if g is not _SKIP:
+                    self._current = (fn, step)
+                    step.run(fr, g)
+                nxt = None
+            elif kind == BRA:
+                if g is _SKIP:
+                    nxt = None
+                elif g is m:
+                    nxt = step.target
+                else:  # some threads take it
+                    taken = int(np.count_nonzero(g))
+                    if pc is None and taken == live_count:
+                        nxt = step.target
+                    else:
+                        if pc is None:
+                            pc, here = np.full(n, upc, np.int32), (np.ones(n, bool) if live is None else live)
+                            live = here if live is None else live
+                        pc[here] = upc + 1
+                        pc[g] = step.target
+                        continue
+            elif kind in (RET, EXIT):
+                if g is not _SKIP:
+                    leaving = np.ones(n, bool) if g is None else g
+                    live = ~leaving if live is None else live & ~leaving
+                    live_count = int(np.count_nonzero(live))
+                    if kind == EXIT:
+                        exited = leaving if exited is None else exited | leaving
+                nxt = None
+            elif kind == BAR:
+                if pc is not None and g is not _SKIP:
+                    blocked = g if blocked is None else blocked | g
+                    if g is not m:
+                        pc[here & ~g] = upc + 1
+                    continue
+                nxt = None
+            elif kind == CALL:
+                if g is not _SKIP:
+                    gone = self._call(step, fr, g)
+                    if gone is not None:
+                        live = ~gone if live is None else live & ~gone
+                        live_count = int(np.count_nonzero(live))
+                        exited = gone if exited is None else exited | gone
+                nxt = None
+            elif kind == TRAP:
+                if g is not _SKIP:
+                    raise EmulatorError(f"kernel {fr.batch.kernel!r}: trap executed "
+                                        f"{self._fail(fn, step)} by {_where(fr, g)}")
+                nxt = None
+            else:
+                nxt = None
+            if pc is None:
+                upc = upc + 1 if nxt is None else nxt
+            else:
+                pc[here] = upc + 1 if nxt is None else nxt
+        return exited
+
+    def _call(self, step: Step, fr: Frame, m: Any) -> Any:
+        target = step.target
+        callee = self.functions[target.function]
+        params = {}
+        for own, (name, size) in zip(callee.params, target.arguments, strict=True):
+            params[own] = fr.param(name, size)
+        for own, (name, size) in zip(callee.returns, target.returns, strict=True):
+            params[own] = fr.param(name, size)
+        frame = Frame(dict(callee.zeros), params, fr.batch)
+        return self._execute(callee, frame, m)

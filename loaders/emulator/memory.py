@@ -1,0 +1,167 @@
+"""Addresses -> bytes: the caller's buffers, module variables, shared, local and parameter space.
+
+Every state space lives in one 64-bit generic address space (PTX ISA 6.4.1
+"Generic addressing").  Global and constant memory use real host addresses:
+the caller's NumPy / torch memory and the emulator's own arrays for module
+variables, so ``cvta`` to and from ``.global`` / ``.const`` is the identity.
+Shared, local and kernel-parameter space are windows at addresses no host
+mapping uses (above 2**63); their state-space address is the offset in the
+window.  Shared memory has one instance per block and local memory one per
+thread, so the byte an address names depends on the thread asking.
+
+Every access is checked: the whole ``[address, address + size)`` must lie in
+one region, aligned to ``size`` (PTX ISA 6.4 "Alignment"), and a store must
+target a writable region.  Failures raise :class:`Fault`, which the machine
+turns into a :class:`~ptxbridge.abi.errors.MemoryAccessError` naming the
+kernel and the instruction.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["WINDOWS", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory", "host_bytes"]
+
+WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000}
+PER_GRID, PER_BLOCK, PER_THREAD = 0, 1, 2
+_INSTANCE_ALIGN = 16
+
+
+def host_bytes(ptr: int, nbytes: int) -> np.ndarray:
+    """A writable uint8 view of host memory the caller owns (no copy)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+
+
+class Region:
+    """One addressable range: ``size`` bytes at ``base``, one instance per grid, block or thread."""
+
+    __slots__ = ("_views", "base", "data", "name", "per", "size", "stride", "writable")
+
+    def __init__(self, name: str, base: int, size: int, data: np.ndarray, per: int = PER_GRID,
+                 writable: bool = True):
+        self.name, self.base, self.size, self.per, self.writable = name, base, size, per, writable
+        self.stride = -(-size // _INSTANCE_ALIGN) * _INSTANCE_ALIGN if per != PER_GRID else size
+        self.data = data
+        self._views: dict[np.dtype, tuple[int, np.ndarray]] = {}
+
+    @classmethod
+    def allocate(cls, name: str, base: int, size: int, instances: int, per: int) -> Region:
+        """A zeroed region owned by the emulator (shared, local, module variables)."""
+        stride = -(-size // _INSTANCE_ALIGN) * _INSTANCE_ALIGN if per != PER_GRID else size
+        return cls(name, base, size, np.zeros(max(stride * instances, 1), np.uint8), per)
+
+    def view(self, dt: np.dtype) -> tuple[int, np.ndarray]:
+        """``(start, typed)``: byte ``start + k * itemsize`` of ``data`` is ``typed[k]``, start aligned."""
+        cached = self._views.get(dt)
+        if cached is None:
+            size = dt.itemsize
+            start = (-self.data.ctypes.data) % size
+            usable = (len(self.data) - start) // size * size
+            cached = self._views[dt] = (start, self.data[start:start + usable].view(dt))
+        return cached
+
+
+class Fault(Exception):
+    """An access outside every region, misaligned, or a store to read-only memory."""
+
+    def __init__(self, address: int, size: int, thread: int, reason: str):
+        super().__init__(reason)
+        self.address, self.size, self.thread, self.reason = address, size, thread, reason
+
+
+class Memory:
+    """The regions one batch of blocks can reach, and checked typed access to them.
+
+    ``block_of[t]`` / ``thread_of[t]`` give the shared / local instance of thread ``t``.
+    Masks are boolean arrays over the batch's threads, or None for all of them.
+    """
+
+    def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
+        self.regions = sorted(regions, key=lambda r: r.base)
+        self.bases = [r.base for r in self.regions]
+        self.base_array = np.array(self.bases, dtype=np.uint64)
+        self.end_array = np.array([r.base + r.size for r in self.regions], dtype=np.uint64)
+        self.block_of, self.thread_of = block_of, thread_of
+
+    def _instance(self, region: Region) -> Any:
+        return self.block_of if region.per == PER_BLOCK else self.thread_of
+
+    def _fault(self, addr: Any, m: Any, bad: Any, size: int, reason: str) -> Fault:
+        if isinstance(addr, np.ndarray):
+            chosen = bad if m is None else bad & m
+            thread = int(np.flatnonzero(chosen)[0])
+            return Fault(int(addr[thread]), size, thread, reason)
+        thread = 0 if m is None else int(np.flatnonzero(m)[0])
+        return Fault(int(addr), size, thread, reason)
+
+    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any, Any]]:
+        """Yield ``(region, selection, byte offset in region.data)`` covering every active thread."""
+        vector = isinstance(addr, np.ndarray)
+        active = addr if m is None or not vector else addr[m]
+        if vector and active.size == 0:
+            return
+        if size > 1 and (np.any(active & np.uint64(size - 1)) if vector else int(addr) % size):
+            raise self._fault(addr, m, (addr & np.uint64(size - 1)) != 0 if vector else None, size,
+                              f"misaligned {size}-byte access")
+        lo, hi = (int(active.min()), int(active.max())) if vector else (int(addr), int(addr))
+        i = bisect.bisect_right(self.bases, lo) - 1
+        if i >= 0 and hi + size <= self.regions[i].base + self.regions[i].size:
+            yield self._checked(self.regions[i], addr, m, write, size)
+            return
+        full = addr if vector else np.full(len(self.thread_of), addr, np.uint64)
+        index = np.searchsorted(self.base_array, full, side="right").astype(np.int64) - 1
+        inside = (index >= 0) & (full + np.uint64(size) <= self.end_array[np.maximum(index, 0)])
+        if not (inside.all() if m is None else inside[m].all()):
+            raise self._fault(full, m, ~inside, size,
+                              "outside every buffer and variable the kernel can reach")
+        for r in np.unique(index if m is None else index[m]):
+            select = index == r if m is None else (index == r) & m
+            yield self._checked(self.regions[int(r)], full, select, write, size)
+
+    def _checked(self, region: Region, addr: Any, m: Any, write: bool, size: int) -> tuple[Region, Any, Any]:
+        if write and not region.writable:
+            raise self._fault(addr, m, np.ones(len(self.thread_of), bool), size,
+                              f"store to read-only memory ({region.name})")
+        offset = addr - np.uint64(region.base)
+        if region.per != PER_GRID:
+            offset = self._instance(region) * np.uint64(region.stride) + offset
+        return region, m, offset
+
+    def load(self, addr: Any, dt: np.dtype, m: Any) -> Any:
+        """The ``dt`` values at ``addr`` (inactive threads read an active thread's address)."""
+        result = None
+        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=False):
+            start, typed = region.view(dt)
+            if select is not None and isinstance(offset, np.ndarray):
+                offset = np.where(select, offset, offset[np.argmax(select)])
+            values = typed[(offset - np.uint64(start)) // np.uint64(dt.itemsize)]
+            result = values if result is None else np.where(select, values, result)
+        return result if result is not None else dt.type(0)
+
+    def store(self, addr: Any, dt: np.dtype, values: Any, m: Any) -> None:
+        """Write ``values`` at ``addr`` for the active threads (the last thread wins on a tie)."""
+        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
+            start, typed = region.view(dt)
+            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
+            vector = isinstance(values, np.ndarray)
+            if select is None:
+                typed[element] = values
+            elif isinstance(element, np.ndarray):
+                typed[element[select]] = values[select] if vector else values
+            else:
+                typed[element] = values[np.flatnonzero(select)[-1]] if vector else values
+
+    def elements(self, addr: Any, dt: np.dtype, m: Any,
+                 n: int) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
+        """For read-modify-write: ``(typed view, active thread ids, element indices)`` per region."""
+        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
+            start, typed = region.view(dt)
+            threads = np.arange(n) if select is None else np.flatnonzero(select)
+            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
+            element = element[threads] if isinstance(element, np.ndarray) else np.full(len(threads), element)
+            yield typed, threads, element.astype(np.int64)

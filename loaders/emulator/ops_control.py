@@ -1,0 +1,91 @@
+"""Control flow and synchronization (PTX ISA 9.7.12 "Control Flow", 9.7.13 bar/membar/fence).
+
+These builders return :class:`~.build.Control` records; :mod:`.machine`
+carries them out.  Memory ordering instructions are no-ops: the interpreter
+executes one instruction at a time for all threads, which is sequentially
+consistent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .build import Context, Control, Run, op
+from .parse import Group, Imm, Reg, Sym
+
+__all__ = ["CallTarget"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """``call (rets), function, (args)``: callee name and the caller's ``.param`` names and sizes."""
+
+    function: str
+    returns: tuple[tuple[str, int], ...]
+    arguments: tuple[tuple[str, int], ...]
+
+
+@op("bra")
+def _bra(cx: Context) -> Control:
+    cx.split_mods({"uni"}, set(), ntypes=0)
+    (target,) = cx.operands(1)
+    if not isinstance(target, Sym):
+        raise cx.unsupported("branch target must be a label")
+    sym = cx.symbol(target.name)
+    if sym.space != "label":
+        raise cx.unsupported(f"{target.name!r} is not a label")
+    return Control("bra", sym.value)
+
+
+def _params(cx: Context, group: object) -> tuple[tuple[str, int], ...]:
+    if not isinstance(group, Group):
+        raise cx.unsupported(f"expects a parenthesised parameter list (got {group})")
+    names = []
+    for item in group.items:
+        if not isinstance(item, Sym) or cx.symbol(item.name).space != "param":
+            raise cx.unsupported(f"call arguments must be .param variables (got {item})")
+        names.append((item.name, cx.symbol(item.name).value))
+    return tuple(names)
+
+
+@op("call")
+def _call(cx: Context) -> Control:
+    cx.split_mods({"uni"}, set(), ntypes=0)
+    ops = list(cx.ins.operands)
+    returns: tuple[tuple[str, int], ...] = ()
+    if ops and isinstance(ops[0], Group):
+        returns = _params(cx, ops.pop(0))
+    if not ops or isinstance(ops[0], Reg):
+        raise cx.unsupported("indirect calls through a register are not implemented")
+    callee = ops.pop(0)
+    if not isinstance(callee, Sym) or cx.symbol(callee.name).space != "func":
+        raise cx.unsupported(f"call target must be a function (got {callee})")
+    arguments = _params(cx, ops.pop(0)) if ops else ()
+    if ops:
+        raise cx.unsupported("call with a prototype (indirect call) is not implemented")
+    return Control("call", CallTarget(callee.name, returns, arguments))
+
+
+@op("ret", "exit", "trap")
+def _leave(cx: Context) -> Control:
+    cx.split_mods({"uni"}, set(), ntypes=0)
+    cx.operands(0)
+    return Control(cx.ins.opcode)
+
+
+@op("bar", "barrier")
+def _bar(cx: Context) -> Control | Run:
+    flags = set(cx.ins.mods)
+    if "warp" in flags:  # bar.warp.sync: lanes already execute in lockstep here
+        return lambda fr, m: None
+    if flags - {"sync", "cta", "aligned"} or (flags and "sync" not in flags):
+        raise cx.unsupported("only bar.sync / barrier.sync (whole-block barriers) are implemented")
+    ops = cx.operands((1, 2))
+    if not isinstance(ops[0], (Imm, Reg)):
+        raise cx.unsupported(f"barrier id must be a number or register (got {ops[0]})")
+    return Control("bar")
+
+
+@op("membar", "fence", "nanosleep", "pmevent", "brkpt")
+def _nop(cx: Context) -> Run:
+    return lambda fr, m: None

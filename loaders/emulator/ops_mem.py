@@ -1,0 +1,235 @@
+"""Loads, stores and atomics (PTX ISA 9.7.9 "Data Movement", 9.7.13 "Parallel Synchronization").
+
+Global, shared, local, constant and kernel-parameter accesses go through
+:class:`~.memory.Memory` (bounds-checked); the ``.param`` variables of call
+sequences and of device functions are per-thread stores in the frame.
+Atomics are applied one thread at a time in thread order, so every thread's
+returned old value and the final memory are those of one valid serialization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .build import Context, Run, op
+from .parse import Mem, Sym, Vec
+from .values import DTYPES, as_array
+
+__all__ = ["apply_atomic"]
+
+_QUALIFIERS = frozenset((
+    "weak", "volatile", "relaxed", "acquire", "release", "acq_rel", "mmio", "cta", "gpu", "sys", "cluster",
+    "ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "global", "shared", "local", "param", "const",
+))
+_VECTORS = {"v2": 2, "v4": 4, "v8": 8}
+_MEM_TYPES = frozenset(t for t in DTYPES if t != "pred")
+
+
+def _parts(cx: Context, extra: frozenset[str] = frozenset()) -> tuple[str, int, str, set[str]]:
+    """``(type, vector count, state space, other flags)`` of a memory instruction."""
+    mods = cx.ins.mods
+    if not mods or mods[-1] not in _MEM_TYPES:
+        raise cx.unsupported(f"needs a type suffix (got {mods})")
+    flags = set()
+    count = 1
+    for mod in mods[:-1]:
+        head = mod.split("::")[0]
+        if mod in _VECTORS:
+            count = _VECTORS[mod]
+        elif head in ("L1", "L2") or mod in ("level",):
+            continue
+        elif head in _QUALIFIERS or mod in extra:
+            flags.add(head if head in ("shared", "param") else mod)
+        else:
+            raise cx.unsupported(f"unsupported modifier .{mod}")
+    if "shared" in flags and any(m.startswith("shared::cluster") for m in mods):
+        raise cx.unsupported("distributed shared memory (.shared::cluster) is not implemented")
+    return mods[-1], count, cx.state_space(flags), flags
+
+
+def _param_store(cx: Context, mem: Any, space: str) -> tuple[str, int, int] | None:
+    """``(name, size, offset)`` when ``mem`` names a per-thread ``.param`` variable."""
+    if space != "param" or not isinstance(mem, Mem) or not isinstance(mem.base, Sym):
+        return None
+    sym = cx.symbol(mem.base.name)
+    if sym.space != "param":
+        return None
+    return mem.base.name, sym.value, mem.offset
+
+
+def _items(operand: Any, count: int) -> list[Any]:
+    return list(operand.items) if isinstance(operand, Vec) else [operand] if count == 1 else []
+
+
+@op("ld", "ldu")
+def _ld(cx: Context) -> Run:
+    t, count, space, _ = _parts(cx)
+    d, src = cx.operands(2)
+    writers = [cx.write(item) for item in _items(d, count)]
+    if len(writers) != count:
+        raise cx.unsupported(f"expects {count} destination registers")
+    dt, size = DTYPES[t], DTYPES[t].itemsize
+    param = _param_store(cx, src, space)
+    if param is not None:
+        name, total, offset = param
+        if offset + count * size > total:
+            raise cx.unsupported(f"reads past the end of .param {name} ({total} bytes)")
+
+        def load_param(fr: Any, m: Any) -> None:
+            store = fr.param(name, total)
+            for i, w in enumerate(writers):
+                w(fr, store.load(offset + i * size, dt), m)
+
+        return load_param
+    address = cx.address(src, space)
+    steps = [np.uint64(i * size) for i in range(count)]
+
+    def load(fr: Any, m: Any) -> None:
+        base = address(fr)
+        memory = fr.batch.memory
+        for step, w in zip(steps, writers, strict=True):
+            w(fr, memory.load(base + step if step else base, dt, m), m)
+
+    return load
+
+
+@op("st")
+def _st(cx: Context) -> Run:
+    t, count, space, _ = _parts(cx)
+    dst, value = cx.operands(2)
+    items = _items(value, count)
+    if len(items) != count:
+        raise cx.unsupported(f"expects {count} source values")
+    readers = [cx.read(item, t) for item in items]
+    dt, size = DTYPES[t], DTYPES[t].itemsize
+    param = _param_store(cx, dst, space)
+    if param is not None:
+        name, total, offset = param
+        if offset + count * size > total:
+            raise cx.unsupported(f"writes past the end of .param {name} ({total} bytes)")
+
+        def store_param(fr: Any, m: Any) -> None:
+            store = fr.param(name, total)
+            for i, r in enumerate(readers):
+                store.store(offset + i * size, dt, r(fr), m)
+
+        return store_param
+    address = cx.address(dst, space)
+    steps = [np.uint64(i * size) for i in range(count)]
+
+    def store(fr: Any, m: Any) -> None:
+        base = address(fr)
+        memory = fr.batch.memory
+        for step, r in zip(steps, readers, strict=True):
+            memory.store(base + step if step else base, dt, r(fr), m)
+
+    return store
+
+
+_ATOMIC_OPS = ("add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor")
+_ACCUMULATE: dict[str, Callable[..., Any]] = {
+    "add": np.add.accumulate, "min": np.minimum.accumulate, "max": np.maximum.accumulate,
+    "and": np.bitwise_and.accumulate, "or": np.bitwise_or.accumulate, "xor": np.bitwise_xor.accumulate,
+}
+
+
+def _update(name: str) -> Callable[[Any, Any, Any], Any]:
+    """new = f(old, b, c) for one atomic operation (PTX ISA 9.7.13.5 ``atom``)."""
+    return {
+        "add": lambda o, b, c: o + b,
+        "min": lambda o, b, c: np.minimum(o, b),
+        "max": lambda o, b, c: np.maximum(o, b),
+        "inc": lambda o, b, c: np.where(o >= b, o.dtype.type(0), o + o.dtype.type(1)).astype(o.dtype),
+        "dec": lambda o, b, c: np.where((o == 0) | (o > b), b, o - o.dtype.type(1)).astype(o.dtype),
+        "cas": lambda o, b, c: np.where(o == b, c, o).astype(o.dtype),
+        "exch": lambda o, b, c: np.broadcast_to(b, o.shape).astype(o.dtype),
+        "and": lambda o, b, c: o & b, "or": lambda o, b, c: o | b, "xor": lambda o, b, c: o ^ b,
+    }[name]
+
+
+def apply_atomic(typed: np.ndarray, element: np.ndarray, b: np.ndarray, c: np.ndarray,
+                 name: str) -> np.ndarray:
+    """Apply atomic ``name`` for each thread in order; return each thread's old value."""
+    k = len(element)
+    old = np.empty(k, typed.dtype)
+    if k == 0:
+        return old
+    update = _update(name)
+    order = np.argsort(element, kind="stable")
+    sorted_elements = element[order]
+    starts = np.flatnonzero(np.r_[True, sorted_elements[1:] != sorted_elements[:-1]])
+    counts = np.diff(np.r_[starts, k])
+    longest = int(counts.max())
+    firsts = sorted_elements[starts]
+    if longest == 1:
+        old[:] = typed[element]
+        typed[element] = update(old, b, c)
+    elif name == "add" and typed.dtype.kind in "iu":  # exact with wrapping prefix sums
+        values = b[order]
+        inclusive = np.cumsum(values, dtype=typed.dtype)
+        exclusive = inclusive - values
+        initial = typed[firsts].copy()
+        old[order] = np.repeat(initial, counts) + (exclusive - np.repeat(exclusive[starts], counts))
+        typed[firsts] = initial + (inclusive[starts + counts - 1] - exclusive[starts])
+    elif (name in _ACCUMULATE or name == "exch") and len(starts) < longest:
+        for start, count, target in zip(starts, counts, firsts, strict=True):
+            threads = order[start:start + count]
+            sequence = np.concatenate(([typed[target]], b[threads])).astype(typed.dtype)
+            running = sequence if name == "exch" else _ACCUMULATE[name](sequence, dtype=typed.dtype)
+            old[threads] = running[:-1]
+            typed[target] = running[-1]
+    else:
+        for rank in range(longest):
+            threads = order[starts[counts > rank] + rank]
+            targets = element[threads]
+            old[threads] = typed[targets]
+            typed[targets] = update(old[threads], b[threads], c[threads])
+    return old
+
+
+@op("atom", "red")
+def _atom(cx: Context) -> Run:
+    t, count, space, flags = _parts(cx, frozenset(_ATOMIC_OPS) | {"noftz"})
+    names = flags & set(_ATOMIC_OPS)
+    if count != 1 or len(names) != 1:
+        raise cx.unsupported("needs exactly one operation from " + ", ".join(_ATOMIC_OPS))
+    name = names.pop()
+    if space not in ("global", "shared", "generic"):
+        raise cx.unsupported(f"atomics on .{space} are not supported")
+    if t in ("f16", "bf16", "f16x2", "bf16x2") or (t in ("f32", "f64") and name not in
+                                                   ("add", "exch", "min", "max")):
+        raise cx.unsupported(f"atom.{name}.{t} is not implemented")
+    returns = cx.ins.opcode == "atom"
+    operands = cx.operands((4 if name == "cas" else 3) if returns else (3 if name == "cas" else 2))
+    w = cx.write(operands[0]) if returns else None
+    rest = operands[1:] if returns else operands
+    address = cx.address(rest[0], space)
+    rb = cx.read(rest[1], t)
+    rc = cx.read(rest[2], t) if name == "cas" else (lambda fr: rb(fr))
+    dt = DTYPES[t]
+
+    def run(fr: Any, m: Any) -> None:
+        n = fr.batch.n
+        result = np.zeros(n, dt)
+        b, c = as_array(rb(fr), n), as_array(rc(fr), n)
+        for typed, threads, element in fr.batch.memory.elements(address(fr), dt, m, n):
+            result[threads] = apply_atomic(typed, element, b[threads], c[threads], name)
+        if w is not None:
+            w(fr, result, m)
+
+    return run
+
+
+@op("prefetch", "prefetchu", "discard", "applypriority")
+def _hint(cx: Context) -> Run:
+    return lambda fr, m: None
+
+
+@op("createpolicy")
+def _createpolicy(cx: Context) -> Run:
+    w = cx.write(cx.ins.operands[0])
+    zero = np.uint64(0)
+    return lambda fr, m: w(fr, zero, m)

@@ -1,0 +1,211 @@
+"""Linking: PTX modules -> one program of loaded functions and laid-out variables.
+
+Functions are found by name across modules (a ``.extern .func`` resolves to
+the ``.visible`` or ``.weak`` definition of another module, as nvJitLink would
+link them).  Module variables are laid out once: ``.global`` / ``.const``
+variables get emulator-owned host memory (with their initializers), ``.shared``
+variables offsets in the per-block shared window (``.extern .shared`` arrays,
+the dynamic shared memory, start after the static ones), ``.local`` variables
+offsets in the per-thread local window.  Every instruction is translated here,
+so a kernel the emulator cannot run fails when the module loads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ptxbridge.abi.errors import LinkError, UnsupportedInstructionError
+from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
+
+from . import ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (register builders)
+from .build import OPS, Context, Control, Symbol
+from .machine import KINDS, PLAIN, Function, Step
+from .memory import PER_GRID, Region
+from .parse import Body, parse_body
+from .values import DTYPES, immediate
+
+__all__ = ["Program"]
+
+_DYNAMIC_ALIGN = 16
+
+
+def _align(offset: int, alignment: int) -> int:
+    return -(-offset // alignment) * alignment
+
+
+class Program:
+    """The linked PTX of an image: kernels, device functions and their variables.
+
+    Attributes
+    ----------
+    functions
+        Every defined function by name, translated.
+    entries
+        The PTX declaration of each kernel (``.entry``) by name.
+    variables
+        Regions of module ``.global`` / ``.const`` variables (grid-wide, at host addresses).
+    shared_static, local_size
+        Bytes of static shared memory per block and of local memory per thread.
+    """
+
+    def __init__(self, texts: Sequence[bytes | str]):
+        modules = [read_ptx(text, source=f"<ptx #{i}>") for i, text in enumerate(texts)]
+        self.functions: dict[str, Function] = {}
+        self.entries: dict[str, PtxFunction] = {}
+        self.variables: list[Region] = []
+        self.shared_static = 0
+        self.local_size = 0
+        self._exported: dict[str, Symbol] = {}
+        definitions = self._definitions(modules)
+        for name in definitions:
+            self._exported[name] = Symbol("func", name)
+        scopes = [self._module_variables(module) for module in modules]
+        parsed = {name: self._declare(fn, modules[index].source) for name, (index, fn) in definitions.items()}
+        self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
+        for scope in scopes:
+            for name in [n for n, sym in scope.items() if sym.value is None]:
+                scope[name] = Symbol("shared", self.dynamic_offset)
+                if self._exported.get(name, scope[name]).value is None:
+                    self._exported[name] = scope[name]
+        for name, (index, fn) in definitions.items():
+            body, local = parsed[name]
+            self.functions[name] = self._translate(fn, body, local, scopes[index])
+            if fn.kind == "entry":
+                self.entries[name] = fn
+        self._check_calls()
+
+    # -- linking ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _definitions(modules: list[PtxModule]) -> dict[str, tuple[int, PtxFunction]]:
+        found: dict[str, tuple[int, PtxFunction]] = {}
+        for index, module in enumerate(modules):
+            for fn in module.functions:
+                if fn.body is None:
+                    continue
+                if fn.name in found and "weak" not in (fn.linkage, found[fn.name][1].linkage):
+                    raise LinkError(f"function {fn.name!r} is defined in {modules[found[fn.name][0]].source} "
+                                    f"and in {module.source}: a symbol may be defined once")
+                found.setdefault(fn.name, (index, fn))
+        return found
+
+    def _check_calls(self) -> None:
+        for fn in self.functions.values():
+            for step in fn.steps:
+                if step.kind != KINDS["call"]:
+                    continue
+                callee = self.functions.get(step.target.function)
+                where = f"{fn.name}, PTX line {step.ins.line}: calls {step.target.function!r}"
+                if callee is None:
+                    raise LinkError(f"{where}, which no linked module defines")
+                shape = (len(step.target.returns), len(step.target.arguments))
+                if shape != (len(callee.returns), len(callee.params)):
+                    raise LinkError(f"{where} with {shape[0]} return and {shape[1]} argument parameters; "
+                                    f"it declares {len(callee.returns)} and {len(callee.params)}")
+
+    def _module_variables(self, module: PtxModule) -> dict[str, Symbol]:
+        scope: dict[str, Symbol] = {}
+        for var in module.globals:
+            if var.linkage == "extern" and not (var.state_space == "shared" and var.array and 0 in var.array):
+                continue  # resolved through the exported table once defined
+            count = int(np.prod(var.array)) if var.array else 1
+            symbol = self._place(var.name, var.state_space, var.type, var.align or TYPE_SIZES[var.type],
+                                 count * TYPE_SIZES[var.type], var.initializer, dynamic=count == 0)
+            scope[var.name] = symbol
+            if var.linkage in ("visible", "weak", "common", "extern"):
+                self._exported.setdefault(var.name, symbol)
+        return scope
+
+    def _place(self, name: str, space: str, ptx_type: str, align: int, size: int, initializer: str | None,
+               dynamic: bool = False) -> Symbol:
+        """Lay out one variable and return what its name means."""
+        if space == "shared":
+            if dynamic:  # placed after every static variable, see __init__
+                return Symbol("shared", None)
+            offset = _align(self.shared_static, align)
+            self.shared_static = offset + size
+            return Symbol("shared", offset)
+        if space == "local":
+            offset = _align(self.local_size, align)
+            self.local_size = offset + size
+            return Symbol("local", offset)
+        if space in ("global", "const"):
+            data = np.zeros(max(size, 1) + 16, np.uint8)
+            start = (-data.ctypes.data) % 16
+            data = data[start:start + max(size, 1)]
+            if initializer is not None:
+                data[:size] = _initial_bytes(name, ptx_type, initializer, size)
+            region = Region(f"{space} variable {name}", data.ctypes.data, size, data, PER_GRID,
+                            writable=space == "global")
+            self.variables.append(region)
+            return Symbol(space, region.base)
+        raise UnsupportedInstructionError(f"variable {name!r} in .{space} space is not supported")
+
+    # -- translation -----------------------------------------------------------------------
+
+    def _declare(self, fn: PtxFunction, source: str) -> tuple[Body, dict[str, Symbol]]:
+        """Parse a body and place its variables: labels, parameters and body-level declarations."""
+        body = parse_body(fn.body or "", fn.body_line, source, fn.name)
+        local: dict[str, Symbol] = {label: Symbol("label", index) for label, index in body.labels.items()}
+        if fn.kind == "entry":
+            for param, offset in zip(fn.params, fn.offsets, strict=True):
+                local[param.name] = Symbol("kparam", offset)
+        else:
+            for param in (*fn.params, *fn.returns):
+                if param.state_space != "param":
+                    raise UnsupportedInstructionError(
+                        f"{fn.name}: .reg parameters (old-style ABI) are not supported (got {param.name})")
+                local[param.name] = Symbol("param", param.nbytes)
+        for var in body.variables:
+            if var.space == "param":
+                local[var.name] = Symbol("param", var.size)
+            else:
+                local[var.name] = self._place(var.name, var.space, var.type, var.align, var.size,
+                                              var.initializer, dynamic=var.size == 0)
+        return body, local
+
+    def _translate(self, fn: PtxFunction, body: Body, local: dict[str, Symbol],
+                   module_scope: dict[str, Symbol]) -> Function:
+        if any(sym.value is None for sym in local.values()):
+            dynamic = Symbol("shared", self.dynamic_offset)
+            local = {k: dynamic if v.value is None else v for k, v in local.items()}
+
+        def resolve(name: str) -> Symbol | None:
+            return local.get(name) or module_scope.get(name) or self._exported.get(name)
+
+        steps = []
+        for ins in body.instructions:
+            cx = Context(fn.name, body.registers, resolve, ins)
+            builder = OPS.get(ins.opcode)
+            if builder is None:
+                raise cx.unsupported(f"instruction '{ins.opcode}' is not implemented by the CPU emulator")
+            built = builder(cx)
+            guard = cx.read(ins.guard, "pred") if ins.guard is not None else None
+            if isinstance(built, Control):
+                steps.append(Step(KINDS[built.kind], None, built.target, guard, ins.guard_negated, ins))
+            else:
+                steps.append(Step(PLAIN, built, None, guard, ins.guard_negated, ins))
+        zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
+        return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
+                        tuple(p.name for p in fn.returns))
+
+
+def _initial_bytes(name: str, ptx_type: str, text: str, size: int) -> np.ndarray:
+    """An initializer ``{1, 2, 3}`` / ``0f3F800000`` / nested braces as little-endian bytes."""
+    items = [t for t in re.split(r"[\s,{}]+", text) if t]
+    dt = DTYPES[ptx_type]
+    try:
+        values = np.array([immediate(t, ptx_type) for t in items], dtype=dt)
+    except (ValueError, KeyError):
+        raise UnsupportedInstructionError(
+            f"initializer of {name!r} must be numeric constants (got {text[:60]!r})") from None
+    raw = values.view(np.uint8)
+    if len(raw) > size:
+        raise UnsupportedInstructionError(
+            f"initializer of {name!r} has {len(raw)} bytes for a {size}-byte variable")
+    out = np.zeros(size, np.uint8)
+    out[:len(raw)] = raw
+    return out
