@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ptxbridge.abi.errors import ArgumentError, EmulatorError
 from ptxbridge.loaders.base import DLPACK_CPU, Buffer
 
@@ -83,6 +85,22 @@ class EmulatorBackend:
             raise ArgumentError(f"{function}: shared_mem must be >= 0 (got {shared_mem})")
         run_kernel(self.program, self._machine, function, grid, block, shared_mem, bytes(params), buffers,
                    self.max_batch_threads)
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""
+        region = self.program.named[name]
+        return region.base, region.size
+
+    def read_global(self, name: str) -> bytes:
+        region = self.program.named[name]
+        return region.data[:region.size].tobytes()
+
+    def write_global(self, name: str, data: bytes) -> None:
+        """Overwrite module variable ``name`` (``.const`` included, as the host may)."""
+        region = self.program.named[name]
+        if len(data) != region.size:
+            raise ArgumentError(f"global {name!r} has {region.size} bytes (got {len(data)})")
+        region.data[:region.size] = np.frombuffer(data, np.uint8)
 
     def close(self) -> None:
         self._closed = True

@@ -23,7 +23,7 @@ from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
 from . import ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (register builders)
 from .build import OPS, Context, Control, Symbol
 from .machine import KINDS, PLAIN, Function, Step
-from .memory import PER_GRID, Region
+from .memory import PER_GRID, WINDOWS, Region
 from .parse import Body, parse_body
 from .values import DTYPES, immediate
 
@@ -45,8 +45,9 @@ class Program:
         Every defined function by name, translated.
     entries
         The PTX declaration of each kernel (``.entry``) by name.
-    variables
-        Regions of module ``.global`` / ``.const`` variables (grid-wide, at host addresses).
+    variables, named
+        Regions of module ``.global`` / ``.const`` variables (grid-wide, at host
+        addresses), in order and by name.
     shared_static, local_size
         Bytes of static shared memory per block and of local memory per thread.
     """
@@ -56,9 +57,11 @@ class Program:
         self.functions: dict[str, Function] = {}
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
+        self.named: dict[str, Region] = {}
         self.shared_static = 0
         self.local_size = 0
         self._exported: dict[str, Symbol] = {}
+        self._fixups: list[tuple[np.ndarray, int, str, int]] = []
         definitions = self._definitions(modules)
         for name in definitions:
             self._exported[name] = Symbol("func", name)
@@ -70,6 +73,7 @@ class Program:
                 scope[name] = Symbol("shared", self.dynamic_offset)
                 if self._exported.get(name, scope[name]).value is None:
                     self._exported[name] = scope[name]
+        self._fix_addresses(scopes)
         for name, (index, fn) in definitions.items():
             body, local = parsed[name]
             self.functions[name] = self._translate(fn, body, local, scopes[index])
@@ -106,6 +110,17 @@ class Program:
                     raise LinkError(f"{where} with {shape[0]} return and {shape[1]} argument parameters; "
                                     f"it declares {len(callee.returns)} and {len(callee.params)}")
 
+    def _fix_addresses(self, scopes: list[dict[str, Symbol]]) -> None:
+        """Write the generic address of each variable named in an initializer."""
+        for data, offset, target, addend in self._fixups:
+            found = next((scope[target] for scope in scopes if target in scope), None) or \
+                self._exported.get(target)
+            if found is None or found.space not in ("global", "const", "shared"):
+                raise LinkError(f"a variable initializer takes the address of {target!r}, "
+                                "which is no global, constant or shared variable of the linked modules")
+            address = found.value + addend + (WINDOWS["shared"] if found.space == "shared" else 0)
+            data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
+
     def _module_variables(self, module: PtxModule) -> dict[str, Symbol]:
         scope: dict[str, Symbol] = {}
         for var in module.globals:
@@ -137,10 +152,12 @@ class Program:
             start = (-data.ctypes.data) % 16
             data = data[start:start + max(size, 1)]
             if initializer is not None:
-                data[:size] = _initial_bytes(name, ptx_type, initializer, size)
+                data[:size], fixups = _initial_bytes(name, ptx_type, initializer, size)
+                self._fixups += [(data, offset, target, addend) for offset, target, addend in fixups]
             region = Region(f"{space} variable {name}", data.ctypes.data, size, data, PER_GRID,
                             writable=space == "global")
             self.variables.append(region)
+            self.named.setdefault(name, region)
             return Symbol(space, region.base)
         raise UnsupportedInstructionError(f"variable {name!r} in .{space} space is not supported")
 
@@ -193,19 +210,37 @@ class Program:
                         tuple(p.name for p in fn.returns))
 
 
-def _initial_bytes(name: str, ptx_type: str, text: str, size: int) -> np.ndarray:
-    """An initializer ``{1, 2, 3}`` / ``0f3F800000`` / nested braces as little-endian bytes."""
-    items = [t for t in re.split(r"[\s,{}]+", text) if t]
+_ADDRESS_ITEM = re.compile(r"^(generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?$")
+
+
+def _initial_bytes(name: str, ptx_type: str, text: str,
+                   size: int) -> tuple[np.ndarray, list[tuple[int, str, int]]]:
+    """An initializer ``{1, 2, 3}`` / ``0f3F800000`` / nested braces as little-endian bytes.
+
+    Items naming a variable (``x``, ``generic(x)``, ``x+8``: PTX ISA 5.4.4) are
+    returned as fixups ``(byte offset, name, addend)`` to fill in once every
+    variable has an address.
+    """
     dt = DTYPES[ptx_type]
-    try:
-        values = np.array([immediate(t, ptx_type) for t in items], dtype=dt)
-    except (ValueError, KeyError):
-        raise UnsupportedInstructionError(
-            f"initializer of {name!r} must be numeric constants (got {text[:60]!r})") from None
-    raw = values.view(np.uint8)
+    values, fixups = [], []
+    for index, item in enumerate(t for t in re.split(r"[\s,{}]+", text) if t):
+        address = _ADDRESS_ITEM.match(item)
+        if address is not None and not item[0].isdigit():
+            if dt.itemsize != 8:
+                raise UnsupportedInstructionError(
+                    f"initializer of {name!r}: an address needs a 64-bit element (got .{ptx_type})")
+            fixups.append((index * 8, address.group(2), int(address.group(3) or 0)))
+            values.append(dt.type(0))
+            continue
+        try:
+            values.append(immediate(item, ptx_type))
+        except (ValueError, KeyError):
+            raise UnsupportedInstructionError(
+                f"initializer of {name!r}: {item!r} is neither a constant nor a variable address") from None
+    raw = np.array(values, dtype=dt).view(np.uint8)
     if len(raw) > size:
         raise UnsupportedInstructionError(
             f"initializer of {name!r} has {len(raw)} bytes for a {size}-byte variable")
     out = np.zeros(size, np.uint8)
     out[:len(raw)] = raw
-    return out
+    return out, fixups
