@@ -58,18 +58,68 @@ def mulhi(a: Any, b: Any) -> Any:
     return hi.view(dt)
 
 
-def _int_or_float(name: str, int_builder: Callable[[Context], Run]) -> Callable[[Context], Run]:
+def _int_or_float(int_builder: Callable[[Context], Run]) -> Callable[[Context], Run]:
     def build(cx: Context) -> Run:
         if cx.ins.mods and cx.ins.mods[-1] in FLOAT_TYPES | {"f16x2", "bf16", "bf16x2"}:
-            return float_arith(cx, name)
+            return float_arith(cx, cx.ins.opcode)
         return int_builder(cx)
 
     return build
 
 
+_CC = "%cc"  # the carry flag of the extended-precision instructions (PTX ISA 9.7.2)
+
+
+def _carry_in(fr: Any) -> Any:
+    return fr.regs.get(_CC, np.uint8(0))
+
+
+def _set_carry(fr: Any, carry: Any, m: Any) -> None:
+    carry = carry.astype(np.uint8)
+    fr.regs[_CC] = carry if m is None else np.where(m, carry, _carry_in(fr))
+
+
+def _extended(cx: Context, t: str, subtract: bool, carry_in: bool, carry_out: bool,
+              product: Callable[[Any, Any], Any] | None = None) -> Run:
+    """add.cc / addc / sub.cc / subc / mad{c}.lo.cc / mad{c}.hi.cc on unsigned bits."""
+    unsigned = f"u{t[1:]}"
+    ops = cx.operands(4 if product else 3)
+    w = cx.write(ops[0])
+    readers = [cx.read(o, unsigned) for o in ops[1:]]
+
+    def run(fr: Any, m: Any) -> None:
+        values = [r(fr) for r in readers]
+        a, b = (product(values[0], values[1]), values[2]) if product else values
+        cin = _carry_in(fr).astype(a.dtype) if carry_in else a.dtype.type(0)
+        if subtract:
+            first = a - b
+            result = first - cin
+            carry = (a < b) | (first < cin)
+        else:
+            first = a + b
+            result = first + cin
+            carry = (first < a) | (result < first)
+        w(fr, result, m)
+        if carry_out:
+            _set_carry(fr, np.asarray(carry), m)
+
+    return run
+
+
+@op("addc", "subc", "madc")
+def _with_carry(cx: Context) -> Run:
+    if cx.ins.opcode == "madc":
+        flags, (t,) = cx.split_mods({"lo", "hi", "cc"}, _INTS)
+        return _extended(cx, t, False, True, "cc" in flags, mulhi if "hi" in flags else (lambda x, y: x * y))
+    flags, (t,) = cx.split_mods({"cc"}, _INTS)
+    return _extended(cx, t, cx.ins.opcode == "subc", True, "cc" in flags)
+
+
 def _add_sub(cx: Context) -> Run:
-    flags, (t,) = cx.split_mods({"sat"}, _INTS)
+    flags, (t,) = cx.split_mods({"sat", "cc"}, _INTS)
     subtract = cx.ins.opcode == "sub"
+    if "cc" in flags:
+        return _extended(cx, t, subtract, False, True)
     if "sat" in flags:
         if t != "s32":
             raise cx.unsupported(".sat needs .s32")
@@ -91,7 +141,9 @@ def _mul(cx: Context) -> Run:
 
 
 def _mad(cx: Context) -> Run:
-    flags, (t,) = cx.split_mods({"lo", "hi", "wide", "sat"}, _INTS)
+    flags, (t,) = cx.split_mods({"lo", "hi", "wide", "sat", "cc"}, _INTS)
+    if "cc" in flags:
+        return _extended(cx, t, False, False, True, mulhi if "hi" in flags else (lambda x, y: x * y))
     d, a, b, c = cx.operands(4)
     mode = (flags - {"sat"}).pop() if len(flags - {"sat"}) == 1 else None
     if mode is None:
@@ -146,9 +198,9 @@ def _min_max(cx: Context) -> Run:
     return _binary(cx, t, np.minimum if cx.ins.opcode == "min" else np.maximum)
 
 
-op("add", "sub")(_int_or_float("add", _add_sub))
-op("mul")(_int_or_float("mul", _mul))
-op("mad")(_int_or_float("mad", _mad))
+op("add", "sub")(_int_or_float(_add_sub))
+op("mul")(_int_or_float(_mul))
+op("mad")(_int_or_float(_mad))
 op("div", "rem")(_div_rem)
 op("abs", "neg")(_abs_neg)
 op("min", "max")(_min_max)

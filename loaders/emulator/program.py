@@ -63,8 +63,8 @@ class Program:
         self._exported: dict[str, Symbol] = {}
         self._fixups: list[tuple[np.ndarray, int, str, int]] = []
         definitions = self._definitions(modules)
-        for name in definitions:
-            self._exported[name] = Symbol("func", name)
+        for name in {fn.name for module in modules for fn in module.functions}:
+            self._exported[name] = Symbol("func", name)  # declarations too: _check_calls names the missing
         scopes = [self._module_variables(module) for module in modules]
         parsed = {name: self._declare(fn, modules[index].source) for name, (index, fn) in definitions.items()}
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)

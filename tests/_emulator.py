@@ -1,0 +1,60 @@
+"""Helpers for the CPU emulator tests: launch PTX directly through EmulatorBackend.
+
+Parameters are packed by the ABI layer (a Signature's layout and packer), the
+same path the call path uses, so these tests exercise the loader contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ptxbridge.abi.dtypes import dtype
+from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
+from ptxbridge.abi.signature import Convention, Param, Signature
+from ptxbridge.image import Image
+from ptxbridge.loaders.base import Buffer
+from ptxbridge.loaders.emulator import EmulatorBackend
+
+
+def ptr(t: str) -> Pointer:
+    return Pointer(Scalar(dtype(t)))
+
+
+def scalar(t: str) -> Scalar:
+    return Scalar(dtype(t))
+
+
+def backend(*ptx: bytes | str, **options: Any) -> EmulatorBackend:
+    texts = tuple(p.encode() if isinstance(p, str) else p for p in ptx)
+    return EmulatorBackend(Image(cubin=None, arch=None, kernels={}, ptx=texts), **options)
+
+
+def buffers(arrays: Sequence[np.ndarray], readonly: Sequence[np.ndarray] = ()) -> list[Buffer]:
+    ro = {id(a) for a in readonly}
+    return [Buffer(a.ctypes.data, a.nbytes, id(a) not in ro, a) for a in arrays]
+
+
+def launch(be: EmulatorBackend, name: str, kinds: Sequence[ParamType], values: Sequence[Any],
+           grid: Any, block: Any, arrays: Sequence[np.ndarray] = (), *, shared: int = 0,
+           readonly: Sequence[np.ndarray] = (), convention: Convention = Convention.C) -> None:
+    sig = Signature(name, tuple(Param(f"p{i}", k) for i, k in enumerate(kinds)), convention=convention)
+    params = sig.layout.packer().pack(values)
+    grid = (grid,) if isinstance(grid, int) else grid
+    block = (block,) if isinstance(block, int) else block
+    be.launch(name, tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block)), shared,
+              None, params, buffers(arrays, readonly))
+
+
+def numba_array(a: np.ndarray) -> list[int]:
+    """numba-cuda's flat array parameters: meminfo, parent, nitems, itemsize, data, shape, strides."""
+    return [0, 0, a.size, a.itemsize, a.ctypes.data, *a.shape, *a.strides]
+
+
+def kernel_ptx(body: str, params: str = ".param .u64 out", regs: str = "", globals_: str = "",
+               name: str = "k") -> str:
+    """A hand-written one-kernel module around ``body``."""
+    return (f".version 8.0\n.target sm_90\n.address_size 64\n{globals_}\n"
+            f".visible .entry {name}({params})\n{{\n{regs}\n{body}\n}}\n")
