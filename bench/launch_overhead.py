@@ -122,6 +122,18 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     rows["ptxbridge, torch tensors, stream=int handle"] = per_launch(
         lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
     torch.testing.assert_close(c, a + b)
+    # Where the time goes: the prepared driver call alone, and the Python side alone.
+    backend = module.backend
+    raw = backend.prepare(backend.function("vadd3"), sig.layout.packer(), "vadd3")
+    values = (a.data_ptr(), b.data_ptr(), c.data_ptr(), N)
+    grid3, block3 = (GRID, 1, 1), (BLOCK, 1, 1)
+    rows["breakdown: pack + ctypes cuLaunchKernel only (no checks)"] = per_launch(
+        lambda: raw(values, grid3, block3, 0, handle), stream.synchronize)
+    stub = load_image(image, 0)
+    stub.backend.prepare = lambda *args, **kwargs: (lambda *launch_args: None)
+    stubbed = stub.vadd3
+    rows["breakdown: checks + binding + call path, launch stubbed out"] = per_launch(
+        lambda: stubbed(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
     os.environ["PTXBRIDGE_LAUNCH_PARAMS"] = "pointers"
     pointers = load_image(image, 0).vadd3
     del os.environ["PTXBRIDGE_LAUNCH_PARAMS"]

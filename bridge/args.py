@@ -48,7 +48,7 @@ from .dlpack import (
     torch_dtype_map,
 )
 from .tensor_checks import TensorProblem, check_layout
-from .values import ValueProblem, describe_type, encode, scalar_converter
+from .values import F32_MAX, ValueProblem, describe_type, encode, scalar_converter
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
 
@@ -103,12 +103,17 @@ class Binder:
     """``values(arg, stream)`` (or ``(arg, state)`` when ``stateful``) -> flat values.
 
     ``buffer(arg, stream)`` gives the memory range a tensor argument brings (for
-    loaders that bounds-check); None for arguments that bring none.
+    loaders that bounds-check); None for arguments that bring none.  ``inline``
+    is an optional hint for the plan compiler (:mod:`ptxbridge.module`) to
+    expand the common accepting case in place, falling back to ``values``:
+    ``("torch", "pointer" | "slice", torch_dtype, device_index)``,
+    ``("int", lo, hi)`` or ``("float", limit)``.
     """
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffer: Callable[[Any, int], Buffer] | None = None
+    inline: tuple | None = None
 
 
 class _Where:
@@ -171,11 +176,13 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         return Buffer(lowest, nbytes, not info.readonly, info.owner)
 
     fast = _torch_fast_path(ctx, t, arg_type, checked)
-    return Binder(fast or checked, buffer=buffer)
+    if fast is None:
+        return Binder(checked, buffer=buffer)
+    return Binder(fast[0], buffer=buffer, inline=fast[1])
 
 
 def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
-                     checked: Callable[[Any, Any], tuple]) -> Callable[[Any, Any], tuple] | None:
+                     checked: Callable[[Any, Any], tuple]) -> tuple[Callable, tuple] | None:
     """For torch tensors on pointers and slices: three attribute reads, else the full check.
 
     The full check (``checked``) either raises the proper error or accepts
@@ -196,16 +203,16 @@ def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
             if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
                 return (arg.data_ptr(),)
             return checked(arg, stream)
-        return pointer
+        return pointer, ("torch", "pointer", torch_dtype, device)
 
     def slice_(arg: Any, stream: Any) -> tuple:
         if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
             return (arg.data_ptr(), arg.numel())
         return checked(arg, stream)
-    return slice_
+    return slice_, ("torch", "slice", torch_dtype, device)
 
 
-def _scalar_binder(where: _Where, t: Scalar, flat: list) -> Binder:
+def _scalar_binder(where: _Where, t: Scalar, flat: list, arg_type: type) -> Binder:
     convert = scalar_converter(t.dtype, flat)
 
     def scalar(arg: Any, stream: Any) -> tuple:
@@ -214,7 +221,14 @@ def _scalar_binder(where: _Where, t: Scalar, flat: list) -> Binder:
         except ValueProblem as problem:
             raise where.fail(str(problem)) from None
 
-    return Binder(scalar)
+    dt, plain = t.dtype, len(flat) == 1 and not flat[0].aggregate and flat[0].ptx_type[0] in "suf"
+    inline = None
+    if plain and dt.is_integer and arg_type is int:
+        inline = ("int", *((-(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1) if dt.is_signed
+                           else (0, (1 << dt.bits) - 1)))
+    elif plain and dt.name in ("f32", "f64") and arg_type is float:
+        inline = ("float", F32_MAX if dt.name == "f32" else float("inf"))
+    return Binder(scalar, inline=inline)
 
 
 def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamType], tuple[int, ...]]:
@@ -336,7 +350,7 @@ def make_binder(ctx: BindContext, param: Param, arg_type: type) -> Binder:
     if isinstance(t, TileList):
         return _tile_list_binder(ctx, where)
     if isinstance(t, Scalar):
-        return _scalar_binder(where, t, lower_param(param.name, t, ctx.convention))
+        return _scalar_binder(where, t, lower_param(param.name, t, ctx.convention), arg_type)
     if isinstance(t, Tuple) and ctx.convention in _FLATTENING:
         return _flat_tuple_binder(ctx, where)
     if isinstance(t, (Struct, Tuple, Opaque, Constant)):

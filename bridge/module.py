@@ -28,10 +28,12 @@ from ptxbridge.loaders.base import DLPACK_CUDA, Backend
 
 from .args import BindContext, LaunchState, OtherDeviceError, make_binder
 from .dlpack import default_stream_for, device_name, stream_handle
+from .fastpath import compile_launch
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
 Dim3 = tuple[int, int, int]
+_DIM_LIMIT = 1 << 31
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -39,7 +41,7 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
     items = (value,) if isinstance(value, int) else value
     if (isinstance(items, (tuple, list)) and 1 <= len(items) <= 3
             and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < (1 << 31) for v in items)):
-        return (*items, 1, 1)[:3]
+        return (*items, 1, 1)[:3]  # type: ignore[return-value]
     raise ArgumentError(f"{kernel}: {what} must be a positive int or a tuple of up to 3 positive ints "
                         f"(got {value!r})")
 
@@ -47,7 +49,7 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
-    __slots__ = ("binders", "default_stream", "fast", "launch", "need_buffers", "stateful")
+    __slots__ = ("binders", "bound", "default_stream", "fast", "launch", "need_buffers", "stateful")
 
     def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
         signature, backend = kernel.signature, kernel._backend
@@ -69,6 +71,7 @@ class _Plan:
         if self.fast:
             extra = {"cooperative": True} if kernel.cooperative else {}
             self.launch = prepare(kernel._function, packer, kernel.name, **extra)
+            self.bound = compile_launch(self.binders, self.launch)
         else:
             function, name = kernel._function, kernel.name
 
@@ -81,6 +84,7 @@ class _Plan:
                 backend.launch(function, grid, block, shared_mem, stream, params, buffers)
 
             self.launch = general
+            self.bound = None
 
     def stream_of(self, stream: Any, device_id: int) -> int:
         if stream is not None:
@@ -89,16 +93,11 @@ class _Plan:
 
     def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any,
             upload: Callable | None) -> None:
+        """The general path: binders in a loop, memory ranges collected for the loader."""
         handle = self.stream_of(stream, kernel._backend.device_id)
-        if self.fast:
-            values: tuple = ()
-            for binder, arg in zip(self.binders, args, strict=False):
-                values += binder.values(arg, handle)
-            self.launch(values, grid, block, shared_mem, handle)
-            return
         state = LaunchState(handle, upload)
-        values = ()
-        for binder, arg in zip(self.binders, args, strict=False):
+        values: tuple = ()
+        for binder, arg in zip(self.binders, args, strict=True):
             values += binder.values(arg, state if binder.stateful else handle)
             if self.need_buffers and binder.buffer is not None:
                 state.buffers.append(binder.buffer(arg, handle))
@@ -120,7 +119,7 @@ class Kernel:
         self._plans: dict[tuple[type, ...], _Plan] = {}
         self._cooperative = False
         reqntid = signature.launch.reqntid
-        self._default_block = tuple(reqntid) if reqntid else None
+        self._default_block = dim3(tuple(reqntid), "reqntid", name) if reqntid else None
 
     def __call__(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
                  stream: Any = None) -> None:
@@ -129,16 +128,30 @@ class Kernel:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _Plan(self, key)
-        grid3 = dim3(grid, "grid", self.name)
+        if grid.__class__ is int and 0 < grid < _DIM_LIMIT:
+            grid3 = (grid, 1, 1)
+        else:
+            grid3 = dim3(grid, "grid", self.name)
         if block is None:
             if self._default_block is None:
                 raise ArgumentError(f"{self.name}: block= is required (the kernel declares no .reqntid)")
-            block = self._default_block
-        block3 = dim3(block, "block", self.name)
+            block3 = self._default_block
+        else:
+            block3 = (block, 1, 1) if block.__class__ is int and 0 < block < _DIM_LIMIT else dim3(
+                block, "block", self.name)
         if shared_mem.__class__ is not int or shared_mem < 0:
             raise ArgumentError(f"{self.name}: shared_mem must be a non-negative int (got {shared_mem!r})")
         try:
-            plan.run(self, args, grid3, block3, shared_mem, stream, getattr(self._backend, "upload", None))
+            if plan.bound is not None:
+                if stream is None:
+                    reader = plan.default_stream
+                    handle = 0 if reader is None else reader(self._backend.device_id)
+                else:
+                    handle = stream if stream.__class__ is int else stream_handle(stream)
+                plan.bound(args, grid3, block3, shared_mem, handle)
+            else:
+                upload = getattr(self._backend, "upload", None)
+                plan.run(self, args, grid3, block3, shared_mem, stream, upload)
         except OtherDeviceError as moved:
             sibling = self._module._sibling(moved.device_id)
             if sibling is None:

@@ -30,9 +30,9 @@ from ptxbridge.abi.kinds import (
 )
 from ptxbridge.abi.lowering import FlatParam, field_offsets, memory_layout
 
-__all__ = ["ValueProblem", "scalar_converter", "encode", "bf16_bits", "describe_type"]
+__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encode", "bf16_bits", "describe_type"]
 
-_F32_MAX = 3.4028234663852886e38
+F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
 
@@ -117,13 +117,13 @@ def _scalar_bytes(dt: DType, value: Any) -> bytes:
         z = _as_complex(value, dt)
         return struct.pack("<ff" if dt.bits == 64 else "<dd", z.real, z.imag)
     if dt.name == "f32":
-        return struct.pack("<f", _as_float(value, dt, _F32_MAX))
+        return struct.pack("<f", _as_float(value, dt, F32_MAX))
     if dt.name == "f64":
         return struct.pack("<d", _as_float(value, dt, None))
     if dt.name == "f16":
         return struct.pack("<e", _as_float(value, dt, _F16_MAX))
     if dt.name == "bf16":
-        return struct.pack("<H", bf16_bits(_as_float(value, dt, _F32_MAX)))
+        return struct.pack("<H", bf16_bits(_as_float(value, dt, F32_MAX)))
     # fp8: no portable Python conversion; take raw bits.
     return bytes([_as_int(value, DTYPES["u8"])])
 
@@ -144,7 +144,7 @@ def scalar_converter(dt: DType, flat: list[FlatParam]) -> Callable[[Any], tuple]
         return lambda value: (_as_bool(value, dt),)
     if dt.is_integer:
         return lambda value: (_as_int(value, dt),)
-    limit = _F32_MAX if dt.name == "f32" else None
+    limit = F32_MAX if dt.name == "f32" else None
     return lambda value: (_as_float(value, dt, limit),)
 
 

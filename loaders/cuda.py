@@ -92,10 +92,24 @@ class _Function:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _param_count(function: Any) -> int | None:
+    """``cuFuncGetParamCount`` where the driver has it (CUDA 13), else None."""
+    query = getattr(cu, "cuFuncGetParamCount", None)
+    if query is None:
+        return None
+    err, count = query(function)
+    return int(count) if err == cu.CUresult.CUDA_SUCCESS else None
+
+
 def _cross_check(name: str, signature: Signature, function: Any) -> None:
     """The driver's parameter offsets and sizes must equal ptxbridge's layout (FRONTENDS.md 7)."""
     laid = signature.layout.params
-    for index in range(len(laid) + 1):
+    count = _param_count(function)
+    if count is not None and count != len(laid):
+        raise AbiMismatchError(f"{name}: the signature lowers to {len(laid)} PTX parameters, but the "
+                               f"driver reports {count}")
+    # Without a count, probe one index past the end (the driver answers CUDA_ERROR_INVALID_VALUE).
+    for index in range(len(laid) + (count is None)):
         err, offset, size = cu.cuFuncGetParamInfo(function, index)
         if err == cu.CUresult.CUDA_ERROR_NOT_SUPPORTED:
             return  # driver older than 12.4: nothing to compare against

@@ -199,9 +199,45 @@ def test_parse_device_takes_torch_devices():
     assert parse_device(torch.device("cpu")) == ("cpu", 0)
 
 
-def test_load_image_cpu_uses_the_emulator():
+ADD_ONE_PTX = b"""
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry add_one(.param .u64 p_x, .param .u32 p_n)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .reg .f32 %f<3>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [p_x];
+    ld.param.u32 %r1, [p_n];
+    mov.u32 %r2, %tid.x;
+    setp.ge.u32 %p1, %r2, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r2, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd2];
+    add.f32 %f2, %f1, 0f3F800000;
+    st.global.f32 [%rd2], %f2;
+DONE:
+    ret;
+}
+"""
+
+
+def test_load_image_cpu_runs_kernels_in_the_emulator():
     emulator = pytest.importorskip("ptxbridge.loaders.emulator")
     if not hasattr(emulator, "EmulatorBackend"):
         pytest.skip("the CPU emulator is not there yet")
-    module = load_image(Image(None, None, {}, ptx=()), "cpu")
-    assert isinstance(module, Module) and module.backend.device_type == DLPACK_CPU
+    sig = Signature("add_one", (Param("x", Pointer(Scalar(F32))), Param("n", Scalar(dtype("u32")))))
+    with load_image(Image(None, None, {"add_one": sig}, ptx=(ADD_ONE_PTX,)), "cpu") as module:
+        assert module.device == "cpu"
+        x = np.random.default_rng().random(40, dtype=np.float32)
+        expected = x + np.float32(1)
+        expected[37:] = x[37:]
+        module.add_one(x, 37, grid=1, block=64)
+        np.testing.assert_array_equal(x, expected)
+        y = module.to_device(np.arange(4, dtype=np.float32))
+        module.add_one(y, 4, grid=1, block=4)
+        np.testing.assert_array_equal(module.to_host(y), [1, 2, 3, 4])
