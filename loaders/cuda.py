@@ -97,7 +97,10 @@ def _param_count(function: Any) -> int | None:
     query = getattr(cu, "cuFuncGetParamCount", None)
     if query is None:
         return None
-    err, count = query(function)
+    try:
+        err, count = query(function)
+    except RuntimeError:  # cuda.bindings: "Function cuFuncGetParamCount not found" in this driver
+        return None
     return int(count) if err == cu.CUresult.CUDA_SUCCESS else None
 
 
