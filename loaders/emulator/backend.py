@@ -31,6 +31,10 @@ class EmulatorBackend:
     max_batch_threads
         Threads interpreted together (whole blocks); larger batches amortize
         interpretation, smaller ones bound memory.
+    max_steps
+        Interpreter steps one batch may take before the launch fails with
+        EmulatorError (a watchdog against endless loops and spin-waits that
+        need independent thread scheduling).
 
     Raises
     ------
@@ -47,7 +51,8 @@ class EmulatorBackend:
 
     device_type = DLPACK_CPU
 
-    def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 20):
+    def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 20,
+                 max_steps: int = 100_000_000):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
         if not image.ptx:
@@ -58,6 +63,7 @@ class EmulatorBackend:
         self.image = image
         self.device_id = device_id
         self.max_batch_threads = max_batch_threads
+        self.max_steps = max_steps
         self.program = Program(image.ptx)
         self._machine = Machine(self.program.functions)
         self._closed = False
@@ -84,7 +90,7 @@ class EmulatorBackend:
         if shared_mem < 0:
             raise ArgumentError(f"{function}: shared_mem must be >= 0 (got {shared_mem})")
         run_kernel(self.program, self._machine, function, grid, block, shared_mem, bytes(params), buffers,
-                   self.max_batch_threads)
+                   self.max_batch_threads, self.max_steps)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""

@@ -18,12 +18,12 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("kernel", "memory", "n", "special", "steps", "warps")
+    __slots__ = ("kernel", "max_steps", "memory", "n", "special", "steps")
 
-    def __init__(self, n: int, memory: Memory, special: dict[str, Any], kernel: str):
+    def __init__(self, n: int, memory: Memory, special: dict[str, Any], kernel: str, max_steps: int):
         self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
         self.steps = 0
-        self.warps = n // 32
+        self.max_steps = max_steps
 
 
 class ParamStore:

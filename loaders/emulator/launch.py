@@ -73,7 +73,7 @@ def _special(first: int, count: int, grid: tuple[int, int, int], block: tuple[in
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int) -> None:
+               max_threads: int, max_steps: int) -> None:
     """Run kernel ``name`` to completion (launches on the CPU are synchronous)."""
     fn: Function = program.functions[name]
     entry = program.entries[name]
@@ -103,6 +103,6 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             thread_of = np.arange(n, dtype=np.uint64)
             block_of = np.uint64(0) if count == 1 else thread_of // np.uint64(padded)
             special = _special(first, count, grid, block, padded, (program.shared_static, shared_mem))
-            batch = Batch(n, Memory(regions, block_of, thread_of), special, name)
+            batch = Batch(n, Memory(regions, block_of, thread_of), special, name, max_steps)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)

@@ -139,6 +139,12 @@ class Machine:
                     continue
                 step, m, upc = steps[lowest], here, lowest
             fr.batch.steps += 1
+            if fr.batch.steps > fr.batch.max_steps:
+                raise EmulatorError(
+                    f"kernel {fr.batch.kernel!r}: gave up after {fr.batch.max_steps} interpreter steps "
+                    f"{self._fail(fn, step)}: an endless loop, or a spin-wait on another thread of the same "
+                    "block (the emulator runs the lowest program counter first; raise max_steps if the "
+                    "kernel is just long)")
             g = m if step.guard is None else _guarded(step, fr, m)
             kind = step.kind
             if kind == PLAIN:

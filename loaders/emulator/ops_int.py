@@ -255,12 +255,13 @@ def _bfe(cx: Context) -> Run:
         pos = (pos & 0xFF).astype(np.uint64)
         length = (length & 0xFF).astype(np.uint64)
         ux = x.view(UINT[x.dtype.itemsize]).astype(np.uint64)
-        field = np.where(pos >= bits, np.uint64(0), ux >> np.minimum(pos, np.uint64(bits - 1)))
-        field = field & _field_mask(length)
-        if x.dtype.kind == "i":
+        room = np.uint64(bits) - np.minimum(pos, np.uint64(bits))
+        inside = np.where(pos >= bits, np.uint64(0), np.minimum(length, room))
+        field = (ux >> np.minimum(pos, np.uint64(bits - 1))) & _field_mask(inside)
+        if x.dtype.kind == "i":  # bits past the field (or past the msb) copy a[min(pos+len-1, msb)]
             top = np.minimum(pos + length, np.uint64(bits)) - np.uint64(1)
             sign = np.where(length == 0, False, ((ux >> np.minimum(top, np.uint64(63))) & np.uint64(1)) == 1)
-            field = np.where(sign, field | ~_field_mask(length), field)
+            field = np.where(sign, field | ~_field_mask(inside), field)
         return field.astype(UINT[x.dtype.itemsize]).view(x.dtype)
 
     return lambda fr, m: w(fr, bfe(ra(fr), rb(fr), rc(fr)), m)
