@@ -51,7 +51,7 @@ class EmulatorBackend:
 
     device_type = DLPACK_CPU
 
-    def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 20,
+    def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 15,
                  max_steps: int = 100_000_000):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
@@ -64,6 +64,7 @@ class EmulatorBackend:
         self.device_id = device_id
         self.max_batch_threads = max_batch_threads
         self.max_steps = max_steps
+        self.thread_instructions = 0  # instructions x threads executing them, over all launches
         self.program = Program(image.ptx)
         self._machine = Machine(self.program.functions)
         self._closed = False
@@ -89,8 +90,8 @@ class EmulatorBackend:
                                 f"(got {block})")
         if shared_mem < 0:
             raise ArgumentError(f"{function}: shared_mem must be >= 0 (got {shared_mem})")
-        run_kernel(self.program, self._machine, function, grid, block, shared_mem, bytes(params), buffers,
-                   self.max_batch_threads, self.max_steps)
+        self.thread_instructions += run_kernel(self.program, self._machine, function, grid, block, shared_mem,
+                                               bytes(params), buffers, self.max_batch_threads, self.max_steps)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""

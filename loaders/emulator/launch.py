@@ -73,8 +73,8 @@ def _special(first: int, count: int, grid: tuple[int, int, int], block: tuple[in
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int, max_steps: int) -> None:
-    """Run kernel ``name`` to completion (launches on the CPU are synchronous)."""
+               max_threads: int, max_steps: int) -> int:
+    """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run."""
     fn: Function = program.functions[name]
     entry = program.entries[name]
     if len(params) < entry.size:
@@ -89,6 +89,7 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     per_batch = max(1, max_threads // padded)
     shared_size = program.dynamic_offset + shared_mem if shared_mem else program.shared_static
     valid = np.arange(padded) < per_block
+    executed = 0
     with np.errstate(all="ignore"):
         for first in range(0, blocks, per_batch):
             count = min(per_batch, blocks - first)
@@ -106,3 +107,5 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             batch = Batch(n, Memory(regions, block_of, thread_of), special, name, max_steps)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
+            executed += batch.thread_steps
+    return executed

@@ -119,6 +119,7 @@ class Machine:
                 step = steps[upc]
                 m = live
                 here = None
+                fr.batch.thread_steps += live_count
             else:
                 runnable = live if blocked is None else live & ~blocked
                 candidates = np.where(runnable, pc, _FAR)
@@ -130,7 +131,8 @@ class Machine:
                     blocked = None
                     continue
                 here = candidates == lowest
-                if blocked is None and int(np.count_nonzero(here)) == live_count:
+                at_here = int(np.count_nonzero(here))
+                if blocked is None and at_here == live_count:
                     pc, upc = None, lowest
                     continue
                 if lowest >= count:
@@ -138,6 +140,7 @@ class Machine:
                     live_count = int(np.count_nonzero(live))
                     continue
                 step, m, upc = steps[lowest], here, lowest
+                fr.batch.thread_steps += at_here
             fr.batch.steps += 1
             if fr.batch.steps > fr.batch.max_steps:
                 raise EmulatorError(
