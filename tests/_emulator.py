@@ -58,3 +58,31 @@ def kernel_ptx(body: str, params: str = ".param .u64 out", regs: str = "", globa
     """A hand-written one-kernel module around ``body``."""
     return (f".version 8.0\n.target sm_90\n.address_size 64\n{globals_}\n"
             f".visible .entry {name}({params})\n{{\n{regs}\n{body}\n}}\n")
+
+
+_REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}
+_LD = {1: "u8", 2: "b16", 4: "b32", 8: "b64"}
+
+
+def elementwise(instruction: str, out: type, *inputs: np.ndarray) -> np.ndarray:
+    """One thread per element: run ``instruction`` on registers %a %b %c (inputs), %d (output),
+    scratch %u (b32), %p %q (predicates); return the outputs."""
+    n = len(inputs[0])
+    out_dt = np.dtype(out)
+    regs = [f".reg .{_REG[x.itemsize]} %{'abc'[i]};" for i, x in enumerate(inputs)]
+    regs += [f".reg .{_REG[out_dt.itemsize]} %d;", ".reg .b64 %rd<4>;", ".reg .b32 %t, %u;",
+             ".reg .pred %p, %q;"]
+    body = ["mov.u32 %t, %tid.x;"]
+    for i, x in enumerate(inputs):
+        body += [f"ld.param.u64 %rd1, [p{i}];", f"mul.wide.u32 %rd2, %t, {x.itemsize};",
+                 "add.s64 %rd3, %rd1, %rd2;", f"ld.global.{_LD[x.itemsize]} %{'abc'[i]}, [%rd3];"]
+    body += [instruction, f"ld.param.u64 %rd1, [p{len(inputs)}];",
+             f"mul.wide.u32 %rd2, %t, {out_dt.itemsize};", "add.s64 %rd3, %rd1, %rd2;",
+             f"st.global.{_LD[out_dt.itemsize]} [%rd3], %d;", "ret;"]
+    params = ", ".join(f".param .u64 p{i}" for i in range(len(inputs) + 1))
+    be = backend(kernel_ptx("\n".join(body), params, "\n".join(regs)))
+    result = np.zeros(n, out_dt)
+    arrays = [np.ascontiguousarray(x) for x in inputs] + [result]
+    launch(be, "k", [ptr("u8")] * len(arrays), [a.ctypes.data for a in arrays], grid=1, block=n,
+           arrays=arrays)
+    return result

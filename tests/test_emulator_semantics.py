@@ -11,36 +11,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _emulator import backend, kernel_ptx, launch, ptr
+from _emulator import backend, elementwise, kernel_ptx, launch, ptr
 
 RNG = np.random.default_rng(11)
-_REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}
-_LD = {1: "u8", 2: "b16", 4: "b32", 8: "b64"}
-
-
-def elementwise(instruction: str, out: type, *inputs: np.ndarray) -> np.ndarray:
-    """Run ``instruction`` (registers %a %b %c in, %d out, %p %q predicates) once per element."""
-    n = len(inputs[0])
-    out_dt = np.dtype(out)
-    regs = [f".reg .{_REG[x.itemsize]} %{'abc'[i]};" for i, x in enumerate(inputs)]
-    regs += [f".reg .{_REG[out_dt.itemsize]} %d;", ".reg .b64 %rd<4>;", ".reg .b32 %t, %u;",
-             ".reg .pred %p, %q;"]
-    body = ["mov.u32 %t, %tid.x;"]
-    for i, x in enumerate(inputs):
-        body += [f"ld.param.u64 %rd1, [p{i}];", f"mul.wide.u32 %rd2, %t, {x.itemsize};",
-                 "add.s64 %rd3, %rd1, %rd2;", f"ld.global.{_LD[x.itemsize]} %{'abc'[i]}, [%rd3];"]
-    body += [instruction, f"ld.param.u64 %rd1, [p{len(inputs)}];",
-             f"mul.wide.u32 %rd2, %t, {out_dt.itemsize};", "add.s64 %rd3, %rd1, %rd2;",
-             f"st.global.{_LD[out_dt.itemsize]} [%rd3], %d;", "ret;"]
-    params = ", ".join(f".param .u64 p{i}" for i in range(len(inputs) + 1))
-    be = backend(kernel_ptx("\n".join(body), params, "\n".join(regs)))
-    result = np.zeros(n, out_dt)
-    arrays = [np.ascontiguousarray(x) for x in inputs] + [result]
-    launch(be, "k", [ptr("u8")] * len(arrays), [a.ctypes.data for a in arrays], grid=1, block=n,
-           arrays=arrays)
-    return result
-
-
 def ints(dtype: type, n: int = 512) -> np.ndarray:
     info = np.iinfo(dtype)
     edges = np.array([info.min, info.max, 0, 1, info.max // 2, info.min + 1 if info.min else 2], dtype)
@@ -452,7 +425,7 @@ def test_misaligned_and_unmapped_accesses():
     data = np.zeros(4, np.uint32)
     with pytest.raises(MemoryAccessError, match="misaligned"):
         launch(be, "k", [ptr("u32")], [data.ctypes.data], grid=1, block=1, arrays=[data])
-    with pytest.raises(MemoryAccessError, match="outside every buffer.*address 0x8 "):
+    with pytest.raises(MemoryAccessError, match=r"outside every buffer.*address 0x8 "):
         launch(be, "k", [ptr("u32")], [6], grid=1, block=1)
 
 

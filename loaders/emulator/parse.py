@@ -114,6 +114,7 @@ class Body:
     variables: tuple[Variable, ...]
 
 
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:(?!:)")
 _RANGE = re.compile(r"^(%?[A-Za-z_$][\w$]*)<(\d+)>$")
 _ARRAY = re.compile(r"^([%A-Za-z_$][\w$]*)((?:\[\d*\])*)$")
@@ -147,6 +148,7 @@ def parse_body(text: str, first_line: int, source: str, function: str) -> Body:
 
     Raises FormatError naming ``source``, the line and the offending text.
     """
+    text = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)  # keeps every line number
     parser = _BodyParser(text, first_line, source, function)
     parser.run()
     return Body(tuple(parser.instructions), parser.labels, parser.registers, tuple(parser.variables))
