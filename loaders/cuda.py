@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuda.bindings import driver as cu
+from cuda.pathfinder import DynamicLibNotFoundError
 
 from ptxbridge.abi.errors import AbiMismatchError, CudaError
 from ptxbridge.abi.layout import Packer
@@ -72,11 +73,11 @@ def _libcuda() -> Any:
 
 
 def device_count() -> int:
-    """How many GPUs the driver reports; 0 when there is no usable driver."""
+    """How many GPUs the driver reports; 0 when there is no usable driver (or no libcuda at all)."""
     try:
         _libcuda()
         return _call("cuDeviceGetCount", cu.cuDeviceGetCount)
-    except (CudaError, OSError):
+    except (CudaError, OSError, DynamicLibNotFoundError):
         return 0
 
 
