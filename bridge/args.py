@@ -106,7 +106,7 @@ class Binder:
     loaders that bounds-check); None for arguments that bring none.  ``inline``
     is an optional hint for the plan compiler (:mod:`ptxbridge.module`) to
     expand the common accepting case in place, falling back to ``values``:
-    ``("torch", "pointer" | "slice", torch_dtype, device_index)``,
+    ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
     ``("int", lo, hi)`` or ``("float", limit)``.
     """
 
@@ -175,7 +175,7 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         lowest, nbytes = info.span()
         return Buffer(lowest, nbytes, not info.readonly, info.owner)
 
-    fast = _torch_fast_path(ctx, t, arg_type, checked)
+    fast = _torch_fast_path(ctx, t, arg_type, checked) or _cupy_fast_path(ctx, t, arg_type, checked)
     if fast is None:
         return Binder(checked, buffer=buffer)
     return Binder(fast[0], buffer=buffer, inline=fast[1])
@@ -210,6 +210,22 @@ def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
             return (arg.data_ptr(), arg.numel())
         return checked(arg, stream)
     return slice_, ("torch", "slice", torch_dtype, device)
+
+
+def _cupy_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
+                    checked: Callable[[Any, Any], tuple]) -> tuple[Callable, tuple] | None:
+    """For CuPy arrays on pointers and slices: the plan compiler inlines dtype, device and
+    contiguity reads (``Binder.inline``); the binder itself stays the full check."""
+    if (arg_type.__module__.split(".")[0] != "cupy" or not isinstance(t, (Pointer, Slice))
+            or ctx.device_type != DLPACK_CUDA):
+        return None
+    import numpy
+
+    want = _want_dtype(t)
+    if want is None or want.numpy_name is None:
+        return None
+    kind = "pointer" if isinstance(t, Pointer) else "slice"
+    return checked, ("cupy", kind, numpy.dtype(want.numpy_name), ctx.device_id)
 
 
 def _scalar_binder(where: _Where, t: Scalar, flat: list, arg_type: type) -> Binder:

@@ -33,6 +33,16 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
                     f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
         return [test, f"        v{i} = a{i}.data_ptr()", f"        w{i} = a{i}.numel()", "    else:",
                 f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
+    if hint[0] == "cupy":
+        _, kind, numpy_dtype, device = hint
+        names[f"d{i}"] = numpy_dtype
+        test = (f"    if a{i}.dtype is d{i} and a{i}.data.device_id == {int(device)} "
+                f"and a{i}.flags.c_contiguous:")
+        if kind == "pointer":
+            return [test, f"        v{i} = a{i}.data.ptr", "    else:",
+                    f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
+        return [test, f"        v{i} = a{i}.data.ptr", f"        w{i} = a{i}.size", "    else:",
+                f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
     if hint[0] == "int":
         _, lo, hi = hint
         test = f"    if a{i}.__class__ is int and {int(lo)} <= a{i} <= {int(hi)}:"

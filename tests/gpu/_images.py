@@ -111,6 +111,19 @@ def _rust() -> list:
     return [ptxbridge.rust.compile(HERE.parent.parent / "examples" / "kernels" / "scale.rs")]
 
 
+def _oxide() -> list:
+    """cuda-oxide conformance kernels: PTX with oxide's lowering, typed from the #[kernel] source."""
+    import tempfile
+
+    import ptxbridge.oxide as ox
+    import ptxbridge.rust
+
+    ptx = ptxbridge.rust.compile(RUST_DIR / "oxide" / "kernels_ptx.rs", progress=False).code
+    path = Path(tempfile.mkdtemp()) / "kernels.ptx"
+    path.write_bytes(ptx)
+    return [ox.load(path, RUST_DIR / "oxide" / "kernels.rs")]
+
+
 def _tile() -> list:
     import cuda.tile as ct
     from _tile_kernels import tile_vadd
@@ -165,7 +178,8 @@ def _lto() -> list:
 
 
 BUILDERS: dict[str, Callable[[], list]] = {
-    "cpp": _cpp, "numba": _numba, "rust": _rust, "tile": _tile, "cross": _cross, "lto": _lto,
+    "cpp": _cpp, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile, "cross": _cross,
+    "lto": _lto,
 }
 
 

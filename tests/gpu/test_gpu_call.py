@@ -133,6 +133,24 @@ def test_rust_saxpy():
     torch.testing.assert_close(y, expected)
 
 
+def test_cuda_oxide_conformance_kernels():
+    module = load_image(image("oxide"), 0)
+    n = 1000
+    a, b, c = rand(n), rand(n), poisoned(n)
+    module.vecadd(a, b, c, grid=4, block=256)  # &[f32], &[f32], DisjointSlice<f32>
+    torch.testing.assert_close(c, a + b)
+    x = rand(48, 40)  # transpose: DisjointSlice with a runtime 2-D index (u32 row width)
+    out = poisoned(40, 48)
+    module.transpose(x, out, 40, grid=(3, 3), block=(16, 16))
+    torch.testing.assert_close(out, x.t())
+    y = poisoned(300)
+    module.tagged(2.5, None, (), y, grid=2, block=256)  # zero-sized parameters take None / ()
+    assert bool((y == 2.5).all())
+    wrong = r"vecadd: argument 'c' \(DisjointSlice<f32>\) got float64 tensor on cuda:0; expected float32"
+    with pytest.raises(ArgumentError, match=wrong):
+        module.vecadd(a, b, c.double(), grid=4, block=256)
+
+
 def test_cutile_kernel_with_reqntid_default_block_and_promises():
     module = load_image(image("tile"), 0)
     n = 256 * 7
