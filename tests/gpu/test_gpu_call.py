@@ -62,6 +62,19 @@ def test_vadd3_on_cupy_and_numba_arrays(cpp):
     np.testing.assert_allclose(dc.copy_to_host(), x * 3, rtol=1e-6)
 
 
+def test_vadd3_on_jax_arrays_through_dlpack(cpp):
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to torch
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    n = 600
+    host_a, host_b = (np.random.default_rng().standard_normal(n).astype(np.float32) for _ in range(2))
+    ja, jb = jax.device_put(host_a), jax.device_put(host_b)
+    c = poisoned(n)
+    cpp.vadd3(ja, jb, c, n, grid=3, block=256)  # JAX arrays: versioned DLPack capsules, read-only
+    np.testing.assert_allclose(c.cpu().numpy(), host_a + host_b, rtol=1e-6)
+
+
 @dataclasses.dataclass
 class Affine:
     scale: float
