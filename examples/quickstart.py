@@ -33,7 +33,8 @@ def main() -> None:
     print(f"numba kernel: {numba.kernels['square_inplace']}")
 
     module = ptxbridge.load([rust, numba])
-    print(f"loaded on: {module.device}")
+    where = "the GPU" if module.device.startswith("cuda") else "the CPU PTX interpreter (no GPU found)"
+    print(f"loaded on: {module.device}, i.e. {where}")
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n, dtype=np.float32)
     y = rng.standard_normal(n, dtype=np.float32)
