@@ -36,7 +36,7 @@ from ptxbridge.abi.sniff import sniff
 from .artifact import Artifact, CodeKind, Provenance
 
 __all__ = ["artifact_from_file", "artifact_from_bytes", "coerce_signatures", "cubin_signatures",
-           "layout_only", "ptx_launch", "ptx_signatures"]
+           "layout_only", "ptx_launch", "ptx_signatures", "sidecar_signatures"]
 
 _AR_MAGIC = b"!<arch>\n"
 _SIDECARS = ((".sig", "text"), (".json", "manifest"))
@@ -53,7 +53,7 @@ def artifact_from_file(path: str | Path, signatures: Any = None) -> Artifact:
         data = path.read_bytes()
     except OSError as exc:
         raise ArgumentError(f"cannot read code file {str(path)!r}: {exc.strerror}") from exc
-    given = coerce_signatures(signatures) if signatures is not None else _sidecar(path)
+    given = coerce_signatures(signatures) if signatures is not None else sidecar_signatures(path)
     return artifact_from_bytes(data, given, source=str(path), name=path.name)
 
 
@@ -128,7 +128,7 @@ def _manifest_file(path: Path) -> list[Signature]:
         raise ArgumentError(f"cannot read manifest {str(path)!r}: {exc.strerror}") from exc
 
 
-def _sidecar(path: Path) -> list[Signature]:
+def sidecar_signatures(path: Path) -> list[Signature]:
     """Signatures from ``<file>.sig``/``<stem>.sig`` (text) or ``.json`` (manifest), if present."""
     from ptxbridge.abi.syntax import parse_signatures
 

@@ -33,7 +33,7 @@ from ptxbridge.abi.sniff import sniff
 
 from ._inspect_text import format_report
 from .artifact import Artifact
-from .files import _sidecar, coerce_signatures
+from .files import coerce_signatures, sidecar_signatures
 
 __all__ = ["format_report", "inspect_bytes", "inspect_path"]
 
@@ -92,7 +92,7 @@ def inspect_path(path: str | Path, signatures: str | Path | None = None) -> dict
         found = _signatures_file(signatures)
     else:
         try:
-            found = _sidecar(path)
+            found = sidecar_signatures(path)
         except FormatError as exc:  # e.g. some other tool's .json beside the file: say so, go on
             found, sidecar_error = [], f"sidecar signatures not used: {exc}"
     given = {s.name: s for s in found}
