@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from _emulator import backend, launch, numba_array, ptr, scalar
 from _toolchain import nvrtc_compile
+from cuda.bindings import nvrtc
 
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.errors import LinkError, MemoryAccessError
@@ -327,3 +329,90 @@ extern "C" __global__ void use(int* a) { a[threadIdx.x] = combine(a[threadIdx.x]
 def test_entry_point_guard_against_a_short_parameter_buffer(cuda_be):
     with pytest.raises(Exception, match="parameter buffer"):
         cuda_be.launch("calls", (1, 1, 1), (32, 1, 1), 0, None, b"\0" * 4, [])
+
+
+CUDA_INCLUDE = str(Path(nvrtc.__file__).parents[2] / "nvidia" / "cu13" / "include")
+
+
+def test_nvrtc_half_and_bfloat16_arithmetic():
+    source = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void halves(const __half* a, const __nv_bfloat16* b, float* out) {
+  int i = threadIdx.x;
+  __half h = __hadd(a[i], __float2half(1.5f));
+  __half2 p = __floats2half2_rn(__half2float(h), 2.f);
+  __nv_bfloat162 q = __floats2bfloat162_rn(__bfloat162float(b[i]), 3.f);
+  q = __hmul2(q, q);
+  out[i] = __low2float(__hfma2(p, p, p)) + __high2float(__hmax2(p, p)) + __low2float(q) + __high2float(q)
+           + __half2float(__hneg(h)) + __bfloat162float(__hadd(b[i], __float2bfloat16(1.5f)));
+}'''
+    be = backend(nvrtc_compile(source, ["--gpu-architecture=compute_90", f"-I{CUDA_INCLUDE}"]))
+    a = np.linspace(-2, 2, 64).astype(np.float16)
+    b = (np.linspace(-3, 3, 64).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    out = np.zeros(64, np.float32)
+    launch(be, "halves", [ptr("u16"), ptr("u16"), ptr("f32")],
+           [a.ctypes.data, b.ctypes.data, out.ctypes.data], grid=1, block=64, arrays=[a, b, out])
+
+    def bf16(x: float) -> np.float32:  # round to nearest even on the upper 16 bits of f32
+        bits = int(np.float32(x).view(np.uint32))
+        return np.uint32(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).view(np.float32)
+
+    for i in range(64):
+        h = np.float16(np.float64(a[i]) + 1.5)
+        fma = np.float16(np.float64(h) * np.float64(h) + np.float64(h))
+        bi = np.uint32(int(b[i]) << 16).view(np.float32)
+        q_lo, q_hi = bf16(float(bf16(float(bi))) ** 2), bf16(9.0)
+        terms = [np.float32(fma), np.float32(2.0), q_lo, q_hi, np.float32(-h), bf16(float(bi) + 1.5)]
+        total = np.float32(0)
+        for k, term in enumerate(terms):
+            total = np.float32(term) if k == 0 else np.float32(total + np.float32(term))
+        assert out[i] == total, i
+
+
+def test_nvrtc_syncthreads_count_and_or():
+    source = r'''
+extern "C" __global__ void votes(const int* x, int* out) {
+  int v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  int count = __syncthreads_count(v > 0);
+  int any = __syncthreads_or(v == 7);
+  if (threadIdx.x == 0) { out[2 * blockIdx.x] = count; out[2 * blockIdx.x + 1] = any; }
+}'''
+    be = backend(nvrtc_ptx(source))
+    x = RNG.integers(-5, 8, 3 * 96, dtype=np.int32)
+    out = np.zeros(6, np.int32)
+    launch(be, "votes", [ptr("i32"), ptr("i32")], [x.ctypes.data, out.ctypes.data], grid=3, block=96,
+           arrays=[x, out])
+    blocks = x.reshape(3, 96)
+    assert out.tolist() == [v for b in blocks for v in (int((b > 0).sum()), int((b == 7).any()))]
+
+
+def test_nvrtc_printf_prints_each_thread_in_order(capsys):
+    source = r'''
+extern "C" __global__ void hello(const double* d) {
+  printf("thread %d of block %u: %5.2f %s %llx\n", threadIdx.x, blockIdx.x, d[threadIdx.x], "ok",
+         0x123456789abcull);
+}'''
+    be = backend(nvrtc_ptx(source))
+    d = np.array([1.5, -2.25, 3.0])
+    launch(be, "hello", [ptr("f64")], [d.ctypes.data], grid=2, block=3, arrays=[d])
+    expected = [f"thread {t} of block {b}: {d[t]:5.2f} ok 123456789abc" for b in range(2) for t in range(3)]
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+def test_nvrtc_128_bit_integer_arithmetic():
+    source = r'''
+extern "C" __global__ void wide(unsigned long long* a) {
+  int i = threadIdx.x;
+  unsigned __int128 x = (unsigned __int128)a[3 * i] * a[3 * i + 1] + a[3 * i + 2];
+  a[3 * i] = (unsigned long long)(x >> 64);
+  a[3 * i + 1] = (unsigned long long)x;
+  a[3 * i + 2] = (unsigned long long)(x % 1000000007u);
+}'''
+    be = backend(nvrtc_compile(source, ["--gpu-architecture=compute_90", "--device-int128"]))
+    a = RNG.integers(0, 2**64, 3 * 64, dtype=np.uint64, endpoint=False)
+    values = [int(v) for v in a]
+    launch(be, "wide", [ptr("u64")], [a.ctypes.data], grid=1, block=64, arrays=[a])
+    for i in range(64):
+        x = values[3 * i] * values[3 * i + 1] + values[3 * i + 2]
+        assert a[3 * i: 3 * i + 3].tolist() == [x >> 64, x & (2**64 - 1), x % 1000000007]

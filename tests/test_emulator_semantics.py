@@ -105,6 +105,21 @@ def test_bit_field_insert():
         assert g == (b & ~mask & 0xFFFFFFFF) | ((f << p) & mask)
 
 
+def test_extended_precision_chains_add_and_subtract_64_bit_values():
+    a, b = ints(np.uint64, 256), ints(np.uint64, 256)[::-1].copy()
+    chain = ".reg .b32 %al, %ah, %bl, %bh, %l, %h; mov.b64 {%al, %ah}, %a; mov.b64 {%bl, %bh}, %b; "
+    added = elementwise(chain + "add.cc.u32 %l, %al, %bl; addc.u32 %h, %ah, %bh; mov.b64 %d, {%l, %h};",
+                        np.uint64, a, b)
+    subtracted = elementwise(chain + "sub.cc.u32 %l, %al, %bl; subc.cc.u32 %h, %ah, %bh; "
+                             "addc.u32 %u, 0, 0; mov.b64 %d, {%l, %h};", np.uint64, a, b)
+    flag = elementwise(chain + "sub.cc.u32 %l, %al, %bl; subc.cc.u32 %h, %ah, %bh; addc.u32 %u, 0, 0; "
+                       "cvt.u64.u32 %d, %u;", np.uint64, a, b)
+    pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+    assert added.tolist() == [(x + y) % 2**64 for x, y in pairs]
+    assert subtracted.tolist() == [(x - y) % 2**64 for x, y in pairs]
+    assert flag.tolist() == [int(x >= y) for x, y in pairs]  # the flag after a subtraction is NOT borrow
+
+
 def test_saturating_add_and_cvt():
     a, b = ints(np.int32), ints(np.int32)[::-1].copy()
     assert elementwise("add.sat.s32 %d, %a, %b;", np.int32, a, b).tolist() == \

@@ -18,10 +18,12 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("kernel", "max_steps", "memory", "n", "special", "steps", "thread_steps")
+    __slots__ = ("block_threads", "kernel", "max_steps", "memory", "n", "special", "steps", "thread_steps")
 
-    def __init__(self, n: int, memory: Memory, special: dict[str, Any], kernel: str, max_steps: int):
+    def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
+                 max_steps: int):
         self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
+        self.block_threads = block_threads  # per block, padded to whole warps
         self.steps = 0
         self.thread_steps = 0  # sum over steps of the threads at the instruction
         self.max_steps = max_steps

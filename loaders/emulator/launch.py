@@ -104,7 +104,7 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             thread_of = np.arange(n, dtype=np.uint64)
             block_of = np.uint64(0) if count == 1 else thread_of // np.uint64(padded)
             special = _special(first, count, grid, block, padded, (program.shared_static, shared_mem))
-            batch = Batch(n, Memory(regions, block_of, thread_of), special, name, max_steps)
+            batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps

@@ -52,6 +52,7 @@ class Function:
     zeros: dict[str, Any]
     params: tuple[str, ...]
     returns: tuple[str, ...]
+    native: Callable[[Frame, Any, tuple[str, ...], tuple[str, ...]], None] | None = None
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -112,6 +113,7 @@ class Machine:
         pc: np.ndarray | None = None
         upc = 0
         blocked = None
+        votes, pending = None, []  # bar.red votes and the reductions waiting for their barrier
         while live_count:
             if pc is None:
                 if upc >= count:
@@ -128,7 +130,9 @@ class Machine:
                     if blocked is None:
                         break
                     pc = np.where(blocked, pc + 1, pc).astype(np.int32)
-                    blocked = None
+                    for reduction, arrived in pending:
+                        reduction.finish(fr, votes, blocked, arrived)
+                    blocked, pending = None, []
                     continue
                 here = candidates == lowest
                 at_here = int(np.count_nonzero(here))
@@ -180,6 +184,13 @@ class Machine:
                         exited = leaving if exited is None else exited | leaving
                 nxt = None
             elif kind == BAR:
+                reduction = step.target
+                if reduction is not None and g is not _SKIP:  # bar.red: each thread votes on arrival
+                    votes = reduction.arrive(fr, g, votes)
+                    if pc is None:
+                        reduction.finish(fr, votes, live, g)
+                    else:
+                        pending.append((reduction, g))
                 if pc is not None and g is not _SKIP:
                     blocked = g if blocked is None else blocked | g
                     if g is not m:
@@ -216,4 +227,7 @@ class Machine:
         for own, (name, size) in zip(callee.returns, target.returns, strict=True):
             params[own] = fr.param(name, size)
         frame = Frame(dict(callee.zeros), params, fr.batch)
+        if callee.native is not None:
+            callee.native(frame, m, callee.params, callee.returns)
+            return None
         return self._execute(callee, frame, m)

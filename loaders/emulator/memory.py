@@ -132,6 +132,18 @@ class Memory:
             offset = self._instance(region) * np.uint64(region.stride) + offset
         return region, m, offset
 
+    def read_bytes(self, address: int, count: int, thread: int) -> bytes:
+        """``count`` bytes at ``address`` as thread ``thread`` sees them (for host-side helpers)."""
+        i = bisect.bisect_right(self.bases, address) - 1
+        if i < 0 or address + count > self.regions[i].base + self.regions[i].size:
+            raise Fault(address, count, thread, "outside every buffer and variable the kernel can reach")
+        region = self.regions[i]
+        offset = address - region.base
+        if region.per != PER_GRID:
+            instance = self.block_of if region.per == PER_BLOCK else self.thread_of
+            offset += int(instance[thread] if isinstance(instance, np.ndarray) else instance) * region.stride
+        return region.data[offset:offset + count].tobytes()
+
     def load(self, addr: Any, dt: np.dtype, m: Any) -> Any:
         """The ``dt`` values at ``addr`` (inactive threads read an active thread's address)."""
         result = None

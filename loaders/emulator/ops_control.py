@@ -8,12 +8,17 @@ consistent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from .build import Context, Control, Run, op
 from .parse import Group, Imm, Reg, Sym
+from .values import as_array
 
-__all__ = ["CallTarget"]
+__all__ = ["BarrierReduction", "CallTarget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +78,46 @@ def _leave(cx: Context) -> Control:
     return Control(cx.ins.opcode)
 
 
+@dataclass(frozen=True, slots=True)
+class BarrierReduction:
+    """``bar.red.{popc,and,or}``: a block-wide vote delivered when the barrier completes."""
+
+    op: str
+    vote: Callable[[Any], Any]
+    write: Callable[[Any, Any, Any], None]
+
+    def arrive(self, fr: Any, m: Any, votes: Any) -> Any:
+        value = as_array(np.asarray(self.vote(fr), bool), fr.batch.n)
+        if votes is None or m is None:
+            return value.copy()
+        return np.where(m, value, votes)
+
+    def finish(self, fr: Any, votes: Any, arrived: Any, m: Any) -> None:
+        per_block = fr.batch.block_threads
+        arrived = np.ones(fr.batch.n, bool) if arrived is None else arrived
+        yes = (votes & arrived).reshape(-1, per_block)
+        if self.op == "popc":
+            result = yes.sum(axis=1).astype(np.uint32)
+        elif self.op == "and":
+            result = ~(arrived & ~votes).reshape(-1, per_block).any(axis=1)
+        else:
+            result = yes.any(axis=1)
+        self.write(fr, np.repeat(result, per_block), m)
+
+
 @op("bar", "barrier")
 def _bar(cx: Context) -> Control | Run:
     flags = set(cx.ins.mods)
     if "warp" in flags:  # bar.warp.sync: lanes already execute in lockstep here
         return lambda fr, m: None
+    if "red" in flags:
+        names = flags & {"popc", "and", "or"}
+        if len(names) != 1 or flags - {"red", "popc", "and", "or", "u32", "pred", "aligned", "cta", "sync"}:
+            raise cx.unsupported("bar.red needs one of .popc.u32, .and.pred, .or.pred")
+        ops = cx.operands((3, 4))
+        return Control("bar", BarrierReduction(names.pop(), cx.read(ops[-1], "pred"), cx.write(ops[0])))
     if flags - {"sync", "cta", "aligned"} or (flags and "sync" not in flags):
-        raise cx.unsupported("only bar.sync / barrier.sync (whole-block barriers) are implemented")
+        raise cx.unsupported("only bar.sync / barrier.sync / bar.red (whole-block barriers) are implemented")
     ops = cx.operands((1, 2))
     if not isinstance(ops[0], (Imm, Reg)):
         raise cx.unsupported(f"barrier id must be a number or register (got {ops[0]})")

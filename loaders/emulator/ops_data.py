@@ -12,6 +12,7 @@ import numpy as np
 from .build import Context, Run, op
 from .memory import WINDOWS
 from .ops_float import flush, nudge, saturate
+from .ops_half import f64_to_bf16
 from .parse import Sym, Vec
 from .values import DTYPES, FLOAT_TYPES, UINT
 
@@ -214,7 +215,10 @@ def convert(value: Any, src: str, dst: str, flags: set[str]) -> Any:
         result = saturate(result)
     if "relu" in flags:
         result = np.where(result < 0, result.dtype.type(0), result).astype(result.dtype)
-    return _to_bf16(result) if dst == "bf16" else result
+    if dst == "bf16":
+        return f64_to_bf16(x.astype(np.float64)) if mode == "rn" and not flags & {"sat", "relu", "ftz"} \
+            else _to_bf16(result)
+    return result
 
 
 @op("cvt")

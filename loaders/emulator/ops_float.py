@@ -143,6 +143,11 @@ def _finish(value: Any, ftz: bool, sat: bool) -> Any:
 
 def float_arith(cx: Context, name: str) -> Run:
     """Builder for the float forms of add/sub/mul/mad/fma/div/abs/neg/min/max."""
+    from .ops_half import PACKED, packed_arith  # ops_half builds on this module
+
+    if cx.ins.mods and cx.ins.mods[-1] in PACKED:
+        flags, (t,) = cx.split_mods(set(_ROUNDINGS) | {"ftz", "sat", "relu", "NaN"}, set(PACKED))
+        return packed_arith(cx, name, t, flags)
     t, mode, ftz, sat, flags = _modifiers(cx, {"approx", "full", "NaN", "xorsign", "abs"})
     if flags & {"xorsign", "abs"}:
         raise cx.unsupported(f"modifier(s) {sorted(flags & {'xorsign', 'abs'})} are not implemented")

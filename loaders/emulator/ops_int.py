@@ -90,12 +90,17 @@ def _extended(cx: Context, t: str, subtract: bool, carry_in: bool, carry_out: bo
     def run(fr: Any, m: Any) -> None:
         values = [r(fr) for r in readers]
         a, b = (product(values[0], values[1]), values[2]) if product else values
-        cin = _carry_in(fr).astype(a.dtype) if carry_in else a.dtype.type(0)
         if subtract:
-            first = a - b
-            result = first - cin
-            carry = (a < b) | (first < cin)
+            # a + ~b + CF: after a subtraction the flag is NOT borrow.  The PTX ISA words it
+            # as a borrow, but NVIDIA's own __int128 routines feed sub.cc's flag to addc and
+            # only give right results this way; pure sub/subc chains agree either way.
+            cin = _carry_in(fr).astype(a.dtype) if carry_in else a.dtype.type(1)
+            nb = ~b
+            first = a + nb
+            result = first + cin
+            carry = (first < a) | (result < first)
         else:
+            cin = _carry_in(fr).astype(a.dtype) if carry_in else a.dtype.type(0)
             first = a + b
             result = first + cin
             carry = (first < a) | (result < first)

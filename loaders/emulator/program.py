@@ -22,6 +22,7 @@ from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
 
 from . import ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (register builders)
 from .build import OPS, Context, Control, Symbol
+from .builtins import BUILTINS
 from .machine import KINDS, PLAIN, Function, Step
 from .memory import PER_GRID, WINDOWS, Region
 from .parse import Body, parse_body
@@ -79,6 +80,7 @@ class Program:
             self.functions[name] = self._translate(fn, body, local, scopes[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
+        self._add_builtins(modules)
         self._check_calls()
 
     # -- linking ---------------------------------------------------------------------------
@@ -95,6 +97,14 @@ class Program:
                                     f"and in {module.source}: a symbol may be defined once")
                 found.setdefault(fn.name, (index, fn))
         return found
+
+    def _add_builtins(self, modules: list[PtxModule]) -> None:
+        """Runtime functions (``vprintf``) that modules declare and none defines."""
+        for module in modules:
+            for fn in module.functions:
+                if fn.body is None and fn.name in BUILTINS and fn.name not in self.functions:
+                    self.functions[fn.name] = Function(fn.name, [], {}, tuple(p.name for p in fn.params),
+                                                       tuple(p.name for p in fn.returns), BUILTINS[fn.name])
 
     def _check_calls(self) -> None:
         for fn in self.functions.values():
