@@ -416,3 +416,20 @@ extern "C" __global__ void wide(unsigned long long* a) {
     for i in range(64):
         x = values[3 * i] * values[3 * i + 1] + values[3 * i + 2]
         assert a[3 * i: 3 * i + 3].tolist() == [x >> 64, x & (2**64 - 1), x % 1000000007]
+
+
+def _float_max(x, out):
+    i = numba_cuda.grid(1)
+    if i < x.size:
+        numba_cuda.atomic.max(out, 0, x[i])  # lowered to a compare-and-swap loop on floats
+        numba_cuda.atomic.add(out, 1, x[i])
+
+
+def test_numba_float_atomics_through_cas_loops():
+    be = backend(numba_ptx(_float_max, "void(float64[::1], float64[::1])", "float_max"))
+    x = RNG.normal(size=700)
+    out = np.array([-np.inf, 0.0])
+    launch(be, "float_max", [arr_kind("f64", 1, "C")] * 2, [*numba_array(x), *numba_array(out)],
+           grid=3, block=256, arrays=[x, out], convention=Convention.NUMBA)
+    assert out[0] == x.max()
+    assert out[1] == pytest.approx(x.sum(), rel=1e-12)
