@@ -226,6 +226,13 @@ def test_ordered_and_unordered_float_compares():
     assert table["ge"] == [0, 0, 0, 0, 1, 1] and table["geu"] == [0, 1, 1, 1, 1, 1]
 
 
+def test_bf16_compares_as_numbers_not_bits():
+    a = (np.array([1.0, -2.0, np.nan, 3.0], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    b = (np.array([2.0, -3.0, 1.0, 3.0], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    got = elementwise("setp.lt.bf16 %p, %a, %b; selp.u32 %d, 1, 0, %p;", np.uint32, a, b)
+    assert got.tolist() == [1, 0, 0, 0]
+
+
 def test_setp_with_a_boolean_combination_and_two_destinations():
     a, b = ints(np.int32, 64), ints(np.int32, 64)[::-1].copy()
     got = elementwise("setp.gt.s32 %p, %b, 0; setp.lt.and.s32 %q|%p, %a, %b, %p; "

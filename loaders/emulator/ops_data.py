@@ -46,18 +46,22 @@ def _comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
 @op("setp")
 def _setp(cx: Context) -> Run:
     comparisons = set(_ORDERED) | set(_UNORDERED) | {"num", "nan"}
-    flags, (t,) = cx.split_mods(comparisons | set(_COMBINE) | {"ftz"}, _TYPES - {"pred"})
+    flags, (t,) = cx.split_mods(comparisons | set(_COMBINE) | {"ftz"}, _TYPES - {"pred", "f16x2", "bf16x2"})
     cmps, combine = flags & comparisons, flags & set(_COMBINE)
     if len(cmps) != 1 or len(combine) > 1:
         raise cx.unsupported("setp needs one comparison and at most one of .and/.or/.xor")
-    compare = _comparison(cmps.pop(), t in FLOAT_TYPES)
+    compare = _comparison(cmps.pop(), t in FLOAT_TYPES or t == "bf16")
     ops = cx.operands((4,) if combine else (3,))
     dest = ops[0]
     first, second = (dest.first, dest.second) if hasattr(dest, "second") else (dest, None)
     w1 = cx.write(first)
     w2 = cx.write(second) if second is not None else None
     ra, rb = cx.read(ops[1], t), cx.read(ops[2], t)
-    pre = flush if "ftz" in flags else (lambda x: x)
+    flushing = flush if "ftz" in flags else (lambda x: x)
+
+    def pre(x: Any) -> Any:
+        return flushing(_read_value(t, x))
+
     rc = cx.read(ops[3], "pred") if combine else None
     join = _COMBINE[combine.pop()] if combine else None
 
