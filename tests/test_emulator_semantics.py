@@ -457,3 +457,18 @@ def test_endless_loop_is_stopped_by_the_watchdog():
     be = backend(kernel_ptx("LOOP:\nbra.uni LOOP;"), max_steps=1000)
     with pytest.raises(EmulatorError, match="gave up after 1000 interpreter steps"):
         launch(be, "k", [ptr("u8")], [0], grid=1, block=32)
+
+
+def test_match_and_elect_within_each_warp():
+    values = (np.arange(64, dtype=np.uint32) % 3)
+    got = elementwise("match.any.sync.b32 %d, %a, -1;", np.uint32, values)
+    for t in range(64):
+        warp = values[(t // 32) * 32:(t // 32) * 32 + 32]
+        assert got[t] == sum(1 << lane for lane, v in enumerate(warp) if v == values[t])
+    same = np.full(64, 7, np.uint32)
+    same[40] = 8
+    got = elementwise("match.all.sync.b32 %d|%p, %a, -1; @!%p mov.u32 %d, 1;", np.uint32, same)
+    assert got[:32].tolist() == [0xFFFFFFFF] * 32 and got[32:].tolist() == [1] * 32
+    got = elementwise("setp.ge.u32 %q, %a, 5; @%q elect.sync %u|%p, -1; selp.u32 %d, %u, 99, %p;",
+                      np.uint32, np.arange(64, dtype=np.uint32) % 32)
+    assert got.tolist() == [99 if lane != 5 else 5 for lane in list(range(32)) * 2]

@@ -145,3 +145,51 @@ def _redux(cx: Context) -> Run:
         w(fr, _broadcast(ufunc.reduce(_per_warp(masked), axis=1).astype(values.dtype)), m)
 
     return run
+
+
+@op("match")
+def _match(cx: Context) -> Run:
+    flags, (t,) = cx.split_mods({"sync", "any", "all"}, {"b32", "b64"})
+    if "sync" not in flags or len(flags & {"any", "all"}) != 1:
+        raise cx.unsupported("match needs .sync and one of .any/.all")
+    every = "all" in flags
+    d, a, mask = cx.operands(3)
+    w_d = cx.write(d.first if isinstance(d, Pair) else d)
+    w_p = cx.write(d.second) if isinstance(d, Pair) else None
+    ra, rmask = cx.read(a, t), cx.read(mask, "u32")
+
+    def run(fr: Any, m: Any) -> None:
+        n = fr.batch.n
+        active = _per_warp(_participants(fr, m, rmask(fr)))
+        values = _per_warp(as_array(ra(fr), n))
+        same = (values[:, :, None] == values[:, None, :]) & active[:, None, :]
+        lanes = (same.astype(np.uint64) * _LANE_BITS).sum(axis=2, dtype=np.uint64).astype(np.uint32)
+        if not every:
+            w_d(fr, lanes.reshape(-1), m)
+            return
+        members = (active.astype(np.uint64) * _LANE_BITS).sum(axis=1, dtype=np.uint64).astype(np.uint32)
+        uniform = (lanes == members[:, None]).all(axis=1)
+        w_d(fr, np.where(uniform[:, None], lanes, np.uint32(0)).reshape(-1), m)
+        if w_p is not None:
+            w_p(fr, _broadcast(uniform), m)
+
+    return run
+
+
+@op("elect")
+def _elect(cx: Context) -> Run:
+    flags, _ = cx.split_mods({"sync"}, set(), ntypes=0)
+    if "sync" not in flags:
+        raise cx.unsupported("elect needs .sync")
+    d, mask = cx.operands(2)
+    if not isinstance(d, Pair):
+        raise cx.unsupported("elect.sync writes d|p")
+    w_d, w_p, rmask = cx.write(d.first), cx.write(d.second), cx.read(mask, "u32")
+
+    def run(fr: Any, m: Any) -> None:
+        active = _per_warp(_participants(fr, m, rmask(fr)))
+        leader = np.where(active.any(axis=1), active.argmax(axis=1), 0).astype(np.uint32)
+        w_d(fr, _broadcast(leader), m)
+        w_p(fr, fr.batch.special["%laneid"] == _broadcast(leader), m)
+
+    return run
