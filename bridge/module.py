@@ -117,7 +117,7 @@ class Kernel:
         self.signature = signature
         self._function = module.backend.function(name)
         self._plans: dict[tuple[type, ...], _Plan] = {}
-        self._cooperative = False
+        self._cooperative = name in getattr(module.backend, "cooperative_kernels", ())
         reqntid = signature.launch.reqntid
         self._default_block = dim3(tuple(reqntid), "reqntid", name) if reqntid else None
 
@@ -160,7 +160,8 @@ class Kernel:
 
     @property
     def cooperative(self) -> bool:
-        """Launch with ``cuLaunchCooperativeKernel`` (needed for grid-wide sync); set it to opt in."""
+        """Launch with ``cuLaunchCooperativeKernel``: on by default for kernels whose cubin records
+        grid-wide sync (the CUDA loader reads it); settable."""
         return self._cooperative
 
     @cooperative.setter

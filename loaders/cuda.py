@@ -35,7 +35,7 @@ from ptxbridge.abi.signature import Signature
 
 from .base import DLPACK_CUDA, Buffer
 
-__all__ = ["CudaBackend", "DeviceArray", "device_count", "cuda_error"]
+__all__ = ["CudaBackend", "DeviceArray", "cooperative_kernels", "device_count", "cuda_error"]
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # above this, dynamic shared memory needs an opt-in
 _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h)
@@ -131,6 +131,24 @@ def _cross_check(name: str, signature: Signature, function: Any) -> None:
                 f"size {size}")
 
 
+_COOP_GROUP_INSTR_OFFSETS = 0x28  # EIATTR number; only grid-sync kernels carry it (cuobjdump -elf, 13.5)
+
+
+def cooperative_kernels(cubin: bytes) -> frozenset[str]:
+    """Kernels whose ``.nv.info.<name>`` records grid-wide sync: they need a cooperative launch."""
+    from ptxbridge.abi.elf import read_elf
+    from ptxbridge.abi.nvinfo import read_nv_info
+
+    elf = read_elf(cubin, "<image cubin>")
+    found = set()
+    for section in elf.sections:
+        if section.name.startswith(".nv.info."):
+            records = read_nv_info(elf.section_data(section), "<image cubin>", section.offset)
+            if any(r.attr == _COOP_GROUP_INSTR_OFFSETS for r in records):
+                found.add(section.name.removeprefix(".nv.info."))
+    return frozenset(found)
+
+
 def _release(library: Any, device: Any) -> None:
     """Finalizer: unload quietly (at interpreter exit the driver may already be gone)."""
     try:
@@ -161,6 +179,7 @@ class CudaBackend:
         self._context = _call("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain, self._device)
         self._context_handle = ctypes.c_void_p(int(self._context))
         self._library = None
+        self.cooperative_kernels = cooperative_kernels(image.cubin)
         with self._current():
             self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, image.cubin,
                                   None, None, 0, None, None, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -241,3 +242,37 @@ def test_load_image_cpu_runs_kernels_in_the_emulator():
         y = module.to_device(np.arange(4, dtype=np.float32))
         module.add_one(y, 4, grid=1, block=4)
         np.testing.assert_array_equal(module.to_host(y), [1, 2, 3, 4])
+
+
+def test_cooperative_kernels_launch_cooperatively_and_can_be_switched():
+    class Cooperative(Prepared):
+        cooperative_kernels = frozenset({"vadd3"})
+
+        def prepare(self, function, packer, name, cooperative=False):
+            self.prepared.append((name, cooperative))
+            return lambda *args: None
+
+    backend = Cooperative()
+    module = Module(IMAGE, backend)
+    x = np.zeros(4, np.float32)
+    assert module.vadd3.cooperative and not module.saxpy.cooperative
+    module.vadd3(x, x, x, 4, grid=1, block=4)
+    module.vadd3.cooperative = False  # plans are rebuilt
+    module.vadd3(x, x, x, 4, grid=1, block=4)
+    assert backend.prepared == [("vadd3", True), ("vadd3", False)]
+
+
+def test_grid_sync_is_read_from_the_cubin(monkeypatch):
+    from ptxbridge.abi.errors import ToolchainError
+    from ptxbridge.link import link
+    from ptxbridge.loaders.cuda import cooperative_kernels
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "gpu"))
+    import _images
+
+    try:
+        coop = link(_images._coop(), arch="sm_90")
+    except ToolchainError as exc:
+        pytest.skip(str(exc))
+    assert cooperative_kernels(coop.cubin) == {"neighbour_sum"}
+    assert cooperative_kernels(link(_images._cpp(), arch="sm_90").cubin) == frozenset()

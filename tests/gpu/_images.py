@@ -78,6 +78,38 @@ def _cpp() -> list:
     return [nvrtc.compile(CPP, arch=ARCH)]
 
 
+CPP_COOPERATIVE = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void neighbour_sum(float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.0f * x[i];
+    cg::this_grid().sync();  // every block's doubling is visible after this
+    if (i < n) y[i] = x[i] + x[(i + blockDim.x) % n];
+}
+"""
+
+
+def _cuda_includes() -> list[str]:
+    """-I options for cooperative_groups.h and the CCCL headers it includes (nv/target)."""
+    import glob
+
+    import nvidia
+
+    roots = [f"{p}/cu13/include" for p in nvidia.__path__] + sorted(glob.glob("/usr/local/cuda*/include"))
+    found = [r for r in roots if glob.glob(f"{r}/cooperative_groups.h")][:1]
+    found += [c for c in [f"{r}/cccl" for r in roots] + roots if glob.glob(f"{c}/nv/target")][:1]
+    if len(found) < 2:
+        raise ToolchainError(f"cooperative_groups.h and nv/target not both found under {roots}")
+    return [f"-I{d}" for d in found]
+
+
+def _coop() -> list:
+    from ptxbridge import nvrtc
+
+    return [nvrtc.compile(CPP_COOPERATIVE, arch=ARCH, options=_cuda_includes())]
+
+
 def _numba_kernels():
     from numba import cuda
 
@@ -178,8 +210,8 @@ def _lto() -> list:
 
 
 BUILDERS: dict[str, Callable[[], list]] = {
-    "cpp": _cpp, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile, "cross": _cross,
-    "lto": _lto,
+    "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
+    "cross": _cross, "lto": _lto,
 }
 
 

@@ -110,6 +110,16 @@ def test_dynamic_shared_memory_above_48k(cpp):
     torch.testing.assert_close(y, x.flip(0))
 
 
+def test_grid_sync_kernel_gets_a_cooperative_launch():
+    module = load_image(image("coop"), 0)
+    assert module.neighbour_sum.cooperative  # read from the cubin's .nv.info
+    n = 64 * 256
+    x, y = rand(n), poisoned(n)
+    doubled = 2 * x
+    module.neighbour_sum(x, y, n, grid=64, block=256)
+    torch.testing.assert_close(y, doubled + doubled.roll(-256))
+
+
 def test_numba_kernel_on_strided_torch_views():
     module = load_image(image("numba"), 0)
     base, out_base = rand(64, 90), poisoned(90, 64)
