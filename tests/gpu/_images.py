@@ -200,6 +200,40 @@ def _cross() -> list:
     ]
 
 
+CPP_INTOPS = r"""
+// Integer work whose results must be bit-exact on the GPU and the CPU interpreter:
+// a hash per element, a histogram with atomics, and a block sum with shared memory and shuffles.
+extern "C" __global__ void hash_histogram(const unsigned int* x, unsigned int* hashes,
+                                          unsigned int* histogram, unsigned long long* block_sums, int n) {
+    __shared__ unsigned long long warp_sums[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int h = 0;
+    if (i < n) {
+        h = x[i] * 2654435761u;
+        h ^= (h >> 15) | (h << 17);
+        h = __brev(h) + __popc(x[i]) * 7u - (unsigned int)__clz(x[i] | 1u);
+        hashes[i] = h;
+        atomicAdd(&histogram[h & 63u], 1u);
+    }
+    unsigned long long v = h;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long total = 0;
+        for (int w = 0; w < (blockDim.x + 31) / 32; ++w) total += warp_sums[w];
+        block_sums[blockIdx.x] = total;
+    }
+}
+"""
+
+
+def _intops() -> list:
+    from ptxbridge import nvrtc
+
+    return [nvrtc.compile(CPP_INTOPS, arch=ARCH)]
+
+
 def _lto() -> list:
     import ptxbridge.numba as pn
     from ptxbridge import nvrtc
@@ -211,7 +245,7 @@ def _lto() -> list:
 
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
-    "cross": _cross, "lto": _lto,
+    "cross": _cross, "lto": _lto, "intops": _intops,
 }
 
 
@@ -230,6 +264,8 @@ def build(name: str) -> Image:
 def save(name: str, image: Image, where: Path) -> None:
     where.mkdir(parents=True, exist_ok=True)
     (where / f"{name}.cubin").write_bytes(image.cubin)
+    for index, ptx in enumerate(image.ptx):  # the CPU interpreter runs these beside the GPU
+        (where / f"{name}.{index}.ptx").write_bytes(ptx)
     (where / f"{name}.json").write_text(json.dumps({"arch": image.arch,
                                                     "kernels": json.loads(dumps(image.kernels.values()))}))
 
@@ -241,7 +277,9 @@ def image(name: str) -> Image:
     if where is not None and (where / f"{name}.json").exists():
         meta = json.loads((where / f"{name}.json").read_text())
         kernels = {s.name: s for s in loads(json.dumps(meta["kernels"]))}
-        return Image((where / f"{name}.cubin").read_bytes(), meta["arch"], kernels)
+        ptx = tuple(p.read_bytes() for p in sorted(where.glob(f"{name}.*.ptx"),
+                                                   key=lambda p: int(p.suffixes[-2][1:])))
+        return Image((where / f"{name}.cubin").read_bytes(), meta["arch"], kernels, ptx=ptx)
     try:
         return build(name)
     except ToolchainError as exc:
