@@ -95,7 +95,8 @@ def _as_float(value: Any, dt: DType, limit: float | None) -> float:
 
 
 def _as_bool(value: Any, dt: DType) -> int:
-    if isinstance(value, numbers.Integral) and int(value) in (0, 1):
+    numpy_bool = getattr(getattr(value, "dtype", None), "kind", None) == "b"  # numpy.bool_ is no Integral
+    if (numpy_bool or isinstance(value, numbers.Integral)) and int(value) in (0, 1):
         return int(value)
     raise ValueProblem(f"expected a bool (got {type(value).__name__} {value!r})")
 

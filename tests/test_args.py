@@ -54,7 +54,7 @@ def test_house_error_format_names_kernel_argument_type_and_devices():
 
 @pytest.mark.parametrize(("dt", "value", "expected"), [
     ("i32", -5, (-5,)), ("u8", 255, (255,)), ("bool", True, (1,)), ("i64", np.int64(-(2**63)), (-(2**63),)),
-    ("f64", np.float32(0.5), (0.5,)), ("f32", 3, (3.0,)),
+    ("f64", np.float32(0.5), (0.5,)), ("f32", 3, (3.0,)), ("bool", np.True_, (1,)),
 ])
 def test_scalars_convert(dt, value, expected):
     assert bind(Scalar(dtype(dt)), value) == expected
