@@ -11,6 +11,10 @@ Streams: an explicit ``stream=`` wins; otherwise torch tensors launch on
 torch's current stream of their device, CuPy arrays on CuPy's current
 stream, anything else on the legacy default stream.  Nothing synchronizes.
 
+Graph capture: launches are captured like any stream work; arguments that
+need scratch memory (cuTile lists, numba records) upload from pageable host
+memory, which stream capture does not allow.
+
 Lifetime: like a torch operator, a launch does not keep its tensors alive;
 the producer's stream-ordered allocator keeps memory valid for work queued
 on the same stream.  Free a tensor used on another stream only after that
