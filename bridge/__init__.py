@@ -23,10 +23,12 @@ from ptxbridge.abi import (
 from .artifact import Artifact, CodeKind, Provenance
 from .image import Image
 from .link import LinkOptions, link, load
+from .module import Kernel, Module
 
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "Provenance",
     "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
+    "Kernel", "Module",
 ]
 __version__ = "0.1.0"

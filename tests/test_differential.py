@@ -20,7 +20,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).parent / "gpu"))
-from _images import image  # noqa: E402
+from _images import image
 
 Outputs = dict[str, np.ndarray]
 To = Callable[[np.ndarray], "torch.Tensor"]

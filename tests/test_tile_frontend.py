@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import cuda.tile as ct
 import pytest
+
+ct = pytest.importorskip("cuda.tile", reason="cuTile tests need the tile extra (cuda-tile)")
 from _toolchain import nvrtc_compile
 from cuda.tile import compilation as tc
 
