@@ -45,18 +45,9 @@ def _saxpy(a, x, y, out):
 
 
 def _nvrtc_ptx(source: str) -> bytes:
-    from cuda.bindings import nvrtc
+    from ptxbridge import nvrtc
 
-    _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"bench.cu", 0, [], [])
-    options = [b"--gpu-architecture=compute_90"]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise RuntimeError(f"NVRTC failed: {err}")
-    _, size = nvrtc.nvrtcGetPTXSize(prog)
-    buf = b" " * size
-    nvrtc.nvrtcGetPTX(prog, buf)
-    nvrtc.nvrtcDestroyProgram(prog)
-    return buf.rstrip(b"\0")
+    return nvrtc.compile(source, arch="sm_90", output="ptx").code
 
 
 def _array(a: np.ndarray) -> list[int]:

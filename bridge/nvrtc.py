@@ -234,9 +234,11 @@ def _run_nvrtc(source: str, name: str, args: list[str], output: str,
         encoded = [a.encode() for a in args]
         (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
         _, size = nvrtc.nvrtcGetProgramLogSize(program)
-        log = b" " * size
+        # bytearray, never b" " * size: NVRTC writes into the buffer, and for size 1 that
+        # expression is CPython's shared single-byte object, which would corrupt every b" ".
+        log = bytearray(size)
         nvrtc.nvrtcGetProgramLog(program, log)
-        text = log.rstrip(b"\0").decode(errors="replace")
+        text = bytes(log).rstrip(b"\0").decode(errors="replace")
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"{name}: NVRTC failed to compile for {' '.join(args)}", log=text)
         lowered = {}
@@ -247,8 +249,9 @@ def _run_nvrtc(source: str, name: str, args: list[str], output: str,
         what = {"ptx": "PTX", "ltoir": "LTOIR", "cubin": "CUBIN"}[output]
         err, size = getattr(nvrtc, f"nvrtcGet{what}Size")(program)
         _ok(err, f"nvrtcGet{what}Size")
-        code = b" " * size
-        _ok(getattr(nvrtc, f"nvrtcGet{what}")(program, code)[0], f"nvrtcGet{what}")
+        buffer = bytearray(size)
+        _ok(getattr(nvrtc, f"nvrtcGet{what}")(program, buffer)[0], f"nvrtcGet{what}")
+        code = bytes(buffer)
     finally:
         nvrtc.nvrtcDestroyProgram(program)
     if output == "ptx":

@@ -62,30 +62,11 @@ def nvrtc_cubin(source: str = NVRTC_SOURCE) -> bytes:
 
 
 def _nvrtc(source: str, arch: str, output: str) -> bytes:
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"sample.cu", 0, [], [])
-    _nvrtc_ok(nvrtc, err, "nvrtcCreateProgram")
-    try:
-        options = [f"--gpu-architecture={arch}".encode(), b"-rdc=true", b"-default-device"]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError(f"NVRTC failed: {log.decode(errors='replace')}")
-        err, size = getattr(nvrtc, f"nvrtcGet{output}Size")(prog)
-        _nvrtc_ok(nvrtc, err, f"nvrtcGet{output}Size")
-        data = b" " * size
-        (err,) = getattr(nvrtc, f"nvrtcGet{output}")(prog, data)
-        _nvrtc_ok(nvrtc, err, f"nvrtcGet{output}")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    return data
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from _toolchain import nvrtc_compile
 
-
-def _nvrtc_ok(nvrtc, err, call: str) -> None:
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise RuntimeError(f"{call} failed: {err}")
+    return nvrtc_compile(source, [f"--gpu-architecture={arch}", "-rdc=true", "-default-device"],
+                         output.lower())
 
 
 # numba kernels and device functions, by name: (python function, numba signature text, device)

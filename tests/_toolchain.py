@@ -33,18 +33,18 @@ def nvrtc_compile(source: str, options: list[str], output: str = "ptx") -> bytes
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
+            log = bytearray(size)  # never b" " * size: NVRTC writes into it (see bridge/nvrtc.py)
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise RuntimeError(log.decode(errors="replace"))
         get_size, get = {"ptx": (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX),
                          "cubin": (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN),
                          "ltoir": (nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)}[output]
         _, size = get_size(prog)
-        buf = b" " * size
+        buf = bytearray(size)
         get(prog, buf)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return buf.rstrip(b"\0") if output == "ptx" else buf
+    return bytes(buf).rstrip(b"\0") if output == "ptx" else bytes(buf)
 
 
 def link(inputs: list[tuple[object, bytes]], options: list[str], output: str = "cubin") -> bytes:

@@ -156,3 +156,11 @@ def test_default_arch_without_a_gpu(monkeypatch):
     assert nvrtc.default_arch() == "sm_90"
     monkeypatch.setattr(nvrtc, "device_arch", lambda ordinal=0: "sm_89")
     assert nvrtc.default_arch() == "sm_89"
+
+
+def test_compiling_leaves_python_bytes_constants_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", str(tmp_path))  # a real NVRTC run, not a cache hit
+    # Regression: a log buffer made as b" " * 1 is CPython's shared one-byte object, and
+    # NVRTC writing its NUL into it turned every b" " in the process into b"\x00".
+    nvrtc.compile('extern "C" __global__ void quiet(int* x) { *x = 1; }', arch="sm_90", output="ptx")
+    assert bytes([32])[0] == 32  # the shared one-byte object for 0x20 still holds 0x20
