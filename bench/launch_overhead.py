@@ -113,13 +113,38 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     rows = {}
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    handle = stream.cuda_stream
+    from ptxbridge import fastpath
+
+    if fastpath.native_available():  # the C plan (ptxbridge._fastlaunch) first, then Python alone
+        native = load_image(image, 0).vadd3
+        with torch.cuda.stream(stream):
+            rows["ptxbridge, torch tensors, C fast path (torch's current stream)"] = per_launch(
+                lambda: native(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
+        torch.testing.assert_close(c, a + b)
+        c.zero_()
+        torch.cuda.synchronize()
+        rows["ptxbridge, torch tensors, C fast path, stream=int handle"] = per_launch(
+            lambda: native(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
+        assert next(iter(native._plans.values())).native is not None, "the C plan was not used"
+        torch.testing.assert_close(c, a + b)
+        c.zero_()
+        torch.cuda.synchronize()
+        native(a, b, c, N // 2, grid=GRID, block=BLOCK, stream=handle)  # the scalar reaches the kernel
+        stream.synchronize()
+        torch.testing.assert_close(c[: N // 2], (a + b)[: N // 2])
+        assert not c[N // 2:].any(), "the C path packed n wrongly"
+    else:
+        rows["ptxbridge, C fast path"] = "skipped: ptxbridge._fastlaunch not built"
+    os.environ["PTXBRIDGE_FASTLAUNCH"] = "0"  # the pure-Python path from here on
     module = load_image(image, 0)
     kernel = module.vadd3
     with torch.cuda.stream(stream):
-        rows["ptxbridge, torch tensors (torch's current stream)"] = per_launch(
+        rows["ptxbridge, torch tensors, Python path (torch's current stream)"] = per_launch(
             lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
-    handle = stream.cuda_stream
-    rows["ptxbridge, torch tensors, stream=int handle"] = per_launch(
+    c.zero_()
+    torch.cuda.synchronize()
+    rows["ptxbridge, torch tensors, Python path, stream=int handle"] = per_launch(
         lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
     torch.testing.assert_close(c, a + b)
     # Where the time goes: the prepared driver call alone, and the Python side alone.

@@ -7,16 +7,98 @@ function that does those reads in line, falls back to the binder (which
 checks fully and raises the house-format error) otherwise, and ends with
 the loader's launch.  Generated code only ever names values from the
 binders; nothing from the arguments reaches the source text.
+
+When the optional C extension ``ptxbridge._fastlaunch`` is built, plans whose
+arguments are all torch tensors on pointers/slices and plain int/float
+scalars also get a C plan (:func:`native_specs`): it reads tensors through
+the DLPack C exchange API, packs on the stack and calls the driver; on any
+check failure it declines and this module's Python function runs.  Set
+``PTXBRIDGE_FASTLAUNCH=0`` to turn the C plan off.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ptxbridge.abi.layout import PACK_CODES, Layout
+from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
+
 from .args import Binder
 
-__all__ = ["compile_launch"]
+try:
+    from . import _fastlaunch
+except ImportError:  # not built (no compiler at install time): the Python path alone
+    _fastlaunch = None
+
+__all__ = ["compile_launch", "native_specs", "native_available"]
+
+_TENSOR, _INT, _FLOAT = 0, 1, 2  # argument kinds of bridge/_fastlaunch.c
+
+
+def native_available() -> bool:
+    """The C plan is built and not switched off (``PTXBRIDGE_FASTLAUNCH=0``)."""
+    return _fastlaunch is not None and os.environ.get("PTXBRIDGE_FASTLAUNCH", "1") != "0"
+
+
+def _codes(layout: Layout, first: int, count: int) -> list[tuple[int, int]] | None:
+    """(offset, struct code) of ``count`` flat parameters from ``first``; None for aggregates."""
+    laid = layout.params[first:first + count]
+    if len(laid) != count or any(p.param.aggregate or p.param.ptx_type not in PACK_CODES for p in laid):
+        return None
+    return [(p.offset, ord(PACK_CODES[p.param.ptx_type])) for p in laid]
+
+
+def _torch_spec(hint: tuple, arg_type: type, places: list[tuple[int, int]]) -> tuple | None:
+    import torch
+
+    from .dlpack import torch_dtype_map
+
+    _, _kind, torch_dtype, device = hint
+    api = getattr(arg_type, "__dlpack_c_exchange_api__", None)
+    dtype = torch_dtype_map(torch).get(torch_dtype)
+    if api is None or dtype is None:
+        return None
+    where = (DLPACK_CUDA, device) if device >= 0 else (DLPACK_CPU, 0)
+    length = places[1] if len(places) == 2 else (-1, 0)
+    return (_TENSOR, arg_type, api, dtype.code, dtype.bits, *where, *places[0], *length)
+
+
+def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: Layout) -> tuple | None:
+    """Per argument, what the C plan reads and where it packs it; None when any argument
+    needs the Python path (or no torch tensor is there to name the current stream)."""
+    specs: list[tuple] = []
+    cursor = 0
+    for binder, arg_type in zip(binders, arg_types, strict=True):
+        hint = binder.inline
+        if hint is None or hint[0] not in ("torch", "int", "float"):
+            return None
+        count = 2 if hint[:2] == ("torch", "slice") else 1
+        places = _codes(layout, cursor, count)
+        cursor += count
+        if places is None:
+            return None
+        if hint[0] == "torch":
+            spec = _torch_spec(hint, arg_type, places)
+            if spec is None:
+                return None
+        elif hint[0] == "int":
+            spec = (_INT, *places[0], int(hint[1]), int(hint[2]))
+        else:
+            spec = (_FLOAT, *places[0], float(hint[1]))
+        specs.append(spec)
+    if cursor != len(layout.params) or not any(s[0] == _TENSOR for s in specs):
+        return None
+    return tuple(specs)
+
+
+def native_plan(size: int, specs: tuple, **launch: Any) -> Callable[..., Any] | None:
+    """The launch of a ``_fastlaunch.Plan`` (``launch`` names the driver facts, see
+    bridge/_fastlaunch.c); None when libcuda cannot be loaded."""
+    if not _fastlaunch.driver_ready():
+        return None
+    return _fastlaunch.Plan(size, specs, **launch).launch
 
 
 def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str], str]:

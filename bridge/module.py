@@ -32,7 +32,7 @@ from ptxbridge.loaders.base import DLPACK_CUDA, Backend
 
 from .args import BindContext, LaunchState, OtherDeviceError, make_binder
 from .dlpack import default_stream_for, device_name, stream_handle
-from .fastpath import compile_launch
+from .fastpath import compile_launch, native_available, native_plan, native_specs
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
@@ -53,7 +53,7 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
-    __slots__ = ("binders", "bound", "default_stream", "fast", "launch", "need_buffers", "stateful")
+    __slots__ = ("binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers", "stateful")
 
     def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
         signature, backend = kernel.signature, kernel._backend
@@ -76,7 +76,13 @@ class _Plan:
             extra = {"cooperative": True} if kernel.cooperative else {}
             self.launch = prepare(kernel._function, packer, kernel.name, **extra)
             self.bound = compile_launch(self.binders, self.launch)
-        else:
+        self.native = None  # the C plan's launch (ptxbridge._fastlaunch), when it can take this plan
+        facts = getattr(backend, "native_facts", None)
+        if self.fast and facts is not None and not kernel.cooperative and native_available():
+            specs = native_specs(self.binders, arg_types, signature.layout)
+            if specs is not None:
+                self.native = native_plan(packer.size, specs, **facts(kernel._function, kernel.name))
+        if not self.fast:
             function, name = kernel._function, kernel.name
 
             def general(values: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: int,
@@ -146,6 +152,14 @@ class Kernel:
         if shared_mem.__class__ is not int or shared_mem < 0:
             raise ArgumentError(f"{self.name}: shared_mem must be a non-negative int (got {shared_mem!r})")
         try:
+            if plan.native is not None:
+                if stream is not None and stream.__class__ is not int:
+                    stream = stream_handle(stream)
+                code = plan.native(args, grid3, block3, shared_mem, stream)
+                if code is None:
+                    return
+                if code is not False:  # the driver refused the launch
+                    raise self._backend.launch_error(code, self.name, grid3, block3, shared_mem)
             if plan.bound is not None:
                 if stream is None:
                     reader = plan.default_stream

@@ -260,9 +260,18 @@ class CudaBackend:
                               shared_mem, stream_arg, *tail)
             self.last_kernel = name
             if code:
-                raise self._launch_error(code, name, grid, block, shared_mem, keep)
+                raise self.launch_error(code, name, grid, block, shared_mem, keep)
 
         return run
+
+    def native_facts(self, function: _Function, name: str) -> dict[str, Any]:
+        """What the C launch plan (``ptxbridge._fastlaunch.Plan``) needs to call the driver itself,
+        with the same choices as :meth:`prepare` (non-cooperative launches only)."""
+        pointers = os.environ.get("PTXBRIDGE_LAUNCH_PARAMS") == "pointers"
+        return {"function": function.handle, "context": int(self._context),
+                "pointer_offsets": function.param_offsets if pointers else None,
+                "max_shared": function.max_dynamic_shared, "function_obj": function, "backend": self,
+                "name": name, "device_id": self.device_id}
 
     def launch(self, function: _Function, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared_mem: int, stream: Any, params: bytes, buffers: Sequence[Buffer]) -> None:
@@ -273,8 +282,8 @@ class CudaBackend:
             if isinstance(buffer.owner, _Upload):
                 buffer.owner.free(int(stream or 0))
 
-    def _launch_error(self, code: int, name: str, grid: tuple, block: tuple, shared_mem: int,
-                      _keep: Any) -> CudaError:
+    def launch_error(self, code: int, name: str, grid: tuple, block: tuple, shared_mem: int,
+                     _keep: Any = None) -> CudaError:
         call = f"cuLaunchKernel(grid={grid}, block={block}, shared_mem={shared_mem})"
         error = cuda_error(code, f"{name}: {call}")
         if error.code in _STICKY:

@@ -1,0 +1,451 @@
+/* ptxbridge._fastlaunch: the per-launch hot path of a checked launch, in C.
+ *
+ * A Plan is built once per (kernel, argument types) from what the Python
+ * side decided (bridge/fastpath.py): per argument, where its flat values
+ * come from and what it must be.  Per launch it reads each torch tensor
+ * through the DLPack C exchange API (one C call, no Python objects), checks
+ * dtype, device and contiguity, range-checks Python int / float scalars,
+ * packs the parameter buffer on the stack and calls cuLaunchKernel, resolved
+ * once with dlopen/dlsym (nothing links against libcuda).
+ *
+ * The C side never raises for user input: whenever a check fails it returns
+ * False ("declined") and the Python path runs, which either accepts what
+ * this path is too strict for or raises the house-format ArgumentError.
+ * Results of Plan.launch: None (launched), False (declined, nothing
+ * launched), an int CUresult (the driver refused the launch).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the parameter buffer is packed little-endian by memcpy"
+#endif
+
+/* --- DLPack (dlpack.h v1.2+), the parts this file reads ----------------------------------- */
+typedef struct { uint32_t major, minor; } DLVersion;
+typedef struct { int32_t device_type; int32_t device_id; } DLDev;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
+typedef struct {
+    void *data;
+    DLDev device;
+    int32_t ndim;
+    DLType dtype;
+    int64_t *shape;
+    int64_t *strides;
+    uint64_t byte_offset;
+} DLView;
+typedef struct ExchangeHeader { DLVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
+typedef struct {
+    ExchangeHeader header;
+    void *managed_tensor_allocator;
+    void *managed_tensor_from_py_object_no_sync;
+    void *managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLView *out);
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} ExchangeAPI;
+
+#define KDL_CUDA 2
+
+/* --- the driver, resolved once -------------------------------------------------------------- */
+typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, void *stream, void **params, void **extra);
+typedef int (*SetCurrentFn)(void *context);
+static LaunchFn cu_launch;
+static SetCurrentFn cu_set_current;
+
+static int resolve_driver(void) {
+    if (cu_launch != NULL && cu_set_current != NULL) return 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) return 0;
+    cu_launch = (LaunchFn)dlsym(lib, "cuLaunchKernel");
+    cu_set_current = (SetCurrentFn)dlsym(lib, "cuCtxSetCurrent");
+    return cu_launch != NULL && cu_set_current != NULL;
+}
+
+/* --- plans ---------------------------------------------------------------------------------- */
+enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
+#define MAX_PARAMS 4096 /* bytes: the driver's limit is 32764, the C path takes the common case */
+#define MAX_SLOTS 256
+
+typedef struct {
+    int kind;
+    int offset, code;            /* the (first) flat value: byte offset, struct code */
+    int len_offset, len_code;    /* slices: where numel goes; len_offset < 0 for pointers */
+    PyTypeObject *type;          /* tensors: the exact type the API came from */
+    const ExchangeAPI *api;
+    DLType dtype;
+    int32_t device_type, device_id;
+    long long lo;                /* ints: the range; unsigned when lo >= 0 */
+    unsigned long long hi;
+    double limit;                /* floats: |x| <= limit */
+} ArgSpec;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nargs;
+    ArgSpec *args;
+    int size;
+    PyObject *keep;              /* the spec tuple: keeps types and capsules alive */
+    void *function;              /* CUkernel handle */
+    void *context;               /* primary context, made current for the default streams */
+    int pointers;                /* kernelParams instead of extra */
+    int nslots;
+    int slots[MAX_SLOTS];        /* kernelParams: flat parameter offsets */
+    long max_shared;
+    PyObject *function_obj;      /* re-read max_dynamic_shared when a launch asks for more */
+    PyObject *backend, *name;    /* backend.last_kernel = name after each launch */
+    const ExchangeAPI *stream_api;
+    int32_t device_id;
+} Plan;
+
+static PyObject *str_max_shared, *str_last_kernel;
+
+static int put_int(char *buf, int offset, int code, long long sv, unsigned long long uv, int negative) {
+    int size;
+    switch (code) {
+    case 'b': if (sv < -128 || sv > 127) return 0; size = 1; break;
+    case 'B': if (negative || uv > 0xffu) return 0; size = 1; break;
+    case 'h': if (sv < -32768 || sv > 32767) return 0; size = 2; break;
+    case 'H': if (negative || uv > 0xffffu) return 0; size = 2; break;
+    case 'i': if (sv < INT32_MIN || sv > INT32_MAX) return 0; size = 4; break;
+    case 'I': if (negative || uv > 0xffffffffu) return 0; size = 4; break;
+    case 'q': if (!negative && uv > (unsigned long long)INT64_MAX) return 0; size = 8; break;
+    case 'Q': if (negative) return 0; size = 8; break;
+    default: return 0;
+    }
+    memcpy(buf + offset, &uv, size); /* two's complement: uv holds sv's bits when negative */
+    return 1;
+}
+
+static int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
+    return put_int(buf, offset, code, (long long)v, v, 0);
+}
+
+/* Torch's is_contiguous(): unit axes ignored, empty tensors contiguous. */
+static int contiguous(const DLView *t, uint64_t *numel) {
+    uint64_t n = 1;
+    int ok = 1;
+    int64_t expected = 1;
+    for (int32_t axis = t->ndim - 1; axis >= 0; --axis) {
+        int64_t extent = t->shape[axis];
+        n *= (uint64_t)extent;
+        if (extent != 1 && t->strides != NULL) {
+            if (t->strides[axis] != expected) ok = 0;
+            expected *= extent;
+        }
+    }
+    *numel = n;
+    return ok || n == 0;
+}
+
+static int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf) {
+    DLView view;
+    if (Py_TYPE(arg) != s->type) return 0;
+    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint64_t numel;
+    if (view.dtype.code != s->dtype.code || view.dtype.bits != s->dtype.bits || view.dtype.lanes != 1
+        || view.device.device_type != s->device_type || view.device.device_id != s->device_id
+        || !contiguous(&view, &numel))
+        return 0;
+    uint64_t address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
+    if (!put_unsigned(buf, s->offset, s->code, address)) return 0;
+    return s->len_offset < 0 || put_unsigned(buf, s->len_offset, s->len_code, numel);
+}
+
+static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
+    if (!PyLong_CheckExact(arg)) return 0;
+    if (s->lo < 0) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        if (v < s->lo || v > (long long)s->hi) return 0;
+        return put_int(buf, s->offset, s->code, v, (unsigned long long)v, v < 0);
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    if (v < (unsigned long long)s->lo || v > s->hi) return 0;
+    return put_unsigned(buf, s->offset, s->code, v);
+}
+
+static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
+    if (!PyFloat_CheckExact(arg)) return 0;
+    double v = PyFloat_AS_DOUBLE(arg);
+    if (!(-s->limit <= v && v <= s->limit)) return 0; /* NaN fails too */
+    if (s->code == 'f') {
+        float f = (float)v;
+        memcpy(buf + s->offset, &f, 4);
+    } else {
+        memcpy(buf + s->offset, &v, 8);
+    }
+    return 1;
+}
+
+/* 1: every argument packed into buf; 0: declined. */
+static int pack(const Plan *plan, PyObject *args, char *buf) {
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != plan->nargs) return 0;
+    memset(buf, 0, plan->size);
+    for (Py_ssize_t i = 0; i < plan->nargs; ++i) {
+        const ArgSpec *s = &plan->args[i];
+        PyObject *arg = PyTuple_GET_ITEM(args, i);
+        int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf)
+               : s->kind == ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+static int read_spec(ArgSpec *s, PyObject *item) {
+    PyObject *capsule = NULL, *type = NULL;
+    int dl_code, dl_bits;
+    unsigned long long hi;
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) goto bad;
+    s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    s->len_offset = -1;
+    if (s->kind == ARG_TENSOR) {
+        if (!PyArg_ParseTuple(item, "iOOiiiiiiii", &s->kind, &type, &capsule, &dl_code, &dl_bits,
+                              &s->device_type, &s->device_id, &s->offset, &s->code, &s->len_offset,
+                              &s->len_code))
+            return 0;
+        if (!PyType_Check(type)) goto bad;
+        s->type = (PyTypeObject *)type;
+        s->api = (const ExchangeAPI *)PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+        if (s->api == NULL) return 0;
+        if (s->api->header.version.major != 1 || s->api->header.version.minor < 2
+            || s->api->dltensor_from_py_object_no_sync == NULL || s->api->current_work_stream == NULL) {
+            PyErr_SetString(PyExc_ValueError, "the DLPack exchange API is too old or lacks DLTensor views");
+            return 0;
+        }
+        s->dtype.code = (uint8_t)dl_code;
+        s->dtype.bits = (uint8_t)dl_bits;
+        s->dtype.lanes = 1;
+        return 1;
+    }
+    if (s->kind == ARG_INT) {
+        if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
+        s->hi = hi;
+        return 1;
+    }
+    if (s->kind == ARG_FLOAT) {
+        if (!PyArg_ParseTuple(item, "iiid", &s->kind, &s->offset, &s->code, &s->limit)) return 0;
+        if (s->code != 'f' && s->code != 'd') goto bad;
+        return 1;
+    }
+bad:
+    PyErr_SetString(PyExc_ValueError, "malformed argument spec");
+    return 0;
+}
+
+static int check_place(const ArgSpec *s, int size) {
+    static const char codes[] = "bBhHiIqQfd";
+    static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
+    int places[2][2] = {{s->offset, s->code}, {s->len_offset, s->len_code}};
+    for (int k = 0; k < (s->len_offset < 0 ? 1 : 2); ++k) {
+        const char *found = places[k][1] > 0 ? strchr(codes, places[k][1]) : NULL;
+        if (found == NULL || places[k][0] < 0 || places[k][0] + sizes[found - codes] > size) return 0;
+    }
+    return 1;
+}
+
+/* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
+ *      backend=None, name=None, device_id=0) */
+static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
+                            "function_obj", "backend", "name", "device_id", NULL};
+    PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *backend = Py_None, *name = Py_None;
+    unsigned long long function = 0, context = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOi", names, &self->size, &PyTuple_Type,
+                                     &specs, &function, &context, &offsets, &self->max_shared,
+                                     &function_obj, &backend, &name, &self->device_id))
+        return -1;
+    if (self->args != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
+        return -1;
+    }
+    if (self->size < 0 || self->size > MAX_PARAMS) {
+        PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
+        return -1;
+    }
+    self->nargs = PyTuple_GET_SIZE(specs);
+    self->args = PyMem_Calloc(self->nargs ? self->nargs : 1, sizeof(ArgSpec));
+    if (self->args == NULL) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < self->nargs; ++i) {
+        ArgSpec *s = &self->args[i];
+        if (!read_spec(s, PyTuple_GET_ITEM(specs, i))) return -1;
+        if (!check_place(s, self->size)) {
+            PyErr_Format(PyExc_ValueError, "argument spec %zd does not fit the %d-byte buffer", i, self->size);
+            return -1;
+        }
+        if (s->kind == ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
+    }
+    if (offsets != Py_None) {
+        PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
+        if (seq == NULL) return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > MAX_SLOTS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many parameters"); return -1; }
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            self->slots[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (self->slots[i] < 0 || self->slots[i] >= (self->size ? self->size : 1)) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "parameter offset out of range");
+                return -1;
+            }
+        }
+        Py_DECREF(seq);
+        self->pointers = 1;
+        self->nslots = (int)n;
+    }
+    self->function = (void *)(uintptr_t)function;
+    self->context = (void *)(uintptr_t)context;
+    Py_XSETREF(self->keep, Py_NewRef(specs));
+    Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
+    Py_XSETREF(self->backend, Py_NewRef(backend));
+    Py_XSETREF(self->name, Py_NewRef(name));
+    return 0;
+}
+
+static void plan_dealloc(Plan *self) {
+    PyMem_Free(self->args);
+    Py_XDECREF(self->keep);
+    Py_XDECREF(self->function_obj);
+    Py_XDECREF(self->backend);
+    Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Plan.pack(args) -> bytes, or False when declined (the CPU-testable half of launch). */
+static PyObject *plan_pack(Plan *self, PyObject *args) {
+    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
+    if (!pack(self, args, buf)) Py_RETURN_FALSE;
+    return PyBytes_FromStringAndSize(buf, self->size);
+}
+
+static int dim(PyObject *t, unsigned out[3]) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3) return 0;
+    for (int i = 0; i < 3; ++i) {
+        PyObject *v = PyTuple_GET_ITEM(t, i);
+        if (!PyLong_CheckExact(v)) return 0;
+        unsigned long x = PyLong_AsUnsignedLong(v);
+        if ((x == (unsigned long)-1 && PyErr_Occurred()) || x == 0 || x > 0x7fffffffUL) {
+            PyErr_Clear();
+            return 0;
+        }
+        out[i] = (unsigned)x;
+    }
+    return 1;
+}
+
+static int shared_allowed(Plan *self, long shared) {
+    if (shared <= self->max_shared) return 1;
+    PyObject *now = PyObject_GetAttr(self->function_obj, str_max_shared);
+    if (now == NULL) { PyErr_Clear(); return 0; }
+    self->max_shared = PyLong_AsLong(now);
+    Py_DECREF(now);
+    if (PyErr_Occurred()) { PyErr_Clear(); self->max_shared = 0; return 0; }
+    return shared <= self->max_shared;
+}
+
+/* Plan.launch(args, grid3, block3, shared_mem, stream) -> None | False | int CUresult */
+static PyObject *plan_launch(Plan *self, PyObject *const *argv, Py_ssize_t argc) {
+    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
+    unsigned grid[3], block[3];
+    void *stream = NULL;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "launch(args, grid3, block3, shared_mem, stream)");
+        return NULL;
+    }
+    if (cu_launch == NULL || self->function == NULL || !dim(argv[1], grid) || !dim(argv[2], block)
+        || !PyLong_CheckExact(argv[3]))
+        Py_RETURN_FALSE;
+    long shared = PyLong_AsLong(argv[3]);
+    if (shared < 0 || shared > 0x7fffffffL || !shared_allowed(self, shared)) { PyErr_Clear(); Py_RETURN_FALSE; }
+    if (argv[4] == Py_None) {
+        if (self->stream_api == NULL) Py_RETURN_FALSE;
+        if (self->stream_api->current_work_stream(KDL_CUDA, self->device_id, &stream) != 0) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    } else if (PyLong_CheckExact(argv[4])) {
+        unsigned long long handle = PyLong_AsUnsignedLongLong(argv[4]);
+        if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+        stream = (void *)(uintptr_t)handle;
+    } else {
+        Py_RETURN_FALSE;
+    }
+    if (!pack(self, argv[0], buf)) Py_RETURN_FALSE;
+    size_t size = (size_t)self->size;
+    void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
+                      (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
+    void *params[MAX_SLOTS];
+    for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
+    int code;
+    Py_BEGIN_ALLOW_THREADS
+    if ((uintptr_t)stream <= 2) code = cu_set_current(self->context); /* NULL, legacy, per-thread */
+    else code = 0;
+    if (code == 0)
+        code = cu_launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                         (unsigned)shared, stream, self->pointers ? params : NULL,
+                         self->pointers ? NULL : extra);
+    Py_END_ALLOW_THREADS
+    if (self->backend != Py_None && PyObject_SetAttr(self->backend, str_last_kernel, self->name) < 0)
+        return NULL;
+    if (code != 0) return PyLong_FromLong(code);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef plan_methods[] = {
+    {"pack", (PyCFunction)plan_pack, METH_O, "pack(args) -> bytes, or False when declined"},
+    {"launch", (PyCFunction)(void (*)(void))plan_launch, METH_FASTCALL,
+     "launch(args, grid3, block3, shared_mem, stream) -> None, False (declined) or a CUresult"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ptxbridge._fastlaunch.Plan",
+    .tp_basicsize = sizeof(Plan),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One kernel's launch plan for one tuple of argument types.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)plan_init,
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_methods = plan_methods,
+};
+
+static PyObject *driver_ready(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(resolve_driver());
+}
+
+static PyMethodDef module_methods[] = {
+    {"driver_ready", driver_ready, METH_NOARGS, "Load cuLaunchKernel from libcuda.so.1; False without a driver."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ptxbridge._fastlaunch",
+    .m_doc = "The C hot path of a checked launch (optional; the Python path is the fallback).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+    str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
+    str_last_kernel = PyUnicode_InternFromString("last_kernel");
+    if (str_max_shared == NULL || str_last_kernel == NULL || PyType_Ready(&PlanType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) return NULL;
+    if (PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,10 @@
+"""The optional C hot path (``ptxbridge._fastlaunch``); everything else is in pyproject.toml.
+
+``optional=True``: a machine without a C compiler or Python headers still installs, and the
+pure-Python launch path is used there.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("ptxbridge._fastlaunch", ["bridge/_fastlaunch.c"], libraries=["dl"],
+                             extra_compile_args=["-O2", "-std=c11"], optional=True)])
