@@ -37,6 +37,7 @@ from ptxbridge.abi.kinds import (
 )
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
+from ptxbridge.abi.syntax import format_type
 from ptxbridge.loaders.base import DLPACK_CUDA, Buffer
 
 from .dlpack import (
@@ -48,7 +49,7 @@ from .dlpack import (
     torch_dtype_map,
 )
 from .tensor_checks import TensorProblem, check_layout
-from .values import F32_MAX, ValueProblem, describe_type, encode, scalar_converter
+from .values import F32_MAX, ValueProblem, encode, scalar_converter
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
 
@@ -123,7 +124,7 @@ class _Where:
         self.ctx, self.name, self.t = ctx, name, t
 
     def fail(self, problem: str) -> ArgumentError:
-        return ArgumentError(f"{self.ctx.kernel}: argument '{self.name}' ({describe_type(self.t)}) {problem}")
+        return ArgumentError(f"{self.ctx.kernel}: argument '{self.name}' ({format_type(self.t)}) {problem}")
 
 
 def _want_dtype(t: ParamType) -> Any:
@@ -255,7 +256,7 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
             return (value,)  # a raw address inside a struct is the caller's business
         extract = extractor_for(type(value))
         if extract is None:
-            raise ValueProblem(f"a {describe_type(t)} field takes a tensor (got {type(value).__name__})")
+            raise ValueProblem(f"a {format_type(t)} field takes a tensor (got {type(value).__name__})")
         info = extract(value, None)
         _check_tensor(info, _Where(ctx, where.name, t))
         return check_layout(info, t)

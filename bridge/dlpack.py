@@ -15,9 +15,10 @@ type                        how the facts are read (per launch)
 ========================== ==============================================================
 
 The DLPack C exchange API (``__dlpack_c_exchange_api__``, torch >= 2.10) is
-not used: from pure Python each of its C functions costs a ctypes call
-(0.3 to 0.9 us measured on the dev host) plus the deleter call, more than
-torch's own accessors, which are the cheaper exact path.  Capsules are left
+used by the optional C fast path (``bridge/_fastlaunch.c``), which calls its
+functions directly; this pure-Python path does not use it, since from Python
+each of its C functions costs a ctypes call (0.3 to 0.9 us measured on the
+dev host), more than torch's own accessors.  Capsules are left
 with their producer-set name, so the producer's capsule destructor frees
 them when the launch no longer holds them; a capsule is never read twice.
 """

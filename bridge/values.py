@@ -30,7 +30,7 @@ from ptxbridge.abi.kinds import (
 )
 from ptxbridge.abi.lowering import FlatParam, field_offsets, memory_layout
 
-__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encode", "bf16_bits", "describe_type"]
+__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encode", "bf16_bits"]
 
 F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
@@ -39,32 +39,6 @@ _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
 
 class ValueProblem(Exception):
     """Why a value does not fit; the binder turns it into an ArgumentError naming kernel and argument."""
-
-
-def describe_type(t: ParamType | None) -> str:
-    """A short human spelling of a parameter kind, for error messages."""
-    if t is None:
-        return "void"
-    if isinstance(t, Scalar):
-        return t.dtype.name
-    if isinstance(t, Pointer):
-        return f"*{'mut' if t.mutable else 'const'} {describe_type(t.pointee)}"
-    if isinstance(t, Slice):
-        return f"&{'mut ' if t.mutable else ''}[{t.dtype}]"
-    if isinstance(t, DisjointSlice):
-        return f"DisjointSlice<{t.dtype}>{' (2-D)' if t.rows_2d else ''}"
-    name = type(t).__name__
-    if hasattr(t, "ndim"):
-        return f"{name}({t.dtype}, ndim={t.ndim}{', ' + t.layout if name == 'NumbaArray' else ''})"
-    if isinstance(t, Struct):
-        return f"struct {t.name}"
-    if isinstance(t, Tuple):
-        return "(" + ", ".join(describe_type(i) for i in t.items) + ")"
-    if isinstance(t, Constant):
-        return f"constant {t.value!r}"
-    if isinstance(t, Opaque):
-        return f"opaque[{t.size}, align {t.align}]"
-    return name
 
 
 def bf16_bits(x: float) -> int:
