@@ -28,7 +28,7 @@ from .rust_source import parse_source, read_crate
 from .rust_syntax import RustSource
 from .rust_types import SourceSignatures, read_signatures
 
-__all__ = ["DEFAULT_ARCH", "compile", "from_ptx", "rustc_options"]
+__all__ = ["DEFAULT_ARCH", "compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
 DEFAULT_ARCH = "sm_80"  # FRONTENDS.md 1: PTX ISA 7.0 for sm_80
 _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
@@ -119,6 +119,19 @@ def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolch
     return cache.cached("rust-ptx", entry_key, produce)
 
 
+# rustc defines the crate's #[panic_handler] as a visible function under one fixed name
+# (``_RNv..._7___rustc17rust_begin_unwind``) in every crate, so two Rust artifacts in one
+# link would define it twice.  Each crate's handler is only called from its own code, so
+# giving it internal linkage (no linkage directive, PTX ISA 11.6) keeps every crate's own
+# handler and lets any number of Rust artifacts link together.
+_PANIC_HANDLER = re.compile(rb"^\.visible\s+(\.func\s+[\w$]*___rustc17rust_begin_unwind\b)", re.MULTILINE)
+
+
+def localize_panic_handler(ptx: bytes) -> bytes:
+    """rustc PTX with its panic handler made module-local (see ``_PANIC_HANDLER``)."""
+    return _PANIC_HANDLER.sub(rb"\1", ptx)
+
+
 def checked_signatures(found: SourceSignatures, module: PtxModule,
                        ) -> tuple[dict[str, Signature], dict[str, Signature], dict[str, Signature]]:
     """Kernels, device functions and imports, each checked against the PTX.
@@ -171,7 +184,7 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
                             extra=tuple(extra_args))
     toolchain = rust_toolchain.find_toolchain()
-    code = _compile_ptx(crate, options, toolchain, progress)
+    code = localize_panic_handler(_compile_ptx(crate, options, toolchain, progress))
     module = read_ptx(code, crate.root)
     kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
     return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
@@ -185,7 +198,7 @@ def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
     The arch is the PTX ``.target``; every signature is checked against the PTX.
     """
     ptx_path = Path(ptx_path)
-    code = ptx_path.read_bytes()
+    code = localize_panic_handler(ptx_path.read_bytes())
     module = read_ptx(code, str(ptx_path))
     crate = _crate(Path(source_path))
     kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)

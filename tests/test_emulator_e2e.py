@@ -107,3 +107,47 @@ extern "C" __global__ void fill(int* a, int n) {
     with pytest.raises(MemoryAccessError, match=r"'fill'.*st\.global"):
         module.fill(a, 8, grid=1, block=32)
     np.testing.assert_array_equal(guard, -1)  # the faulting store was checked before any write
+
+
+def _module_with_local_helper(kernel: str, value: int) -> bytes:
+    """A PTX module whose kernel calls an internal (module-local) .func named ``helper``."""
+    return f"""
+.version 7.0
+.target sm_80
+.address_size 64
+.func (.param .b32 r) helper()
+{{
+    st.param.b32 [r], {value};
+    ret;
+}}
+.visible .entry {kernel}(.param .u64 out)
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    {{
+    .param .b32 rv;
+    call (rv), helper, ();
+    ld.param.b32 %r1, [rv];
+    }}
+    st.global.u32 [%rd1], %r1;
+    ret;
+}}
+""".encode()
+
+
+def test_module_local_functions_of_the_same_name_stay_apart():
+    from ptxbridge.abi.dtypes import dtype
+    from ptxbridge.abi.kinds import Pointer, Scalar
+    from ptxbridge.abi.signature import Param, Signature
+
+    out_param = (Param("out", Pointer(Scalar(dtype("u32")))),)
+    kernels = {name: Signature(name, out_param) for name in ("one", "two")}
+    image = ptxbridge.Image(None, None, kernels,
+                            ptx=(_module_with_local_helper("one", 1), _module_with_local_helper("two", 2)))
+    module = image.load("cpu")
+    out = np.zeros(1, np.uint32)
+    module.one(out, grid=1, block=1)
+    assert out[0] == 1
+    module.two(out, grid=1, block=1)
+    assert out[0] == 2

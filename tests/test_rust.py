@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import _rust_fixtures
 import pytest
@@ -284,3 +285,22 @@ def test_reader_errors_name_file_and_line():
     source = TRICKY + '#[unsafe(no_mangle)] pub extern "C" fn bad(s: Shape) {}\n'
     with pytest.raises(FormatError, match=r"bad: parameter 's': enum Shape needs to be fieldless"):
         read_signatures([parse_source(source, "x.rs")], Convention.C)
+
+
+def test_two_rust_artifacts_link_and_run_together(sysroot):
+    # Every rustc crate defines its panic handler under one fixed visible name; the frontend
+    # makes it module-local so several Rust artifacts link into one image.
+    import numpy as np
+
+    import ptxbridge
+
+    root = Path(__file__).parents[1] / "examples" / "kernels"
+    scale, affine = prust.compile(root / "scale.rs"), prust.compile(root / "affine.rs")
+    for artifact in (scale, affine):
+        handler = [f for f in read_ptx(artifact.code).functions if f.name.endswith("rust_begin_unwind")]
+        assert [f.linkage for f in handler] == [""]
+    module = ptxbridge.link([scale, affine]).load("cpu")
+    x, y = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    module.saxpy(2.0, x, y, 8, grid=1, block=8)
+    np.testing.assert_array_equal(y, 2 * np.arange(8, dtype=np.float32) + 1)
+    assert {"saxpy", "affine"} <= set(module.image.kernels)

@@ -68,7 +68,8 @@ def _call(cx: Context) -> Control:
     arguments = _params(cx, ops.pop(0)) if ops else ()
     if ops:
         raise cx.unsupported("call with a prototype (indirect call) is not implemented")
-    return Control("call", CallTarget(callee.name, returns, arguments))
+    # the symbol's value is the linked program's key: module-local functions are qualified
+    return Control("call", CallTarget(cx.symbol(callee.name).value, returns, arguments))
 
 
 @op("ret", "exit", "trap")

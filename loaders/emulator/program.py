@@ -67,6 +67,9 @@ class Program:
         for name in {fn.name for module in modules for fn in module.functions}:
             self._exported[name] = Symbol("func", name)  # declarations too: _check_calls names the missing
         scopes = [self._module_variables(module) for module in modules]
+        for index, module in enumerate(modules):  # module-local functions shadow exported names
+            scopes[index].update({fn.name: Symbol("func", _local_key(fn.name, index))
+                                  for fn in module.functions if _is_local(fn)})
         parsed = {name: self._declare(fn, modules[index].source) for name, (index, fn) in definitions.items()}
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
         for scope in scopes:
@@ -87,10 +90,14 @@ class Program:
 
     @staticmethod
     def _definitions(modules: list[PtxModule]) -> dict[str, tuple[int, PtxFunction]]:
+        """Every defined function by its program key: module-local ``.func`` are per module."""
         found: dict[str, tuple[int, PtxFunction]] = {}
         for index, module in enumerate(modules):
             for fn in module.functions:
                 if fn.body is None:
+                    continue
+                if _is_local(fn):
+                    found[_local_key(fn.name, index)] = (index, fn)
                     continue
                 if fn.name in found and "weak" not in (fn.linkage, found[fn.name][1].linkage):
                     raise LinkError(f"function {fn.name!r} is defined in {modules[found[fn.name][0]].source} "
@@ -218,6 +225,15 @@ class Program:
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
                         tuple(p.name for p in fn.returns))
+
+
+def _is_local(fn: PtxFunction) -> bool:
+    """A ``.func`` with no linkage directive is visible only inside its module (PTX ISA 11.6)."""
+    return fn.kind == "func" and fn.linkage == ""
+
+
+def _local_key(name: str, module_index: int) -> str:
+    return f"{name}@{module_index}"
 
 
 _ADDRESS_ITEM = re.compile(r"^(generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?$")
