@@ -162,7 +162,7 @@ def ptx_signatures(module: PtxModule, given: Mapping[str, Signature]) -> tuple[d
 
 
 def layout_only(func: PtxFunction) -> Signature:
-    """A signature knowing only PTX parameter sizes: Opaque for ``.entry``, bit widths for ``.func``."""
+    """A signature knowing only what the PTX says: Opaque for ``.entry``, PTX types for ``.func``."""
     if func.kind == "entry":
         params = tuple(Param(f"p{i}", Opaque(p.nbytes, p.param_align)) for i, p in enumerate(func.params))
         return Signature(func.name, params, Convention.C, launch=ptx_launch(func))
@@ -172,9 +172,10 @@ def layout_only(func: PtxFunction) -> Signature:
 
 
 def _bits(param: PtxParam) -> ParamType:
-    """A ``.func`` parameter by width: ``.b32`` could be an int or a float, so unsigned bits it is."""
+    """A ``.func`` parameter as typed as its PTX type says: ``.f32`` a float, ``.s32`` an int,
+    ``.b32`` only 4 bytes (an int or a float: Opaque, so the linker compares its width only)."""
     width = int(param.type[1:]) if param.type[1:].isdigit() else 0
-    if param.array is not None or not width:
+    if param.array is not None or not width or param.type.startswith("b"):
         return Opaque(param.nbytes, param.param_align)
     if param.type.startswith("f"):
         return Scalar(dtype(param.type))

@@ -23,6 +23,7 @@ from ptxbridge import cache
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, LinkError, ToolchainError
+from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
 from ptxbridge.abi.lowering import lower_param, lower_params
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
@@ -244,6 +245,39 @@ def _compare(name: str, importer: Artifact, wanted: Signature, exporter: Artifac
     elif _shape(wanted) != _shape(given):
         raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but "
                         f"{exporter.name} exports `{given}`; their PTX parameter layouts differ")
+    elif (differs := _value_mismatch(wanted, given)) is not None:
+        raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but "
+                        f"{exporter.name} exports `{given}`; {differs}")
+
+
+def _scalar_kind(t: ParamType | None) -> str | None:
+    """The element type a call passes by value (``f32``), or the pointee of a pointer (``*f32``).
+
+    None when there is nothing to compare: structs, opaque blobs and ``void*``
+    (their layouts are compared by :func:`_shape`), and pointer constness,
+    which C lets either side drop.
+    """
+    if isinstance(t, Scalar):
+        return t.dtype.name
+    if isinstance(t, Pointer) and isinstance(t.pointee, Scalar):
+        return f"*{t.pointee.dtype.name}"
+    return None
+
+
+def _value_mismatch(wanted: Signature, given: Signature) -> str | None:
+    """Where two layout-equal signatures still disagree on a value's type (f32 vs i32, *f32 vs *u32).
+
+    Both sides are typed here (each came with a signature), so a float passed
+    where the callee reads an int is a bug to report, not a PTX detail.
+    """
+    pairs = [(f"parameter {i + 1}", a.type, b.type)
+             for i, (a, b) in enumerate(zip(wanted.params, given.params, strict=True))]
+    pairs.append(("the return value", wanted.returns, given.returns))
+    for what, mine, theirs in pairs:
+        a, b = _scalar_kind(mine), _scalar_kind(theirs)
+        if a is not None and b is not None and a != b:
+            return f"{what} is {a} on one side and {b} on the other"
+    return None
 
 
 def _check_isa(artifacts: Sequence[Artifact]) -> None:

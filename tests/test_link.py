@@ -272,3 +272,25 @@ def test_ptx_isa_supported_table():
     for driver, isa in table.items():
         assert linker.ptx_isa_supported(driver) == isa
     assert linker.ptx_isa_supported((13, 5)) == (9, 5)
+
+
+def test_same_width_but_different_value_types_are_refused():
+    # f32 and i32 both lower to one 4-byte parameter: only the signatures can tell them apart.
+    kernel = nvrtc.compile(KERNEL, "sm_90", "ltoir", name="kernel.cu")
+    device = nvrtc.compile('extern "C" __device__ int my_add(int a, int b) { return a + b; }',
+                           "sm_90", "ltoir", name="ints.cu")
+    with pytest.raises(LinkError, match=r"ints.cu exports .*parameter 1 is f32 on one side and i32 on the"):
+        link([kernel, device])
+
+
+def test_pointer_constness_may_differ_but_pointee_types_may_not():
+    caller = nvrtc.compile('extern "C" __device__ void fill(float* p);\n'
+                           'extern "C" __global__ void k(float* p) { fill(p); }', "sm_90", "ltoir",
+                           name="caller.cu")
+    const_ok = nvrtc.compile('extern "C" __device__ void fill(float* const p) { *p = 1.0f; }', "sm_90",
+                             "ltoir", name="callee.cu")
+    assert "k" in link([caller, const_ok]).kernels
+    ints = nvrtc.compile('extern "C" __device__ void fill(int* p) { *p = 1; }', "sm_90", "ltoir",
+                         name="int_callee.cu")
+    with pytest.raises(LinkError, match=r"parameter 1 is \*f32 on one side and \*i32 on the other"):
+        link([caller, ints])
