@@ -13,10 +13,12 @@ numba kernels can call them.  Foreign functions a kernel calls through
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
-from types import FunctionType, ModuleType
+from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any
 
 from ptxbridge import cache
@@ -34,9 +36,9 @@ from .nvrtc import default_arch
 __all__ = ["compile", "arch_to_cc", "NumbaOptions"]
 
 _OUTPUTS = ("ptx", "ltoir")
-_NEEDS_GPU = ("; numba-cuda compiles the jitted functions a kernel calls (@cuda.jit(device=True), "
-              "@numba.njit) for the current GPU, so this needs one: compile where a GPU is, or write "
-              "the helper's code into the kernel")
+_NEEDS_GPU = ("; numba-cuda asked the driver for the current GPU while compiling a function the kernel "
+              "calls, and there is none: compile where a GPU is, or write the helper's code into the kernel")
+_TARGET_LOCK = threading.Lock()
 _INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
 
 
@@ -246,10 +248,11 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
         _, cuda = _numba()
         sig = restype(*args) if not _is_void(restype) else args
         try:
-            code, _ = cuda.compile(pyfunc, sig, device=device, cc=cc, output=output,
-                                   abi="c" if device else "numba", abi_info={"abi_name": name},
-                                   fastmath=options.fastmath, opt=options.opt,
-                                   lineinfo=options.lineinfo, launch_bounds=options.launch_bounds)
+            with _callees_compiled_for(cc):
+                code, _ = cuda.compile(pyfunc, sig, device=device, cc=cc, output=output,
+                                       abi="c" if device else "numba", abi_info={"abi_name": name},
+                                       fastmath=options.fastmath, opt=options.opt,
+                                       lineinfo=options.lineinfo, launch_bounds=options.launch_bounds)
         except Exception as exc:  # numba reports typing and lowering errors with many types
             hint = _NEEDS_GPU if "CudaSupportError" in _exception_chain(exc) else ""
             raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
@@ -257,6 +260,32 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
         return code.encode() if isinstance(code, str) else bytes(code)
 
     return cache.cached("numba", entry_key, produce)
+
+
+@contextmanager
+def _callees_compiled_for(cc: tuple[int, int]) -> Iterator[None]:
+    """Let numba-cuda compile the ``@cuda.jit(device=True)`` functions a kernel calls without a GPU.
+
+    numba-cuda 0.30 compiles such a callee for ``get_current_device().compute_capability``
+    (``CUDADispatcher.compile_device``), which needs a driver and a GPU even when the kernel
+    itself is compiled for an explicit ``cc``.  On a machine without a GPU, the callee is
+    compiled for the kernel's own ``cc`` instead (what the kernel is linked for anyway); with
+    a GPU numba's own behaviour is kept.  Without that hook (another numba-cuda) nothing changes.
+    """
+    from numba import cuda
+    from numba.cuda import dispatcher
+
+    if cuda.is_available() or not callable(getattr(dispatcher, "get_current_device", None)):
+        yield
+        return
+    target = SimpleNamespace(compute_capability=cc)
+    with _TARGET_LOCK:
+        original = dispatcher.get_current_device
+        dispatcher.get_current_device = lambda: target
+        try:
+            yield
+        finally:
+            dispatcher.get_current_device = original
 
 
 def _exception_chain(exc: BaseException | None) -> str:

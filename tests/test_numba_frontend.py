@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import types as pytypes
 
+import numba
 import numpy as np
 import pytest
 from _rust_fixtures import RUST_DIR, toolchain  # noqa: F401 (a fixture)
-from conftest import gpu_count
 from numba import cuda, from_dtype
 from numba.cuda import types as nt
 
@@ -153,16 +153,33 @@ def calls_through_helper(x):
     x[0] = helper_calls_my_add(x[0], x[1])
 
 
-@pytest.mark.gpu  # numba-cuda compiles called device dispatchers for the current device
-def test_import_found_through_a_called_device_function():
+def test_import_found_through_a_called_device_function():  # runs with or without a GPU
     art = pn.compile(cuda.jit(calls_through_helper), "void(float32[::1])")
     assert set(art.imports) == {"my_add"} and art.imports["my_add"].returns.dtype.name == "f32"
 
 
-@pytest.mark.skipif(gpu_count() > 0, reason="the limitation shows only without a GPU")
-def test_called_device_function_without_gpu_says_why():
-    with pytest.raises(CompileError, match="for the current GPU, so this needs one"):
-        pn.compile(calls_through_helper, "void(float32[::1])")
+@numba.njit
+def cpu_style_helper(a):
+    return a - 0.5
+
+
+def calls_device_and_njit_helpers(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = cpu_style_helper(helper_scales(x[i], 2.0))
+
+
+@cuda.jit(device=True)
+def helper_scales(a, b):
+    return a * b + 1.0
+
+
+def test_kernel_calling_jitted_helpers_compiles_without_a_gpu_and_runs():
+    art = pn.compile(calls_device_and_njit_helpers, "void(float32[::1], int32)", name="helpers")
+    module = ptxbridge.load([art], device="cpu")
+    x = np.arange(64, dtype=np.float32)
+    module.helpers(x, 64, grid=1, block=64)
+    np.testing.assert_array_equal(x, np.arange(64, dtype=np.float32) * 2 + 0.5)
 
 
 def test_import_recovered_from_the_extern_declaration():
