@@ -28,8 +28,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         json.dump(reports if len(reports) != 1 else reports[0], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        for report in reports:
-            sys.stdout.write(format_report(report))
+        for report in reports:  # unreadable files go to stderr, the reports of the others to stdout
+            (sys.stderr if "error" in report else sys.stdout).write(format_report(report))
     return 1 if failed else 0
 
 

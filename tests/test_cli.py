@@ -203,8 +203,9 @@ def test_bad_files_name_the_file_and_exit_1(capsys, work):
     truncated.write_bytes(ptxas(work, ptx("sm_90"), "sm_90", name="cut")[:300])
     missing = work / "nope.ptx"
     assert main(["inspect", str(garbage), str(truncated), str(missing), str(RUST_DIR / "../nothing")]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and all("error:" in line for line in lines)
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 4 and all("error:" in line for line in lines) and captured.out == ""
     for line, path in zip(lines, (garbage, truncated, missing), strict=False):
         assert str(path) in line
     assert "unrecognised code object" in lines[0] and "No such file" in lines[2]
@@ -220,7 +221,7 @@ def test_console_script_and_ltoir(work):
                           timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"{lto}: ltoir" in done.stdout and "nvJitLink" in done.stdout
-    assert f"{garbage}:" in done.stdout.splitlines()[-1]
+    assert f"{garbage}:" in done.stderr.splitlines()[-1] and "error:" in done.stderr
 
 
 def test_doctor_json_and_cache_info(capsys, tmp_path):
