@@ -6,5 +6,6 @@ pure-Python launch path is used there.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ptxbridge._fastlaunch", ["bridge/_fastlaunch.c"], libraries=["dl"],
+setup(ext_modules=[Extension("ptxbridge._fastlaunch", ["bridge/_fastlaunch.c", "bridge/_launcher.c"],
+                             depends=["bridge/_fastlaunch.h"], libraries=["dl"],
                              extra_compile_args=["-O2", "-std=c11"], optional=True)])

@@ -13,9 +13,11 @@
  * this path is too strict for or raises the house-format ArgumentError.
  * Results of Plan.launch: None (launched), False (declined, nothing
  * launched), an int CUresult (the driver refused the launch).
+ * bridge/_launcher.c puts a vectorcall type in front of the plans, so a
+ * kernel call reaches plan_run without running Python code.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_fastlaunch.h"
+
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -188,12 +190,12 @@ static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
 }
 
 /* 1: every argument packed into buf; 0: declined. */
-static int pack(const Plan *plan, PyObject *args, char *buf) {
-    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != plan->nargs) return 0;
+static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf) {
+    if (nargs != plan->nargs) return 0;
     memset(buf, 0, plan->size);
-    for (Py_ssize_t i = 0; i < plan->nargs; ++i) {
+    for (Py_ssize_t i = 0; i < nargs; ++i) {
         const ArgSpec *s = &plan->args[i];
-        PyObject *arg = PyTuple_GET_ITEM(args, i);
+        PyObject *arg = argv[i];
         int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf)
                : s->kind == ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
         if (!ok) return 0;
@@ -322,17 +324,27 @@ static void plan_dealloc(Plan *self) {
 /* Plan.pack(args) -> bytes, or False when declined (the CPU-testable half of launch). */
 static PyObject *plan_pack(Plan *self, PyObject *args) {
     char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
-    if (!pack(self, args, buf)) Py_RETURN_FALSE;
+    if (!PyTuple_CheckExact(args) || !pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
+        Py_RETURN_FALSE;
     return PyBytes_FromStringAndSize(buf, self->size);
 }
 
-static int dim(PyObject *t, unsigned out[3]) {
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3) return 0;
-    for (int i = 0; i < 3; ++i) {
-        PyObject *v = PyTuple_GET_ITEM(t, i);
-        if (!PyLong_CheckExact(v)) return 0;
-        unsigned long x = PyLong_AsUnsignedLong(v);
-        if ((x == (unsigned long)-1 && PyErr_Occurred()) || x == 0 || x > 0x7fffffffUL) {
+int parse_dim(PyObject *value, unsigned out[3]) {
+    PyObject *const *items = &value;
+    Py_ssize_t n = 1;
+    if (PyTuple_CheckExact(value)) {
+        items = &PyTuple_GET_ITEM(value, 0);
+        n = PyTuple_GET_SIZE(value);
+    } else if (PyList_CheckExact(value)) {
+        items = PySequence_Fast_ITEMS(value);
+        n = PyList_GET_SIZE(value);
+    }
+    if (n < 1 || n > 3) return 0;
+    out[0] = out[1] = out[2] = 1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        if (!PyLong_CheckExact(items[i])) return 0;
+        long x = PyLong_AsLong(items[i]);
+        if (x <= 0 || x > 0x7fffffffL) { /* -1 with an overflow error lands here too */
             PyErr_Clear();
             return 0;
         }
@@ -351,50 +363,63 @@ static int shared_allowed(Plan *self, long shared) {
     return shared <= self->max_shared;
 }
 
-/* Plan.launch(args, grid3, block3, shared_mem, stream) -> None | False | int CUresult */
-static PyObject *plan_launch(Plan *self, PyObject *const *argv, Py_ssize_t argc) {
+int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsigned grid[3],
+             const unsigned block[3], long shared, PyObject *stream_arg, int *code) {
+    Plan *self = (Plan *)plan;
     char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
-    unsigned grid[3], block[3];
     void *stream = NULL;
-    if (argc != 5) {
-        PyErr_SetString(PyExc_TypeError, "launch(args, grid3, block3, shared_mem, stream)");
-        return NULL;
-    }
-    if (cu_launch == NULL || self->function == NULL || !dim(argv[1], grid) || !dim(argv[2], block)
-        || !PyLong_CheckExact(argv[3]))
-        Py_RETURN_FALSE;
-    long shared = PyLong_AsLong(argv[3]);
-    if (shared < 0 || shared > 0x7fffffffL || !shared_allowed(self, shared)) { PyErr_Clear(); Py_RETURN_FALSE; }
-    if (argv[4] == Py_None) {
-        if (self->stream_api == NULL) Py_RETURN_FALSE;
+    if (cu_launch == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
+        || !shared_allowed(self, shared))
+        return 0;
+    if (stream_arg == Py_None) {
+        if (self->stream_api == NULL) return 0;
         if (self->stream_api->current_work_stream(KDL_CUDA, self->device_id, &stream) != 0) {
             PyErr_Clear();
-            Py_RETURN_FALSE;
+            return 0;
         }
-    } else if (PyLong_CheckExact(argv[4])) {
-        unsigned long long handle = PyLong_AsUnsignedLongLong(argv[4]);
-        if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+    } else if (PyLong_CheckExact(stream_arg)) {
+        unsigned long long handle = PyLong_AsUnsignedLongLong(stream_arg);
+        if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
         stream = (void *)(uintptr_t)handle;
     } else {
-        Py_RETURN_FALSE;
+        return 0;
     }
-    if (!pack(self, argv[0], buf)) Py_RETURN_FALSE;
+    if (!pack(self, argv, nargs, buf)) return 0;
     size_t size = (size_t)self->size;
     void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
                       (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
     void *params[MAX_SLOTS];
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
-    int code;
     Py_BEGIN_ALLOW_THREADS
-    if ((uintptr_t)stream <= 2) code = cu_set_current(self->context); /* NULL, legacy, per-thread */
-    else code = 0;
-    if (code == 0)
-        code = cu_launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                         (unsigned)shared, stream, self->pointers ? params : NULL,
-                         self->pointers ? NULL : extra);
+    if ((uintptr_t)stream <= 2) *code = cu_set_current(self->context); /* NULL, legacy, per-thread */
+    else *code = 0;
+    if (*code == 0)
+        *code = cu_launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                          (unsigned)shared, stream, self->pointers ? params : NULL,
+                          self->pointers ? NULL : extra);
     Py_END_ALLOW_THREADS
     if (self->backend != Py_None && PyObject_SetAttr(self->backend, str_last_kernel, self->name) < 0)
+        return -1;
+    return 1;
+}
+
+/* Plan.launch(args, grid3, block3, shared_mem, stream) -> None | False | int CUresult */
+static PyObject *plan_launch(Plan *self, PyObject *const *argv, Py_ssize_t argc) {
+    unsigned grid[3], block[3];
+    int code = 0;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "launch(args, grid3, block3, shared_mem, stream)");
         return NULL;
+    }
+    if (!PyTuple_CheckExact(argv[0]) || !parse_dim(argv[1], grid) || !parse_dim(argv[2], block)
+        || !PyLong_CheckExact(argv[3]))
+        Py_RETURN_FALSE;
+    long shared = PyLong_AsLong(argv[3]);
+    if (shared == -1 && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+    int ran = plan_run((PyObject *)self, &PyTuple_GET_ITEM(argv[0], 0), PyTuple_GET_SIZE(argv[0]), grid,
+                       block, shared, argv[4], &code);
+    if (ran < 0) return NULL;
+    if (ran == 0) Py_RETURN_FALSE;
     if (code != 0) return PyLong_FromLong(code);
     Py_RETURN_NONE;
 }
@@ -406,7 +431,7 @@ static PyMethodDef plan_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject PlanType = {
+PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "ptxbridge._fastlaunch.Plan",
     .tp_basicsize = sizeof(Plan),
@@ -424,8 +449,54 @@ static PyObject *driver_ready(PyObject *module, PyObject *unused) {
     return PyBool_FromLong(resolve_driver());
 }
 
+/* --- a recording driver, for tests on machines without one ---------------------------------- */
+static PyObject *recorded;
+static int recorded_code;
+
+static int record_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, void *stream, void **params, void **extra) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *bytes = extra == NULL ? Py_NewRef(Py_None)
+                                    : PyBytes_FromStringAndSize(extra[1], (Py_ssize_t)*(size_t *)extra[3]);
+    PyObject *entry = bytes == NULL ? NULL : Py_BuildValue("(K(III)(III)IKN)", (unsigned long long)(uintptr_t)f,
+                                                             gx, gy, gz, bx, by, bz, shared,
+                                                             (unsigned long long)(uintptr_t)stream, bytes);
+    int code = entry == NULL || PyList_Append(recorded, entry) < 0 ? 1 /* CUDA_ERROR_INVALID_VALUE */
+                                                                   : recorded_code;
+    Py_XDECREF(entry);
+    PyErr_Clear();
+    PyGILState_Release(gil);
+    (void)params;
+    return code;
+}
+
+static int record_set_current(void *context) {
+    (void)context;
+    return 0;
+}
+
+/* record_launches(list | None, code=0): with a list, launches append (function, grid, block,
+ * shared_mem, stream, parameter bytes or None) to it and return code instead of calling the driver;
+ * None resolves the driver again. */
+static PyObject *record_launches(PyObject *module, PyObject *args) {
+    PyObject *into;
+    (void)module;
+    recorded_code = 0;
+    if (!PyArg_ParseTuple(args, "O|i", &into, &recorded_code)) return NULL;
+    if (into != Py_None && !PyList_CheckExact(into)) {
+        PyErr_SetString(PyExc_TypeError, "record_launches(list | None, code=0)");
+        return NULL;
+    }
+    Py_XSETREF(recorded, into == Py_None ? NULL : Py_NewRef(into));
+    cu_launch = recorded == NULL ? NULL : record_launch;
+    cu_set_current = recorded == NULL ? NULL : record_set_current;
+    if (recorded == NULL) resolve_driver();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"driver_ready", driver_ready, METH_NOARGS, "Load cuLaunchKernel from libcuda.so.1; False without a driver."},
+    {"record_launches", record_launches, METH_VARARGS, "Tests: record launches into a list instead of the driver."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -440,10 +511,12 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
     str_last_kernel = PyUnicode_InternFromString("last_kernel");
-    if (str_max_shared == NULL || str_last_kernel == NULL || PyType_Ready(&PlanType) < 0) return NULL;
+    if (str_max_shared == NULL || str_last_kernel == NULL || PyType_Ready(&PlanType) < 0 || !launcher_ready())
+        return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0) {
+    if (PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
+        || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -93,12 +93,12 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
     return tuple(specs)
 
 
-def native_plan(size: int, specs: tuple, **launch: Any) -> Callable[..., Any] | None:
-    """The launch of a ``_fastlaunch.Plan`` (``launch`` names the driver facts, see
-    bridge/_fastlaunch.c); None when libcuda cannot be loaded."""
+def native_plan(size: int, specs: tuple, **launch: Any) -> Any:
+    """A ``_fastlaunch.Plan`` (``launch`` names the driver facts, see bridge/_fastlaunch.c);
+    None when libcuda cannot be loaded."""
     if not _fastlaunch.driver_ready():
         return None
-    return _fastlaunch.Plan(size, specs, **launch).launch
+    return _fastlaunch.Plan(size, specs, **launch)
 
 
 def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str], str]:

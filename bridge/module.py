@@ -1,7 +1,10 @@
 """Loaded modules and callable kernels: the per-launch path.
 
 ``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` looks up the
-launch plan cached for the tuple of argument types; a plan holds one binder
+launch plan cached for the tuple of argument types (in C when the optional
+extension is built: ``Kernel``'s base is then ``_fastlaunch.Launcher``, whose
+vectorcall runs the C plan and calls ``Kernel._call_python`` for anything
+else); a plan holds one binder
 per argument (:mod:`ptxbridge.args`), the packer, how to find the caller's
 stream, and the loader's launch function.  Building a plan does everything
 that depends only on types; a launch reads pointers, packs, and makes one
@@ -24,7 +27,7 @@ stream is synchronized.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
@@ -32,12 +35,13 @@ from ptxbridge.loaders.base import DLPACK_CUDA, Backend
 
 from .args import BindContext, LaunchState, OtherDeviceError, make_binder
 from .dlpack import default_stream_for, device_name, stream_handle
-from .fastpath import compile_launch, native_available, native_plan, native_specs
+from .fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
 Dim3 = tuple[int, int, int]
 _DIM_LIMIT = 1 << 31
+_KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -76,7 +80,7 @@ class _Plan:
             extra = {"cooperative": True} if kernel.cooperative else {}
             self.launch = prepare(kernel._function, packer, kernel.name, **extra)
             self.bound = compile_launch(self.binders, self.launch)
-        self.native = None  # the C plan's launch (ptxbridge._fastlaunch), when it can take this plan
+        self.native = None  # the C plan (ptxbridge._fastlaunch.Plan), when it can take this plan
         facts = getattr(backend, "native_facts", None)
         if self.fast and facts is not None and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, arg_types, signature.layout)
@@ -114,8 +118,10 @@ class _Plan:
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
 
 
-class Kernel:
-    """One kernel of a loaded module; call it with tensors and scalars."""
+class Kernel(_KernelBase):
+    """One kernel of a loaded module; call it with tensors and scalars:
+    ``kernel(*args, grid=, block=None, shared_mem=0, stream=None)`` launches on ``grid`` x ``block``;
+    ``block`` defaults to the kernel's ``.reqntid``."""
 
     __slots__ = ("_backend", "_cooperative", "_default_block", "_function", "_module", "_plans", "name",
                  "signature")
@@ -130,14 +136,18 @@ class Kernel:
         self._cooperative = name in getattr(module.backend, "cooperative_kernels", ())
         reqntid = signature.launch.reqntid
         self._default_block = dim3(tuple(reqntid), "reqntid", name) if reqntid else None
+        if _KernelBase is not object:
+            self._configure(self._default_block, stream_handle)
 
-    def __call__(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
-                 stream: Any = None) -> None:
-        """Launch on ``grid`` x ``block``; ``block`` defaults to the kernel's ``.reqntid``."""
+    def _call_python(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
+                     stream: Any = None) -> None:
+        """The whole call in Python: what the C launcher does not take, and every error."""
         key = tuple(map(type, args))
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _Plan(self, key)
+            if plan.native is not None:
+                self._remember(key, plan.native)
         if grid.__class__ is int and 0 < grid < _DIM_LIMIT:
             grid3 = (grid, 1, 1)
         else:
@@ -155,11 +165,11 @@ class Kernel:
             if plan.native is not None:
                 if stream is not None and stream.__class__ is not int:
                     stream = stream_handle(stream)
-                code = plan.native(args, grid3, block3, shared_mem, stream)
+                code = plan.native.launch(args, grid3, block3, shared_mem, stream)
                 if code is None:
                     return
                 if code is not False:  # the driver refused the launch
-                    raise self._backend.launch_error(code, self.name, grid3, block3, shared_mem)
+                    self._launch_failed(code, grid3, block3, shared_mem)
             if plan.bound is not None:
                 if stream is None:
                     reader = plan.default_stream
@@ -176,6 +186,13 @@ class Kernel:
                 raise
             sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
 
+    if _KernelBase is object:  # no C launcher: calls go straight to the Python implementation
+        __call__ = _call_python
+
+    def _launch_failed(self, code: int, grid3: Dim3, block3: Dim3, shared_mem: int) -> NoReturn:
+        """Raise the loader's error for a launch the driver refused (the C launcher calls this too)."""
+        raise self._backend.launch_error(code, self.name, grid3, block3, shared_mem)
+
     @property
     def cooperative(self) -> bool:
         """Launch with ``cuLaunchCooperativeKernel``: on by default for kernels whose cubin records
@@ -186,6 +203,8 @@ class Kernel:
     def cooperative(self, value: bool) -> None:
         self._cooperative = bool(value)
         self._plans.clear()
+        if _KernelBase is not object:
+            self._forget()
 
     def __repr__(self) -> str:
         return f"<ptxbridge kernel {self.signature}>"

@@ -9,9 +9,12 @@ tests run on the pure-Python path.
 
 from __future__ import annotations
 
+import enum
 import math
 import random
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -19,12 +22,13 @@ torch = pytest.importorskip("torch")
 
 from ptxbridge import fastpath
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
-from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.errors import ArgumentError, CudaError
 from ptxbridge.abi.kinds import Slice
-from ptxbridge.abi.signature import Convention
+from ptxbridge.abi.signature import Convention, LaunchMeta
 from ptxbridge.args import BindContext, make_binder
+from ptxbridge.image import Image
 from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
-from ptxbridge.module import Module
+from ptxbridge.module import Kernel, Module
 
 native = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge._fastlaunch not built")
 
@@ -181,8 +185,6 @@ def test_call_path_errors_are_the_python_ones_with_and_without_the_extension(wit
         monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
     else:
         monkeypatch.setattr(fastpath, "_fastlaunch", None)
-    from ptxbridge.image import Image
-
     sig = Signature("k", (Param("n", Scalar(dtype("i8"))), Param("x", Pointer(Scalar(dtype("f32"))))))
     backend = _DriverlessCuda()
     kernel = Module(Image(None, "sm_90", {"k": sig}), backend).k
@@ -196,3 +198,233 @@ def test_call_path_errors_are_the_python_ones_with_and_without_the_extension(wit
     with pytest.raises(ArgumentError, match=r"argument 'n' \(i8\)"):
         kernel(300, x, grid=1, block=1, stream=0)
     assert backend.launched == []
+
+
+# --- the vectorcall launcher (Kernel's C base): keywords, default block, plan cache, fallbacks ---
+
+F32P = Pointer(Scalar(dtype("f32")))
+VADD = Signature("vadd", (Param("a", F32P), Param("b", F32P), Param("n", Scalar(dtype("i32")))))
+REQ = Signature("req", (Param("a", F32P),), launch=LaunchMeta(reqntid=(64, 2, 1)))
+MAX_SHARED = 1024
+
+
+class _Function:
+    max_dynamic_shared = MAX_SHARED
+
+
+class _RecordingCpu:
+    """A loader for CPU tensors whose C plans launch into ``record_launches``; its own (Python)
+    launches land in ``launched``, so each test sees which path ran."""
+
+    device_type, device_id, needs_buffers = DLPACK_CPU, 0, False
+    cooperative_kernels = ()
+
+    def __init__(self):
+        self.launched: list[tuple] = []
+        self.last_kernel = None
+
+    def function(self, name):
+        return _Function()
+
+    def prepare(self, function, packer, name, **extra):
+        return lambda values, *rest: self.launched.append((values, *rest))
+
+    def native_facts(self, function, name):
+        return {"function": 0xF00, "max_shared": MAX_SHARED, "function_obj": function, "backend": self,
+                "name": name}
+
+    def launch_error(self, code, name, grid, block, shared_mem):
+        return CudaError(f"{name}: code {code} grid={grid} block={block} shared={shared_mem}", code=code)
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """The C plans' launches, recorded instead of sent to a driver."""
+    if fastpath._fastlaunch is None:
+        pytest.skip("ptxbridge._fastlaunch not built")
+    monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
+    monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
+    launches: list[tuple] = []
+    fastpath._fastlaunch.record_launches(launches)
+    yield launches
+    fastpath._fastlaunch.record_launches(None)
+
+
+@pytest.fixture
+def python_calls(monkeypatch):
+    """How many calls reached ``Kernel._call_python``."""
+    calls = []
+    real = Kernel._call_python
+    monkeypatch.setattr(Kernel, "_call_python", lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
+    return calls
+
+
+def _module(backend=None):
+    return Module(Image(None, "sm_90", {"vadd": VADD, "req": REQ}), backend or _RecordingCpu())
+
+
+class _Stream:
+    def __cuda_stream__(self):
+        return (0, 0x5150)
+
+
+class _Size(enum.IntEnum):
+    TWO = 2
+
+
+@pytest.mark.parametrize(("kwargs", "grid", "block", "shared", "stream"), [
+    ({"grid": 4, "block": 32}, (4, 1, 1), (32, 1, 1), 0, 7),
+    ({"grid": (4,), "block": (32, 2)}, (4, 1, 1), (32, 2, 1), 0, 7),
+    ({"grid": [4, 3, 2], "block": [8, 4, 2], "shared_mem": MAX_SHARED}, (4, 3, 2), (8, 4, 2), MAX_SHARED, 7),
+    ({"grid": (2**31 - 1, 65535), "block": 1024, "stream": _Stream()}, (2**31 - 1, 65535, 1), (1024, 1, 1), 0,
+     0x5150),
+])
+def test_launcher_parses_the_launch_configuration_in_c(driver, python_calls, kwargs, grid, block, shared,
+                                                        stream):
+    kernel = _module().vadd
+    a, b = torch.arange(4.0), torch.zeros(4)
+    kernel(a, b, 3, grid=1, block=1, stream=7)  # a miss: the Python path builds and remembers the plan
+    assert python_calls == [(a, b, 3)] and kernel._cached() == ((torch.Tensor, torch.Tensor, int),)
+    driver.clear()
+    kernel(a, b, -5, **{"stream": 7, **kwargs})
+    assert len(python_calls) == 1, "the hit ran Python"
+    params = struct.pack("<QQi", a.data_ptr(), b.data_ptr(), -5)
+    assert driver == [(0xF00, grid, block, shared, stream, params)]
+    assert kernel._backend.launched == [] and kernel._backend.last_kernel == "vadd"
+
+
+def test_launcher_applies_the_default_block(driver, python_calls):
+    kernel = _module().req
+    x = torch.zeros(2)
+    for block in ({}, {"block": None}):
+        kernel(x, grid=3, stream=1, **block)
+    assert [launch[2] for launch in driver] == [(64, 2, 1), (64, 2, 1)] and len(python_calls) == 1
+    with pytest.raises(ArgumentError, match=r"^vadd: block= is required \(the kernel declares no .reqntid"):
+        _module().vadd(x, x, 1, grid=1, stream=1)
+
+
+@pytest.mark.parametrize(("kwargs", "config"), [
+    ({"grid": _Size.TWO, "block": 1}, ((2, 1, 1), (1, 1, 1), 0, 0)),  # int subclasses: Python accepts
+    ({"grid": 1, "block": (1, _Size.TWO)}, ((1, 1, 1), (1, 2, 1), 0, 0)),
+    ({"grid": 1, "block": 1, "shared_mem": MAX_SHARED + 1}, ((1, 1, 1), (1, 1, 1), MAX_SHARED + 1, 0)),
+    ({"grid": 1, "block": 1, "shared_mem": 2**70}, ((1, 1, 1), (1, 1, 1), 2**70, 0)),  # the loader's to judge
+    ({"grid": 1, "block": 1, "stream": _Size.TWO}, ((1, 1, 1), (1, 1, 1), 0, 2)),
+])
+def test_what_c_declines_but_python_accepts_launches_through_python(driver, python_calls, kwargs, config):
+    kernel = _module().vadd
+    x = torch.zeros(4)
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    kernel(x, x, 2, **{"stream": 0, **kwargs})
+    assert len(python_calls) == 2 and len(driver) == 1
+    assert kernel._backend.launched == [((x.data_ptr(), x.data_ptr(), 2), *config)]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda k, x: k(x, x, 1, grid=(1, 2, 3, 4), block=1), ArgumentError,
+     r"^vadd: grid must be a positive int or a tuple of up to 3 positive ints \(got \(1, 2, 3, 4\)\)$"),
+    (lambda k, x: k(x, x, 1, grid=1, block=0), ArgumentError, r"^vadd: block must be .*\(got 0\)$"),
+    (lambda k, x: k(x, x, 1, grid=True, block=1), ArgumentError, r"grid must be .*\(got True\)$"),
+    (lambda k, x: k(x, x, 1, grid=1, block=2**31), ArgumentError, r"block must be .*\(got 2147483648\)$"),
+    (lambda k, x: k(x, x, 1, grid=1, block=1, shared_mem=-1), ArgumentError,
+     r"^vadd: shared_mem must be a non-negative int \(got -1\)$"),
+    (lambda k, x: k(x, x, 1, grid=1, block=1, stream=object()), ArgumentError, r"stream= must be"),
+    (lambda k, x: k(x, x, 1, block=1), TypeError, "grid"),
+    (lambda k, x: k(x, x, 1, grid=1, block=1, blocks=1), TypeError, "blocks"),
+    (lambda k, x: k(x, x, 2**31, grid=1, block=1), ArgumentError, r"^vadd: argument 'n' \(i32\)"),
+    (lambda k, x: k(x, x.double(), 1, grid=1, block=1), ArgumentError, r"^vadd: argument 'b' \(\*mut f32\)"),
+    (lambda k, x: k(x, x, grid=1, block=1), ArgumentError, r"^vadd: takes 3 arguments"),
+])
+def test_every_error_is_the_python_one(driver, python_calls, call, error, match):
+    kernel = _module().vadd
+    x = torch.zeros(4)
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    driver.clear()
+    with pytest.raises(error, match=match):
+        call(kernel, x)
+    assert driver == [] and kernel._backend.launched == [] and len(python_calls) == 2
+
+
+def test_a_driver_error_is_the_loaders_error(driver):
+    kernel = _module().vadd
+    x = torch.zeros(4)
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    fastpath._fastlaunch.record_launches(driver, 700)
+    with pytest.raises(CudaError, match=r"^vadd: code 700 grid=\(5, 1, 1\) block=\(32, 2, 1\) shared=16$"):
+        kernel(x, x, 1, grid=5, block=(32, 2), shared_mem=16, stream=9)
+    assert len(driver) == 2
+
+
+def test_the_cache_keeps_the_latest_eight_type_tuples_and_a_declining_plan_falls_back(driver, python_calls):
+    kernel = _module().vadd
+    x = torch.zeros(4)
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    plan = next(iter(kernel._plans.values())).native
+    kinds = [type(f"T{i}", (torch.Tensor,), {}) for i in range(9)]
+    for kind in kinds:  # the C plans only take exact torch.Tensor: this plan declines these
+        kernel._remember((kind, torch.Tensor, int), plan)
+    kernel._remember((kinds[8], torch.Tensor, int), plan)  # known: replaced in place
+    # round robin: the plain tuple (first in) went for T7, then T0 for T8
+    assert kernel._cached() == tuple((k, torch.Tensor, int) for k in (kinds[7], kinds[8], *kinds[1:7]))
+    kernel(x.as_subclass(kinds[8]), x, 1, grid=1, block=1, stream=0)  # a hit that declines: Python
+    kernel(x, x, 1, grid=1, block=1, stream=0)  # evicted: Python, which launches the C plan itself
+    assert len(python_calls) == 3 and len(driver) == 2 and len(kernel._backend.launched) == 1
+    with pytest.raises(TypeError, match="_remember"):
+        kernel._remember([torch.Tensor], plan)
+
+
+def test_cooperative_and_switched_off_kernels_launch_through_python(driver, python_calls, monkeypatch):
+    kernel = _module().vadd
+    x = torch.zeros(4)
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    kernel.cooperative = True  # no C plan for cooperative launches: the cache is dropped
+    assert kernel._cached() == ()
+    kernel(x, x, 1, grid=1, block=1, stream=0)
+    monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "0")
+    other = _module().vadd
+    other(x, x, 1, grid=1, block=1, stream=0)
+    other(x, x, 1, grid=1, block=1, stream=0)
+    assert other._cached() == () and len(driver) == 1 and len(python_calls) == 4
+    assert len(kernel._backend.launched) == 1 and len(other._backend.launched) == 2
+
+
+def test_a_kernel_is_still_a_kernel():
+    kernel = _module().req
+    assert isinstance(kernel, Kernel) and kernel.name == "req" and kernel.signature is REQ
+    assert repr(kernel) == f"<ptxbridge kernel {REQ}>"
+    if fastpath._fastlaunch is not None and sys.version_info >= (3, 12):  # vectorcall is inherited
+        assert Kernel.__flags__ & (1 << 11)
+
+
+_WITHOUT_EXTENSION = """
+import sys
+sys.modules["ptxbridge._fastlaunch"] = None  # as on a machine that could not build it
+import numpy
+from ptxbridge.abi import ArgumentError, Param, Pointer, Scalar, Signature, dtype
+from ptxbridge.image import Image
+from ptxbridge.module import Kernel, Module
+
+class Backend:
+    device_type, device_id, needs_buffers, cooperative_kernels = 1, 0, False, ()
+    def __init__(self): self.launched = []
+    def function(self, name): return name
+    def prepare(self, function, packer, name, **extra):
+        return lambda values, *rest: self.launched.append((values, *rest))
+
+sig = Signature("k", (Param("a", Pointer(Scalar(dtype("f32")))), Param("n", Scalar(dtype("i32")))))
+kernel = Module(Image(None, "sm_90", {"k": sig}), Backend()).k
+x = numpy.zeros(4, numpy.float32)
+kernel(x, 3, grid=(2, 2), block=[8])
+try:
+    kernel(x, 3, grid=0, block=1)
+except ArgumentError as error:
+    print(error)
+launched = [((x.ctypes.data, 3), (2, 2, 1), (8, 1, 1), 0, 0)]
+print(Kernel.__mro__[1].__name__, kernel._backend.launched == launched)
+"""
+
+
+def test_without_the_extension_kernels_are_plain_python():
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_EXTENSION], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines() == [
+        "k: grid must be a positive int or a tuple of up to 3 positive ints (got 0)", "object True"]
