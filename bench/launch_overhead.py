@@ -116,7 +116,7 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     handle = stream.cuda_stream
     from ptxbridge import fastpath
 
-    if fastpath.native_available():  # the C plan (ptxbridge._fastlaunch) first, then Python alone
+    if fastpath.native_available():  # the C launcher + plan (ptxbridge._fastlaunch) first, then Python
         native = load_image(image, 0).vadd3
         with torch.cuda.stream(stream):
             rows["ptxbridge, torch tensors, C fast path (torch's current stream)"] = per_launch(
@@ -127,7 +127,13 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
         rows["ptxbridge, torch tensors, C fast path, stream=int handle"] = per_launch(
             lambda: native(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
         assert next(iter(native._plans.values())).native is not None, "the C plan was not used"
+        assert native._cached(), "the C launcher has no plan: every call ran Python"
         torch.testing.assert_close(c, a + b)
+        rows["ptxbridge, torch tensors, C fast path, stream=torch.cuda.Stream"] = per_launch(
+            lambda: native(a, b, c, N, grid=GRID, block=BLOCK, stream=stream), stream.synchronize)
+        python_front = native._call_python  # the C path before the launcher: Python parses, then the plan
+        rows["ptxbridge, torch tensors, C plan behind Python's Kernel._call_python, stream=int"] = per_launch(
+            lambda: python_front(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
         c.zero_()
         torch.cuda.synchronize()
         native(a, b, c, N // 2, grid=GRID, block=BLOCK, stream=handle)  # the scalar reaches the kernel

@@ -90,45 +90,56 @@ static PyObject *launch_failed(PyObject *self, int code, const unsigned g[3], co
                                b[2], shared);
 }
 
-static PyObject *launcher_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Launcher *self = (Launcher *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *plan = lookup(self, args, nargs);
-    Keywords kw;
-    unsigned grid[3], block[3];
-    long shared = 0;
-    if (plan == NULL || !read_keywords(args + nargs, kwnames, &kw) || kw.grid == NULL || !parse_dim(kw.grid, grid))
-        return fallback(callable, args, nargsf, kwnames);
-    if (kw.block == NULL || kw.block == Py_None) {
-        if (!self->has_block) return fallback(callable, args, nargsf, kwnames);
-        memcpy(block, self->block, sizeof block);
-    } else if (!parse_dim(kw.block, block)) {
-        return fallback(callable, args, nargsf, kwnames);
+/* The launch of a cache hit: 1 when the driver was called (its CUresult in *code), 0 when this
+ * call is the Python path's to judge, -1 with an error set. */
+static int try_launch(const Launcher *self, PyObject *plan, PyObject *const *args, Py_ssize_t nargs,
+                      const Keywords *kw, unsigned grid[3], unsigned block[3], long *shared, int *code) {
+    if (kw->grid == NULL || !parse_dim(kw->grid, grid)) return 0;
+    if (kw->block == NULL || kw->block == Py_None) {
+        if (!self->has_block) return 0;
+        memcpy(block, self->block, 3 * sizeof(unsigned));
+    } else if (!parse_dim(kw->block, block)) {
+        return 0;
     }
-    if (kw.shared != NULL) {
-        if (!PyLong_CheckExact(kw.shared)) return fallback(callable, args, nargsf, kwnames);
-        shared = PyLong_AsLong(kw.shared);
-        if (shared < 0) { /* negative, or too large for a long (error set) */
+    *shared = 0;
+    if (kw->shared != NULL) {
+        if (!PyLong_CheckExact(kw->shared)) return 0;
+        *shared = PyLong_AsLong(kw->shared);
+        if (*shared < 0) { /* negative, or too large for a long (error set) */
             PyErr_Clear();
-            return fallback(callable, args, nargsf, kwnames);
+            return 0;
         }
     }
-    PyObject *stream = kw.stream == NULL ? Py_None : kw.stream;
+    PyObject *stream = kw->stream == NULL ? Py_None : kw->stream;
     if (stream != Py_None && !PyLong_CheckExact(stream)) {
         stream = self->stream_handle == NULL ? NULL : PyObject_CallOneArg(self->stream_handle, stream);
         if (stream == NULL || !PyLong_CheckExact(stream)) {
             PyErr_Clear();
             Py_XDECREF(stream);
-            return fallback(callable, args, nargsf, kwnames);
+            return 0;
         }
     } else {
         Py_INCREF(stream);
     }
-    int code = 0;
-    Py_INCREF(plan); /* the GIL is released during the launch: _forget may drop the entry */
-    int ran = plan_run(plan, args, nargs, grid, block, shared, stream, &code);
-    Py_DECREF(plan);
+    int ran = plan_run(plan, args, nargs, grid, block, *shared, stream, code);
     Py_DECREF(stream);
+    return ran;
+}
+
+static PyObject *launcher_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Launcher *self = (Launcher *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Keywords kw;
+    PyObject *plan;
+    if (!read_keywords(args + nargs, kwnames, &kw) || (plan = lookup(self, args, nargs)) == NULL)
+        return fallback(callable, args, nargsf, kwnames);
+    unsigned grid[3], block[3];
+    long shared;
+    int code = 0;
+    Py_INCREF(plan); /* the stream conversion runs Python and the launch releases the GIL: _forget may
+                        drop the entry meanwhile */
+    int ran = try_launch(self, plan, args, nargs, &kw, grid, block, &shared, &code);
+    Py_DECREF(plan);
     if (ran < 0) return NULL;
     if (ran == 0) return fallback(callable, args, nargsf, kwnames);
     if (code != 0) return launch_failed(callable, code, grid, block, shared);
