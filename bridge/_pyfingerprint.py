@@ -36,9 +36,10 @@ def _feed(func: FunctionType, digest: Any, seen: set[int]) -> None:
     digest.update(f"{func.__module__}.{func.__qualname__}".encode())
     _feed_code(code, digest)
     digest.update(repr(func.__defaults__).encode())
+    names = _names(code)
     for label, value in named_values(func):
         digest.update(label.encode())
-        _feed_value(value, digest, seen)
+        _feed_value(value, digest, seen, names)
 
 
 def named_values(func: FunctionType) -> list[tuple[str, Any]]:
@@ -64,16 +65,24 @@ def referenced_values(func: FunctionType, seen: set[int] | None = None) -> Itera
             yield from referenced_values(inner, seen)
 
 
-def _feed_value(value: Any, digest: Any, seen: set[int]) -> None:
+def _feed_value(value: Any, digest: Any, seen: set[int], names: set[str]) -> None:
     if isinstance(value, _PLAIN):
         digest.update(f"{type(value).__name__}:{value!r}".encode())
-    elif isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value):
-        digest.update(repr(value).encode())
+    elif isinstance(value, tuple):  # frozen by numba, items (nested tuples, arrays) included
+        digest.update(f"tuple:{len(value)}".encode())
+        for item in value:
+            _feed_value(item, digest, seen, names)
     elif hasattr(value, "dtype") and hasattr(value, "tobytes"):  # NumPy arrays become constants
         digest.update(f"array:{value.dtype}:{getattr(value, 'shape', ())}".encode())
         digest.update(value.tobytes())
     elif isinstance(value, ModuleType):
         digest.update(f"module:{value.__name__}".encode())
+        if id(value) not in seen:  # ``config.N`` / ``helpers.f``: the attributes the code names
+            seen.add(id(value))
+            for attr in sorted(names & vars(value).keys()):
+                digest.update(attr.encode())
+                _feed_value(vars(value)[attr], digest, seen, names)
+            seen.discard(id(value))
     elif isinstance(getattr(value, "py_func", value), FunctionType):
         options = getattr(value, "targetoptions", None)
         digest.update(f"func:{options!r}".encode())

@@ -361,3 +361,23 @@ def test_fingerprint_follows_called_functions():
 
     assert fingerprint(make(2.0)) == fingerprint(make(2.0))
     assert fingerprint(make(2.0)) != fingerprint(make(3.0))  # a closure constant two calls deep
+
+
+config = pytypes.ModuleType("config")
+config.N = 2.0
+NESTED = ((1.0, 2.0), (3.0, 4.0))
+
+
+def stores_module_constant(x):
+    x[0] = config.N + NESTED[1][0]
+
+
+def test_changed_module_attribute_or_nested_tuple_recompiles(monkeypatch):
+    sig = "void(float32[::1])"
+    before = pn.compile(stores_module_constant, sig).code
+    monkeypatch.setattr(config, "N", 5.0)  # numba freezes config.N into the code
+    after_module = pn.compile(stores_module_constant, sig).code
+    monkeypatch.setitem(stores_module_constant.__globals__, "NESTED", ((1.0, 2.0), (6.0, 4.0)))
+    after_tuple = pn.compile(stores_module_constant, sig).code
+    assert b"1084227584" in before and b"1090519040" in after_module  # 5.0 and 8.0 as u32 bits
+    assert b"1093664768" in after_tuple  # 11.0
