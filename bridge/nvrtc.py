@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -145,7 +146,8 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     rdc = bool(decls.device_functions or decls.imports)
     args = nvrtc_args(arch, output, options, rdc=rdc, include_dir=_include_dir())
     version = nvrtc_version()
-    entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions)
+    entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions, "\0",
+                      *_included_files(source, name, options))
     blob = cache.cached("nvrtc", entry, lambda: _run_nvrtc(source, name, args, output, name_expressions))
     header, _, code = blob.partition(b"\n")
     lowered: dict[str, str] = json.loads(header)
@@ -167,6 +169,36 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]
     return Artifact(code, kind, arch, kernels, exports, imports,
                     Provenance("nvrtc", version, tuple(args), arch), name)
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]+)[">]', re.MULTILINE)
+_MAX_HEADERS = 512
+
+
+def _included_files(source: str, name: str, options: Sequence[str]) -> list[str]:
+    """Path and text of every header the source includes from the user's folders, for the cache key.
+
+    NVRTC looks for ``#include`` files beside ``name``, in the working directory
+    and in ``-I``/``--include-path`` folders; an edited header must miss the
+    cache.  The CUDA headers come from the versioned wheel and are not read.
+    """
+    folders = [Path(name).parent, Path.cwd()]
+    for option in options:
+        for prefix in ("--include-path=", "-I"):
+            if option.startswith(prefix):
+                folders.append(Path(option[len(prefix):]))
+    parts: list[str] = []
+    seen: set[Path] = set()
+    pending = [source]
+    while pending and len(seen) < _MAX_HEADERS:
+        for include in _INCLUDE.findall(pending.pop()):
+            found = next((f / include for f in folders if (f / include).is_file()), None)
+            if found is not None and found.resolve() not in seen:
+                seen.add(found.resolve())
+                text = found.read_text(errors="replace")
+                parts += [str(found.resolve()), text]
+                pending.append(text)
+    return parts
 
 
 def _typed(read: Mapping[str, Signature], decls: CDeclarations, role: str,

@@ -164,3 +164,21 @@ def test_compiling_leaves_python_bytes_constants_alone(tmp_path, monkeypatch):
     # NVRTC writing its NUL into it turned every b" " in the process into b"\x00".
     nvrtc.compile('extern "C" __global__ void quiet(int* x) { *x = 1; }', arch="sm_90", output="ptx")
     assert bytes([32])[0] == 32  # the shared one-byte object for 0x20 still holds 0x20
+
+
+def test_an_edited_header_misses_the_cache(tmp_path, monkeypatch):
+    include = tmp_path / "include"
+    (include / "sub").mkdir(parents=True)
+    (include / "k.h").write_text('#include "sub/value.h"\n')
+    (include / "sub/value.h").write_text("#define K 2.0f\n")
+    source = '#include "k.h"\nextern "C" __global__ void k(float* x) { x[0] = K; }\n'
+    before = nvrtc.compile(source, "sm_90", options=[f"-I{include}"]).code
+    (include / "sub/value.h").write_text("#define K 5.0f\n")  # two includes deep
+    after = nvrtc.compile(source, "sm_90", options=[f"-I{include}"]).code
+    assert b"1073741824" in before and b"1084227584" in after  # 2.0f, 5.0f as u32 bits
+    local = tmp_path / "k.cu"  # beside a path source, found without -I
+    local.write_text(source)
+    (tmp_path / "k.h").write_text("#define K 3.0f\n")
+    assert b"1077936128" in nvrtc.compile(local, "sm_90").code
+    (tmp_path / "k.h").write_text("#define K 4.0f\n")
+    assert b"1082130432" in nvrtc.compile(local, "sm_90").code
