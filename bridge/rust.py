@@ -198,7 +198,10 @@ def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
     The arch is the PTX ``.target``; every signature is checked against the PTX.
     """
     ptx_path = Path(ptx_path)
-    code = localize_panic_handler(ptx_path.read_bytes())
+    try:
+        code = localize_panic_handler(ptx_path.read_bytes())
+    except OSError as exc:
+        raise ArgumentError(f"rust.from_ptx: cannot read PTX file {str(ptx_path)!r}: {exc.strerror}") from exc
     module = read_ptx(code, str(ptx_path))
     crate = _crate(Path(source_path))
     kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)

@@ -215,6 +215,11 @@ def test_from_ptx_checks_source_against_ptx(tmp_path):
         prust.from_ptx(ptx, wrong)
 
 
+def test_from_ptx_on_a_missing_file_is_an_argument_error(tmp_path):
+    with pytest.raises(ArgumentError, match=r"cannot read PTX file .*nope\.ptx.*No such file"):
+        prust.from_ptx(tmp_path / "nope.ptx", RUST_DIR / "saxpy.rs")
+
+
 def test_rustc_errors_carry_the_log():
     with pytest.raises(CompileError, match=r"rustc failed") as info:
         prust.compile(HEADER + "#[unsafe(no_mangle)]\npub extern \"C\" fn f() -> u32 { \"no\" }\n",
