@@ -17,6 +17,7 @@ from .errors import (
     FormatError,
     LinkError,
     MemoryAccessError,
+    OptionError,
     PtxBridgeError,
     SignatureSyntaxError,
     ToolchainError,
@@ -52,7 +53,7 @@ from .syntax import format_signature, format_type, parse_signature, parse_signat
 __all__ = [
     "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
     "CudaError", "DType", "DisjointSlice", "EmulatorError", "FlatParam", "FormatError", "LaidParam",
-    "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray", "Opaque", "Packer",
+    "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray", "OptionError", "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
     "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",

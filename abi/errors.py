@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AbiMismatchError",
     "ArgumentError",
+    "OptionError",
     "CompileError",
     "CudaError",
     "EmulatorError",
@@ -52,6 +53,10 @@ class AbiMismatchError(PtxBridgeError):
 
 class ArgumentError(PtxBridgeError, TypeError):
     """A launch argument does not fit its parameter; names kernel and argument."""
+
+
+class OptionError(PtxBridgeError, ValueError):
+    """An option given to a frontend, the linker or a loader is not valid (arch, output, flags)."""
 
 
 class ToolchainError(PtxBridgeError, RuntimeError):

@@ -15,6 +15,7 @@ from ptxbridge.abi import (
     EmulatorError,
     FormatError,
     LinkError,
+    OptionError,
     PtxBridgeError,
     Signature,
     ToolchainError,
@@ -27,7 +28,7 @@ from .module import Kernel, Module
 
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
-    "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "Provenance",
+    "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
     "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
     "Kernel", "Module",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, LinkError, ToolchainError
+from ptxbridge.abi.errors import AbiMismatchError, LinkError, OptionError, ToolchainError
 from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
 from ptxbridge.abi.lowering import lower_param, lower_params
 from ptxbridge.abi.ptx import PtxModule, read_ptx
@@ -69,14 +69,14 @@ class LinkOptions:
         for name in ("kernels_used", "variables_used", "ptxas_options", "extra"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"LinkOptions.{name} must be a sequence of str (got {value!r})")
+                raise OptionError(f"LinkOptions.{name} must be a sequence of str (got {value!r})")
             object.__setattr__(self, name, tuple(value))
         if self.optimization is not None and self.optimization not in (0, 1, 2, 3):
-            raise ValueError(f"LinkOptions.optimization must be 0, 1, 2 or 3 (got {self.optimization!r})")
+            raise OptionError(f"LinkOptions.optimization must be 0, 1, 2 or 3 (got {self.optimization!r})")
         for name in ("max_registers", "split_compile"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < (name == "max_registers")):
-                raise ValueError(f"LinkOptions.{name} must be a non-negative int (got {value!r})")
+                raise OptionError(f"LinkOptions.{name} must be a non-negative int (got {value!r})")
 
 
 def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
@@ -92,7 +92,7 @@ def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
         value = getattr(options, name)
         if value is not None:
             if not lto:
-                raise ValueError(f"LinkOptions.{name} applies only when linking with LTO (got lto=False)")
+                raise OptionError(f"LinkOptions.{name} applies only when linking with LTO (got lto=False)")
             args.append(f"{flag}={int(value)}")
     args += [f"-kernels-used={k}" for k in options.kernels_used]
     args += [f"-variables-used={v}" for v in options.variables_used]
@@ -389,10 +389,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         return Image(executable.code, executable.arch, facts, device_functions)
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     lto = use_lto(a.kind for a in artifacts) if lto is None else lto
-    try:
-        args = nvjitlink_args(options, arch, lto)
-    except ValueError as exc:
-        raise LinkError(str(exc)) from None
+    args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     check_symbols(artifacts)
     _check_isa(artifacts)
     version = nvjitlink_version()

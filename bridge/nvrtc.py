@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check
-from ptxbridge.abi.errors import AbiMismatchError, CompileError, ToolchainError
+from ptxbridge.abi.errors import AbiMismatchError, CompileError, OptionError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 
@@ -40,7 +40,7 @@ def normalize_arch(arch: str | tuple[int, int]) -> str:
         number = arch.removeprefix("sm_").removeprefix("compute_").removeprefix("lto_")
         if (number[:-1].isdigit() and number[-1] in "af") or number.isdigit():
             return f"sm_{number}"
-    raise ValueError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
+    raise OptionError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
 
 
 @functools.cache
@@ -100,10 +100,10 @@ def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool
     ``options`` is refused: ``arch`` is the one place the target is named.
     """
     if output not in OUTPUTS:
-        raise ValueError(f"output must be one of {OUTPUTS} (got {output!r})")
+        raise OptionError(f"output must be one of {OUTPUTS} (got {output!r})")
     for option in options:
         if option.startswith(("-arch", "--gpu-architecture")):
-            raise ValueError(f"nvrtc options: give the target as arch=, not in options (got {option!r})")
+            raise OptionError(f"nvrtc options: give the target as arch=, not in options (got {option!r})")
     args = [f"--gpu-architecture={arch}"]
     if output == "ltoir":
         args.append("-dlto")

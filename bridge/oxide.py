@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ptxbridge.abi.check import check, check_layout
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, FormatError
+from ptxbridge.abi.errors import AbiMismatchError, FormatError, OptionError
 from ptxbridge.abi.oxart import EntryKind, OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.signature import Convention, Signature
@@ -71,7 +71,7 @@ def _code(path: Path, bundle: str | None, payload: str | None,
     if path.suffix == ".ptx":
         return data, PayloadKind.PTX, "", "PTX file", frozenset()
     if payload is not None and payload not in _PAYLOAD_NAMES:
-        raise ValueError(f"oxide.load: payload must be one of {', '.join(_PAYLOAD_NAMES)} (got {payload!r})")
+        raise OptionError(f"oxide.load: payload must be one of {', '.join(_PAYLOAD_NAMES)} (got {payload!r})")
     bundles = _selected(read_oxart(data, str(path)), bundle, str(path))
     wanted = (_PAYLOAD_NAMES[payload],) if payload else _PREFERENCE
     if len(bundles) > 1:

@@ -101,7 +101,9 @@ def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolch
                  progress: bool) -> bytes:
     """rustc -> PTX bytes, through the disk cache (a hit runs no rustc)."""
     blobs = [part for rel, data in crate.files for part in (rel, data)]
-    entry_key = cache.key("rust-ptx-v1", toolchain.version, crate.name, *options, *blobs)
+    # the library sources pick the sysroot the PTX is built against, so they are part of the key
+    entry_key = cache.key("rust-ptx-v1", toolchain.version, str(toolchain.library), crate.name, *options,
+                          *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)

@@ -294,3 +294,14 @@ def test_pointer_constness_may_differ_but_pointee_types_may_not():
                          name="int_callee.cu")
     with pytest.raises(LinkError, match=r"parameter 1 is \*f32 on one side and \*i32 on the other"):
         link([caller, ints])
+
+
+def test_bad_options_are_option_errors_not_link_logs():
+    from ptxbridge.abi.errors import OptionError, PtxBridgeError
+
+    device = nvrtc.compile(DEVICE, "sm_90", "ptx", name="device.cu")
+    with pytest.raises(OptionError, match="ftz applies only when linking with LTO") as info:
+        link([device], "sm_90", lto=False, options=LinkOptions(ftz=True))
+    assert isinstance(info.value, PtxBridgeError)
+    with pytest.raises(OptionError, match="arch must look like 'sm_90'"):
+        nvrtc.compile(DEVICE, arch="gfx90")
