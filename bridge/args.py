@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.kinds import (
     Constant,
@@ -195,19 +196,21 @@ def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
 
     want = _want_dtype(t)
     torch_dtype = next((k for k, v in torch_dtype_map(torch).items() if v == want), None)
-    if want is None or torch_dtype is None:
+    if want is None or torch_dtype is None or want.code == KDL_COMPLEX:  # complex: conj views
         return None
-    device = ctx.device_id if ctx.device_type == DLPACK_CUDA else -1
+    device = ctx.device_id if ctx.device_type == DLPACK_CUDA else -1  # get_device() is -1 for meta too
 
     if isinstance(t, Pointer):
         def pointer(arg: Any, stream: Any) -> tuple:
-            if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
+            if (arg.dtype is torch_dtype and arg.get_device() == device and (device >= 0 or arg.is_cpu)
+                    and arg.is_contiguous()):
                 return (arg.data_ptr(),)
             return checked(arg, stream)
         return pointer, ("torch", "pointer", torch_dtype, device)
 
     def slice_(arg: Any, stream: Any) -> tuple:
-        if arg.dtype is torch_dtype and arg.get_device() == device and arg.is_contiguous():
+        if (arg.dtype is torch_dtype and arg.get_device() == device and (device >= 0 or arg.is_cpu)
+                and arg.is_contiguous()):
             return (arg.data_ptr(), arg.numel())
         return checked(arg, stream)
     return slice_, ("torch", "slice", torch_dtype, device)
@@ -252,7 +255,9 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
     """Tensors inside by-value aggregates: address (and length) after the usual checks."""
 
     def resolve(value: Any, t: ParamType) -> tuple[int, ...]:
-        if isinstance(value, int) and isinstance(t, Pointer):
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(t, Pointer):
+            if not 0 <= value < 1 << 64:
+                raise ValueProblem(f"a raw address must fit u64 (got {value})")
             return (value,)  # a raw address inside a struct is the caller's business
         extract = extractor_for(type(value))
         if extract is None:

@@ -112,6 +112,9 @@ _TORCH_NAMES = {
 }
 
 
+_TORCH_DEVICES = {"cpu": DLPACK_CPU, "cuda": DLPACK_CUDA}
+
+
 def torch_dtype_map(torch: Any) -> dict[Any, DType]:
     """torch dtype object -> ptxbridge DType, for every dtype both know."""
     from ptxbridge.abi.dtypes import DTYPES
@@ -128,11 +131,15 @@ def _torch_extractor(torch: Any) -> Callable[[Any, Any], TensorInfo]:
     dtypes = torch_dtype_map(torch)
 
     def extract(t: Any, stream: Any = None) -> TensorInfo:
-        index = t.get_device()
+        device = t.device
+        if device.type not in _TORCH_DEVICES:  # meta, xpu, mps...: get_device() says -1 or an index
+            raise ArgumentError(f"torch tensor on {device}: only cpu and cuda tensors can be passed")
         dt = t.dtype
-        return TensorInfo(t.data_ptr(), dtypes.get(dt), str(dt).removeprefix("torch."),
+        lazy = t.is_conj() or t.is_neg()  # the data is not what the tensor reads as
+        name = str(dt).removeprefix("torch.") + (" (lazy conjugate/negative view)" if lazy else "")
+        return TensorInfo(t.data_ptr(), None if lazy else dtypes.get(dt), name,
                           tuple(t.shape), tuple(t.stride()),
-                          DLPACK_CPU if index < 0 else DLPACK_CUDA, max(index, 0), False, t)
+                          _TORCH_DEVICES[device.type], device.index or 0, False, t)
 
     return extract
 
@@ -145,13 +152,20 @@ def _byte_strides_to_elements(strides: tuple[int, ...], itemsize: int, what: str
     return tuple(s // itemsize for s in strides)
 
 
-def _numpy_dtype(name: str) -> DType | None:
-    return from_numpy(name) or ({"bfloat16": from_dlpack(4, 16)}.get(name))
+def _numpy_dtype(dt: Any) -> DType | None:
+    """None for byte-swapped dtypes (``>f4`` is named float32 too): kernels read native order."""
+    if not dt.isnative:
+        return None
+    return from_numpy(dt.name) or ({"bfloat16": from_dlpack(4, 16)}.get(dt.name))
+
+
+def _numpy_name(dt: Any) -> str:
+    return dt.name if dt.isnative else f"{dt.name} ({dt.str}, byte-swapped)"
 
 
 def _cupy_extract(a: Any, stream: Any = None) -> TensorInfo:
     dt = a.dtype
-    return TensorInfo(a.data.ptr, _numpy_dtype(dt.name), dt.name, tuple(a.shape),
+    return TensorInfo(a.data.ptr, _numpy_dtype(dt), _numpy_name(dt), tuple(a.shape),
                       _byte_strides_to_elements(tuple(a.strides), dt.itemsize, "cupy array"),
                       DLPACK_CUDA, a.device.id, False, a)
 
@@ -159,7 +173,7 @@ def _cupy_extract(a: Any, stream: Any = None) -> TensorInfo:
 def _numpy_extract(a: Any, stream: Any = None) -> TensorInfo:
     dt = a.dtype
     ptr, readonly = a.__array_interface__["data"]
-    return TensorInfo(ptr, _numpy_dtype(dt.name), dt.name, tuple(a.shape),
+    return TensorInfo(ptr, _numpy_dtype(dt), _numpy_name(dt), tuple(a.shape),
                       _byte_strides_to_elements(tuple(a.strides), dt.itemsize, "numpy array"),
                       DLPACK_CPU, 0, bool(readonly), a)
 
@@ -175,7 +189,7 @@ def _cai_extract(a: Any, stream: Any = None) -> TensorInfo:
     elems = _c_strides(shape) if strides is None else _byte_strides_to_elements(
         tuple(strides), dt.itemsize, "__cuda_array_interface__")
     ptr, readonly = cai["data"]
-    return TensorInfo(ptr or 0, _numpy_dtype(dt.name), dt.name, shape, elems, DLPACK_CUDA, -1,
+    return TensorInfo(ptr or 0, _numpy_dtype(dt), _numpy_name(dt), shape, elems, DLPACK_CUDA, -1,
                       bool(readonly), a)
 
 

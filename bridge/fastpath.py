@@ -108,8 +108,9 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
     if hint[0] == "torch":
         _, kind, torch_dtype, device = hint
         names[f"d{i}"] = torch_dtype
+        cpu = "" if device >= 0 else f"a{i}.is_cpu and "  # get_device() is -1 for meta tensors too
         test = (f"    if a{i}.dtype is d{i} and a{i}.get_device() == {int(device)} "
-                f"and a{i}.is_contiguous():")
+                f"and {cpu}a{i}.is_contiguous():")
         if kind == "pointer":
             return [test, f"        v{i} = a{i}.data_ptr()", "    else:",
                     f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"

@@ -34,6 +34,7 @@ __all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encode", "bf16_bits"]
 
 F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
+_BF16_MAX = 3.3895313892515355e38  # 0x7F7F: larger values round to infinity
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
 
 
@@ -62,7 +63,11 @@ def _as_int(value: Any, dt: DType) -> int:
 def _as_float(value: Any, dt: DType, limit: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueProblem(f"expected a real number for {dt} (got {type(value).__name__} {value!r})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        bits = int(value).bit_length()
+        raise ValueProblem(f"a {bits}-bit integer is outside the finite range of {dt}") from None
     if limit is not None and math.isfinite(value) and abs(value) > limit:
         raise ValueProblem(f"{value!r} is outside the finite range of {dt} (|x| <= {limit})")
     return value
@@ -76,9 +81,15 @@ def _as_bool(value: Any, dt: DType) -> int:
 
 
 def _as_complex(value: Any, dt: DType) -> complex:
-    if not isinstance(value, numbers.Complex):
+    if isinstance(value, bool) or not isinstance(value, numbers.Complex):
         raise ValueProblem(f"expected a complex number for {dt} (got {type(value).__name__} {value!r})")
-    return complex(value)
+    try:
+        z = complex(value)
+    except OverflowError:
+        raise ValueProblem(f"a {type(value).__name__} is outside the finite range of {dt}") from None
+    if dt.bits == 64 and any(math.isfinite(v) and abs(v) > F32_MAX for v in (z.real, z.imag)):
+        raise ValueProblem(f"{value!r} is outside the finite range of {dt} (|part| <= {F32_MAX})")
+    return z
 
 
 def _scalar_bytes(dt: DType, value: Any) -> bytes:
@@ -98,7 +109,7 @@ def _scalar_bytes(dt: DType, value: Any) -> bytes:
     if dt.name == "f16":
         return struct.pack("<e", _as_float(value, dt, _F16_MAX))
     if dt.name == "bf16":
-        return struct.pack("<H", bf16_bits(_as_float(value, dt, F32_MAX)))
+        return struct.pack("<H", bf16_bits(_as_float(value, dt, _BF16_MAX)))
     # fp8: no portable Python conversion; take raw bits.
     return bytes([_as_int(value, DTYPES["u8"])])
 
@@ -162,7 +173,10 @@ def encode(t: ParamType, value: Any, pointer: Callable[[Any, ParamType], tuple[i
             return struct.pack("<QQI", *parts) + bytes(4)
         return struct.pack(f"<{len(parts)}Q", *parts)
     if isinstance(t, Opaque):
-        data = b"" if value is None else bytes(value)
+        try:  # bytes(5) would be five zero bytes: only buffer-protocol objects are data
+            data = b"" if value is None else bytes(memoryview(value))
+        except TypeError:
+            raise ValueProblem(f"opaque value takes bytes or a buffer (got {type(value).__name__})") from None
         if len(data) != t.size:
             raise ValueProblem(f"opaque value needs exactly {t.size} bytes (got {len(data)})")
         return data

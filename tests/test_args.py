@@ -222,3 +222,45 @@ def test_torch_fast_path_accepts_and_falls_back_to_full_checks():
         bind(Pointer(Scalar(F32)), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ArgumentError, match="contiguous"):
         bind(Slice(F32), t[::2])
+
+
+@pytest.mark.parametrize(("t", "value", "match"), [
+    (Scalar(F32), 10**400, "1329-bit integer is outside the finite range of f32"),
+    (Scalar(dtype("f64")), -(10**400), "outside the finite range of f64"),
+    (Scalar(dtype("c64")), 1e300 + 0j, "outside the finite range of c64"),
+    (Scalar(dtype("c64")), complex(0, -1e39), "outside the finite range of c64"),
+    (Scalar(dtype("c128")), 10**400, "outside the finite range of c128"),
+    (Scalar(dtype("bf16")), 3.4e38, "outside the finite range of bf16"),
+    (Opaque(16, 8), 16, "takes bytes or a buffer \\(got int\\)"),
+    (Opaque(4, 4), "abcd", "takes bytes or a buffer \\(got str\\)"),
+    (Struct("S", (StructField("p", Pointer(Scalar(F32))),)), {"p": -1}, "must fit u64 \\(got -1\\)"),
+    (Struct("S", (StructField("p", Pointer(Scalar(F32))),)), {"p": 1 << 64}, "must fit u64"),
+    (Struct("S", (StructField("p", Pointer(Scalar(F32))),)), {"p": True}, "takes a tensor \\(got bool\\)"),
+])
+def test_values_that_do_not_fit_are_argument_errors_not_crashes(t, value, match):
+    with pytest.raises(ArgumentError, match=match):
+        bind(t, value)
+
+
+def test_numba_complex_halves_are_range_checked():
+    ctx = BindContext("k", Convention.NUMBA, DLPACK_CPU, 0)
+    with pytest.raises(ArgumentError, match="outside the finite range of c64"):
+        bind(Scalar(dtype("c64")), 1e300 + 0j, ctx)
+    assert bind(Scalar(dtype("c64")), 1.5 - 2j, ctx) == (1.5, -2.0)
+
+
+def test_byte_swapped_numpy_arrays_are_refused():
+    with pytest.raises(ArgumentError, match=r"got float32 \(>f4, byte-swapped\) tensor on cpu; expected"):
+        bind(Pointer(Scalar(F32), mutable=True), np.arange(4, dtype=">f4"))
+    assert bind(Pointer(Scalar(F32)), np.arange(4, dtype="<f4"))[0] > 0
+
+
+def test_torch_lazy_views_and_meta_tensors_are_refused():
+    torch = pytest.importorskip("torch")
+    c64 = Pointer(Scalar(dtype("c64")), mutable=True)
+    with pytest.raises(ArgumentError, match="lazy conjugate/negative view"):
+        bind(c64, torch.ones(3, dtype=torch.complex64).conj())
+    assert bind(c64, torch.ones(3, dtype=torch.complex64).conj().resolve_conj())[0] > 0
+    for t in (Pointer(Scalar(F32)), Slice(F32)):
+        with pytest.raises(ArgumentError, match="torch tensor on meta"):
+            bind(t, torch.empty(4, device="meta"))
