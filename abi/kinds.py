@@ -13,6 +13,7 @@ from .dtypes import DType
 
 __all__ = [
     "INDEX_WIDTHS",
+    "MAX_NDIM",
     "Constant",
     "DisjointSlice",
     "NumbaArray",
@@ -30,6 +31,12 @@ __all__ = [
 ]
 
 INDEX_WIDTHS = ("i32", "u32", "i64")
+MAX_NDIM = 64  # numpy's NPY_MAXDIMS; also bounds the flat parameters an array lowers to
+
+
+def _check_ndim(owner: str, ndim: int) -> None:
+    if not 0 <= ndim <= MAX_NDIM:
+        raise ValueError(f"{owner} must be 0 to {MAX_NDIM} (got {ndim})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +79,7 @@ class NumbaArray:
     layout: Literal["C", "F", "A"] = "A"
 
     def __post_init__(self) -> None:
-        if self.ndim < 0:
-            raise ValueError(f"NumbaArray.ndim must be >= 0 (got {self.ndim})")
+        _check_ndim("NumbaArray.ndim", self.ndim)
         if self.layout not in ("C", "F", "A"):
             raise ValueError(f"NumbaArray.layout must be 'C', 'F' or 'A' (got {self.layout!r})")
 
@@ -101,8 +107,7 @@ class TileArray:
     may_alias_internally: bool = False
 
     def __post_init__(self) -> None:
-        if self.ndim < 0:
-            raise ValueError(f"TileArray.ndim must be >= 0 (got {self.ndim})")
+        _check_ndim("TileArray.ndim", self.ndim)
         if self.index not in INDEX_WIDTHS:
             raise ValueError(f"TileArray.index must be one of {INDEX_WIDTHS} (got {self.index!r})")
         for name in ("shape_divisible_by", "stride_divisible_by", "static_shape",
@@ -142,6 +147,9 @@ class TileTensor:
     dtype: DType
     rank: int
     partition: bool = False
+
+    def __post_init__(self) -> None:
+        _check_ndim("TileTensor.rank", self.rank)
 
 
 @dataclass(frozen=True, slots=True)

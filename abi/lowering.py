@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import KDL_COMPLEX, DType, dtype
+from .errors import AbiMismatchError
 from .kinds import (
     Constant,
     DisjointSlice,
@@ -98,7 +99,8 @@ def memory_layout(t: ParamType) -> tuple[int, int]:
         return _record_layout(list(t.items))[1:]
     if isinstance(t, Constant):
         return 0, 1
-    raise ValueError(f"{type(t).__name__} has no by-value memory layout")
+    raise AbiMismatchError(f"{type(t).__name__} cannot be passed by value (it is a struct field or "
+                           f"tuple item under a convention that passes those as one aggregate)")
 
 
 def _record_layout(members: list[ParamType]) -> tuple[list[int], int, int]:

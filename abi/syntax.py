@@ -330,7 +330,7 @@ class _Parser:
             self.expect(">", "'>' or ', <index width>'")
             return self.build(tok, TileArray, dt, ndim, index)
         self.expect(">")
-        return TileTensor(dt, ndim, partition=head == "Partition")
+        return self.build(tok, TileTensor, dt, ndim, partition=head == "Partition")
 
     def promises(self, table: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:
         self.expect("{")

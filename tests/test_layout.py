@@ -27,6 +27,7 @@ from ptxbridge.abi import (
     field_offsets,
     memory_layout,
 )
+from ptxbridge.abi.errors import AbiMismatchError
 
 F32, U8, U16, F64, F16, I32 = (Scalar(dtype(n)) for n in ("f32", "u8", "u16", "f64", "f16", "i32"))
 
@@ -154,3 +155,13 @@ def test_signature_validation():
         NumbaArray(dtype("f32"), 1, "Z")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="one entry per axis"):
         TileArray(dtype("f32"), 2, shape_divisible_by=(16,))
+
+
+@pytest.mark.parametrize("kind", [TileArray(dtype("f32"), 1), NumbaArray(dtype("f32"), 1, "C")])
+def test_array_inside_a_by_value_aggregate_is_a_ptxbridge_error(kind):
+    """Arrays have no by-value layout: a struct or (c convention) tuple holding one cannot lower."""
+    in_struct = Signature("k", (Param("s", Struct("S", (StructField("a", kind),))),), Convention.C)
+    in_tuple = Signature("k", (Param("t", Tuple((kind, F32))),), Convention.OXIDE)
+    for sig in (in_struct, in_tuple):
+        with pytest.raises(AbiMismatchError, match=f"{type(kind).__name__} cannot be passed by value"):
+            sig.layout  # noqa: B018

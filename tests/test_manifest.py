@@ -100,7 +100,7 @@ def _edit(path: str, value, delete: bool = False) -> dict:
     (_edit("signatures.0.params.0.type.ndim", True), "signatures[0].params[0].type.ndim",
      "must be an integer (got True)"),
     (_edit("signatures.0.params.0.type.ndim", -1), "signatures[0].params[0].type",
-     "NumbaArray.ndim must be >= 0 (got -1)"),
+     "NumbaArray.ndim must be 0 to 64 (got -1)"),
     (_edit("signatures.0.params.0.type.kind", "array"), "signatures[0].params[0].type.kind",
      "unknown kind 'array' (known: scalar"),
     (_edit("signatures.0.params.0.type.dtype", "float32"), "signatures[0].params[0].type.dtype",
