@@ -262,14 +262,14 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
                             "function_obj", "backend", "name", "device_id", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *backend = Py_None, *name = Py_None;
     unsigned long long function = 0, context = 0;
+    if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
+        PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOi", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &backend, &name, &self->device_id))
         return -1;
-    if (self->args != NULL) {
-        PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
-        return -1;
-    }
     if (self->size < 0 || self->size > MAX_PARAMS) {
         PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
         return -1;

@@ -428,3 +428,11 @@ def test_without_the_extension_kernels_are_plain_python():
                          check=True)
     assert out.stdout.splitlines() == [
         "k: grid must be a positive int or a tuple of up to 3 positive ints (got 0)", "object True"]
+
+
+@native
+def test_plan_refuses_a_second_init_without_changing_its_buffer_size():
+    plan = fastpath._fastlaunch.Plan(8, ((fastpath._INT, 0, ord("i"), -5, 5),))
+    with pytest.raises(TypeError, match="initialized once"):
+        plan.__init__(100000, ())  # used to set size first: pack then overran its 4 KiB stack buffer
+    assert plan.pack((3,)) == struct.pack("<i", 3) + bytes(4)
