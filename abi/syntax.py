@@ -38,6 +38,7 @@ __all__ = ["parse_signature", "parse_signatures", "parse_type", "format_signatur
 
 _SOURCE = "<signature>"
 _MAX_DEPTH = 64  # types nested deeper than this are rejected, not recursed into
+_MAX_EXPANDED = 1 << 16  # struct-type nodes that references to declared structs may expand to
 _MAX_DIGITS = 400  # longest number literal (a float's repr needs at most ~25)
 
 _TOKEN = re.compile(r"""
@@ -114,6 +115,8 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.structs: dict[str, Struct] = {}
+        self.shapes: dict[str, tuple[int, int]] = {}  # declared struct -> (depth, nodes) when expanded
+        self.expanded = 0
 
     # -- token plumbing -------------------------------------------------
     def peek(self) -> _Token:
@@ -252,8 +255,34 @@ class _Parser:
         if tok.kind == "ident" and tok.text in _GENERIC_NAMES:
             return self.generic(self.next())
         if tok.kind == "ident" and tok.text in self.structs:
-            return self.structs[self.next().text]
+            return self.reference(self.next())
         raise self.error("a type")
+
+    def reference(self, tok: _Token) -> Struct:
+        """A declared struct by name, bounded: sharing one declaration must not nest or grow without limit."""
+        depth, nodes = self.shapes[tok.text]
+        self.expanded += nodes
+        if self.depth + depth > _MAX_DEPTH:
+            raise self.invalid(tok, f"types nest at most {_MAX_DEPTH} deep (struct {tok.text!r} "
+                                    f"nests {depth} at depth {self.depth})")
+        if self.expanded > _MAX_EXPANDED:
+            raise self.invalid(tok, f"declared structs expand to at most {_MAX_EXPANDED} types in all "
+                                    f"(got {self.expanded})")
+        return self.structs[tok.text]
+
+    def shape(self, t: ParamType) -> tuple[int, int]:
+        """(depth, nodes) of ``t`` written out inline; declared structs come from ``shapes``."""
+        if isinstance(t, Struct) and self.structs.get(t.name) is t:
+            return self.shapes[t.name]
+        children: tuple[Any, ...] = ()
+        if isinstance(t, Struct):
+            children = tuple(f.type for f in t.fields)
+        elif isinstance(t, Tuple):
+            children = t.items
+        elif isinstance(t, Pointer) and t.pointee is not None:
+            children = (t.pointee,)
+        measured = [self.shape(c) for c in children]
+        return 1 + max((d for d, _ in measured), default=0), 1 + sum(n for _, n in measured)
 
     def tuple(self) -> Tuple:
         start = self.tokens[self.i - 1]
@@ -434,7 +463,9 @@ class _Parser:
             raise self.invalid(tok, f"struct name {name!r} is reserved; write the struct inline instead")
         if name in self.structs:
             raise self.invalid(tok, f"struct {name!r} declared twice")
-        self.structs[name] = self.struct_body(name)
+        body = self.struct_body(name)
+        self.shapes[name] = self.shape(body)
+        self.structs[name] = body
 
     def items(self) -> list[Signature]:
         found: list[Signature] = []

@@ -185,3 +185,16 @@ def test_mangled_text_raises_only_syntax_errors(sig: Signature, data: st.DataObj
         parse_signatures(mutated)
     except SignatureSyntaxError as exc:
         assert exc.where is None or re.fullmatch(r"\d+:\d+", exc.where)
+
+
+def test_declared_structs_cannot_nest_or_expand_without_bound() -> None:
+    """A chain of declarations nests past the limit; a doubling chain would expand to 2**40 types."""
+    chain = "struct S0 { a: f32 }" + "".join(f" struct S{i} {{ a: S{i - 1} }}" for i in range(1, 3000))
+    with pytest.raises(SignatureSyntaxError, match="types nest at most 64 deep"):
+        parse_signatures(chain + " kernel k(p: S2999)")
+    doubling = "struct S0 { a: f32 }" + "".join(f" struct S{i} {{ a: S{i - 1}, b: S{i - 1} }}"
+                                                for i in range(1, 40))
+    with pytest.raises(SignatureSyntaxError, match="declared structs expand to at most 65536 types"):
+        parse_signatures(doubling + " kernel k(p: S39)")
+    shared = "struct V { x: f32, y: f32 } kernel k(" + ", ".join(f"p{i}: V" for i in range(100)) + ")"
+    assert len(parse_signatures(shared)[0].params) == 100
