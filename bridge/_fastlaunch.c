@@ -276,27 +276,27 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     }
     self->nargs = PyTuple_GET_SIZE(specs);
     self->args = PyMem_Calloc(self->nargs ? self->nargs : 1, sizeof(ArgSpec));
-    if (self->args == NULL) { PyErr_NoMemory(); return -1; }
+    if (self->args == NULL) { self->nargs = 0; PyErr_NoMemory(); return -1; }
     for (Py_ssize_t i = 0; i < self->nargs; ++i) {
         ArgSpec *s = &self->args[i];
-        if (!read_spec(s, PyTuple_GET_ITEM(specs, i))) return -1;
+        if (!read_spec(s, PyTuple_GET_ITEM(specs, i))) goto fail;
         if (!check_place(s, self->size)) {
             PyErr_Format(PyExc_ValueError, "argument spec %zd does not fit the %d-byte buffer", i, self->size);
-            return -1;
+            goto fail;
         }
         if (s->kind == ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
     }
     if (offsets != Py_None) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
-        if (seq == NULL) return -1;
+        if (seq == NULL) goto fail;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        if (n > MAX_SLOTS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many parameters"); return -1; }
+        if (n > MAX_SLOTS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many parameters"); goto fail; }
         for (Py_ssize_t i = 0; i < n; ++i) {
             self->slots[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
             if (self->slots[i] < 0 || self->slots[i] >= (self->size ? self->size : 1)) {
                 Py_DECREF(seq);
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "parameter offset out of range");
-                return -1;
+                goto fail;
             }
         }
         Py_DECREF(seq);
@@ -310,6 +310,13 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     Py_XSETREF(self->backend, Py_NewRef(backend));
     Py_XSETREF(self->name, Py_NewRef(name));
     return 0;
+fail: /* leave an empty plan behind: packing it writes nothing and launches nothing */
+    PyMem_Free(self->args);
+    self->args = NULL;
+    self->nargs = 0;
+    self->size = 0;
+    self->stream_api = NULL;
+    return -1;
 }
 
 static void plan_dealloc(Plan *self) {

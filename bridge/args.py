@@ -342,15 +342,19 @@ def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
     whole = TileTensor(where.t.dtype, rank)
     cache: dict[type, Binder] = {}
 
+    def is_ints(part: Any) -> bool:
+        return (isinstance(part, (tuple, list)) and len(part) == rank
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in part))
+
     def values(arg: Any, stream: Any) -> tuple:
-        if not (isinstance(arg, tuple) and len(arg) == 3 and all(len(p) == rank for p in arg[1:])):
+        if not (isinstance(arg, tuple) and len(arg) == 3 and is_ints(arg[1]) and is_ints(arg[2])):
             raise where.fail(f"takes (tensor, partition_dims, partition_strides) with {rank} ints each "
                              f"(got {arg!r})")
         tensor, dims, strides = arg
         binder = cache.get(type(tensor))
         if binder is None:
             binder = cache[type(tensor)] = make_binder(ctx, Param(where.name, whole), type(tensor))
-        extra = tuple(int(v) for v in (*dims, *strides))
+        extra = (*dims, *strides)
         if any(not -(1 << 31) <= v < (1 << 31) for v in extra):
             raise where.fail(f"partition dims/strides must fit i32 (got {extra})")
         return binder.values(tensor, stream) + extra

@@ -199,6 +199,9 @@ def test_opaque_constant_and_partitions():
     assert bind(part, (a, (2, 4), (4, 1))) == (a.ctypes.data, 4, 8, 8, 1, 2, 4, 4, 1)
     with pytest.raises(ArgumentError, match="partition_dims"):
         bind(part, a)
+    for bad in ((a, 2, (4, 1)), (a, (2.7, 4), (4, 1)), (a, (2, 4), (4,)), (a, (True, 4), (4, 1))):
+        with pytest.raises(ArgumentError, match="partition_dims"):
+            bind(part, bad)
 
 
 def test_other_gpu_is_reported_for_the_module_to_redirect():

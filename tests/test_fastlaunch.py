@@ -436,3 +436,14 @@ def test_plan_refuses_a_second_init_without_changing_its_buffer_size():
     with pytest.raises(TypeError, match="initialized once"):
         plan.__init__(100000, ())  # used to set size first: pack then overran its 4 KiB stack buffer
     assert plan.pack((3,)) == struct.pack("<i", 3) + bytes(4)
+
+
+@native
+def test_a_failed_init_leaves_an_empty_plan_that_packs_nothing():
+    plan = fastpath._fastlaunch.Plan.__new__(fastpath._fastlaunch.Plan)
+    good, misplaced = (fastpath._INT, 0, ord("i"), -5, 5), (fastpath._INT, 64, ord("i"), -5, 5)
+    with pytest.raises(ValueError, match="does not fit"):
+        plan.__init__(8, (good, misplaced))  # the second spec lies outside the 8-byte buffer
+    assert plan.pack((3, 4)) in (False, b"")
+    plan.__init__(8, (good,))  # a failed init may be retried
+    assert plan.pack((3,)) == struct.pack("<i", 3) + bytes(4)
