@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from .dtypes import DTYPES, DType
 from .errors import AbiMismatchError, FormatError
-from .kinds import Constant, ParamType, Scalar, TileArray, TileList, Tuple
+from .kinds import MAX_NDIM, Constant, ParamType, Scalar, TileArray, TileList, Tuple
 from .signature import Convention, Param, Signature
 
 __all__ = ["demangle", "is_cutile_symbol", "CUTILE_DTYPES"]
@@ -43,7 +43,6 @@ CUTILE_DTYPES = {
     "f8m3fn": "f8e4m3fn", "f8m2": "f8e5m2",
 }
 _UNREPRESENTABLE = {"tf32": "f32", "f8m0fnu": "u8"}  # stand-ins used only to keep checking the grammar
-_MAX_NDIM = 64
 _MAX_DEPTH = 64
 _MAX_DIGITS = 40
 _PREDICATES = (  # letter, TileArray attribute, default, is a divisibility (must be > 1)
@@ -155,8 +154,8 @@ def _axis_promises(r: _Reader, ndim: int) -> dict[str, list[int | None]]:
 def _array(r: _Reader, t2: bool) -> TileArray:
     start = r.pos
     ndim = r.number("[0-9]+", "the number of dimensions")
-    if ndim > _MAX_NDIM:
-        raise r.fail(f"arrays have at most {_MAX_NDIM} dimensions", start)
+    if ndim > MAX_NDIM:
+        raise r.fail(f"arrays have at most {MAX_NDIM} dimensions", start)
     dt = r.dtype()
     axes = _axis_promises(r, ndim)
     for axis in range(ndim):

@@ -211,17 +211,19 @@ class _Reader:
         launch = self.obj(data.get("launch", {}), f"{path}.launch", set(), set(_LAUNCH_FIELDS))
         params = self.want(data["params"], list, f"{path}.params", "a list")
         returns = data.get("returns")
-        parts = (
-            self.want(data["name"], str, f"{path}.name", "a string"),
-            tuple(self.named(p, f"{path}.params[{i}]", 0, Param) for i, p in enumerate(params)),
-            Convention(conv),
-            LaunchMeta(**{k: self.decode(v, _LAUNCH_FIELDS[k], f"{path}.launch.{k}", 0)
-                          for k, v in launch.items()}),
-            self.want(data.get("kind", "kernel"), str, f"{path}.kind", "a string"),
-            None if returns is None else self.type(returns, f"{path}.returns", 1),
-        )
         try:
+            parts = (
+                self.want(data["name"], str, f"{path}.name", "a string"),
+                tuple(self.named(p, f"{path}.params[{i}]", 0, Param) for i, p in enumerate(params)),
+                Convention(conv),
+                LaunchMeta(**{k: self.decode(v, _LAUNCH_FIELDS[k], f"{path}.launch.{k}", 0)
+                              for k, v in launch.items()}),
+                self.want(data.get("kind", "kernel"), str, f"{path}.kind", "a string"),
+                None if returns is None else self.type(returns, f"{path}.returns", 1),
+            )
             return Signature(*parts)
+        except FormatError:
+            raise
         except ValueError as exc:
             raise self.fail(path, str(exc)) from None
 

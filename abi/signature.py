@@ -47,6 +47,17 @@ class LaunchMeta:
     static_shared: int = 0
     dynamic_shared: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("reqntid", "maxntid", "cluster"):
+            dims = getattr(self, name)
+            if dims is not None and (len(dims) != 3 or any(not isinstance(d, int) or d < 1 for d in dims)):
+                raise ValueError(f"LaunchMeta.{name} must be three ints >= 1 (got {dims!r})")
+        if self.minnctapersm is not None and self.minnctapersm < 1:
+            raise ValueError(f"LaunchMeta.minnctapersm must be >= 1 (got {self.minnctapersm!r})")
+        for name in ("static_shared", "dynamic_shared"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"LaunchMeta.{name} must be >= 0 bytes (got {getattr(self, name)!r})")
+
 
 @dataclass(frozen=True, slots=True)
 class Signature:

@@ -70,6 +70,7 @@ _DIM3_ATTRIBUTES = (("reqntid", "reqntid"), ("maxntid", "maxntid"), ("cluster", 
 _GENERIC_NAMES = ("DisjointSlice", "DisjointSlice2d", "Array", "TileArray", "TileList",
                   "Tensor", "Partition", "opaque")
 _KEYWORDS = frozenset(("kernel", "device", "fn", "struct", "const", "void", "mut") + _GENERIC_NAMES)
+_ATTRIBUTE_NAMES = ("convention", *dict(_DIM3_ATTRIBUTES), "minnctapersm", "shared")
 
 
 def _defaults(cls: type) -> dict[str, Any]:
@@ -388,9 +389,12 @@ class _Parser:
         values: dict[str, Any] = {}
         seen: set[str] = set()
         convention = Convention.C
+        first = self.peek()
         while self.accept("#["):
             tok = self.peek()
             name = self.name("an attribute name")
+            if name not in _ATTRIBUTE_NAMES:
+                raise self.invalid(tok, f"unknown attribute {name!r} (known: {', '.join(_ATTRIBUTE_NAMES)})")
             if name in seen:
                 raise self.invalid(tok, f"attribute {name!r} given twice")
             seen.add(name)
@@ -414,13 +418,10 @@ class _Parser:
             elif name == "minnctapersm":
                 values[name] = self.integer()
                 self.expect(")")
-            elif name == "shared":
-                values.update(self.shared())
             else:
-                raise self.invalid(tok, f"unknown attribute {name!r} (known: convention, reqntid, "
-                                        "maxntid, minnctapersm, cluster, shared)")
+                values.update(self.shared())
             self.expect("]")
-        return convention, LaunchMeta(**values)
+        return convention, self.build(first, LaunchMeta, **values)
 
     def shared(self) -> dict[str, int]:
         sizes: dict[str, int] = {}

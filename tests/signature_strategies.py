@@ -71,7 +71,7 @@ def _compound(children: st.SearchStrategy) -> st.SearchStrategy:
 
 param_types = st.recursive(leaves, _compound, max_leaves=10)
 dim3 = st.none() | st.tuples(st.integers(1, 1024), st.integers(1, 1024), st.integers(1, 64))
-launches = st.builds(LaunchMeta, dim3, dim3, st.none() | st.integers(0, 32), dim3,
+launches = st.builds(LaunchMeta, dim3, dim3, st.none() | st.integers(1, 32), dim3,
                      st.integers(0, 2**20), st.integers(0, 2**20))
 signatures = st.builds(
     Signature,

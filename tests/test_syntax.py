@@ -198,3 +198,14 @@ def test_declared_structs_cannot_nest_or_expand_without_bound() -> None:
         parse_signatures(doubling + " kernel k(p: S39)")
     shared = "struct V { x: f32, y: f32 } kernel k(" + ", ".join(f"p{i}: V" for i in range(100)) + ")"
     assert len(parse_signatures(shared)[0].params) == 100
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("#[reqntid(0)] kernel k()", "reqntid must be three ints >= 1"),
+    ("#[shared(static = -1)] kernel k()", "static_shared must be >= 0"),
+    ("#[minnctapersm(-1)] kernel k()", "minnctapersm must be >= 1"),
+    ("#[foo] kernel k()", "unknown attribute 'foo'"),
+])
+def test_impossible_launch_demands_are_syntax_errors(text, message):
+    with pytest.raises(SignatureSyntaxError, match=message):
+        Signature.parse(text)
