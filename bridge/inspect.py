@@ -148,10 +148,17 @@ def _compile_source(path: Path) -> Artifact:
     return rust.compile(path)
 
 
-def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None) -> dict[str, Any]:
-    """The report of one code object (no ``file`` key); containers recurse into ``children``."""
+def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
+                  nested: bool = False) -> dict[str, Any]:
+    """The report of one code object (no ``file`` key); containers recurse into ``children``.
+
+    A container inside a container (``nested``) is refused rather than followed: real fatbins
+    and .oxart bundles hold PTX and cubins, and crafted input could nest without end.
+    """
     sigs = sigs if sigs is not None else _Signatures({})
     kind = sniff(data, source)
+    if nested and kind in ("fatbin", "oxart"):
+        raise FormatError(f"a {kind} inside a container is not read (expected PTX or a cubin)", source=source)
     if kind == "ptx":
         return _ptx(read_ptx(data, source), sigs)
     if kind == "cubin":
@@ -252,10 +259,11 @@ def _fatbin(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
         image = {"index": i, "kind": entry.kind, "arch": entry.arch, "offset": entry.offset,
                  "compression": entry.compression}
         if entry.decompressed:
-            child = inspect_bytes(entry.data if entry.kind != "ptx" else entry.text().encode(), where, sigs)
+            child = inspect_bytes(entry.data if entry.kind != "ptx" else entry.text().encode(), where, sigs,
+                                  nested=True)
         else:
             child = {"format": entry.kind, "note": f"{entry.compression}-compressed and this Python cannot "
-                     "decompress it (zstd needs Python 3.14's compression.zstd)"}
+                     "decompress it (zstd needs the zstandard package or Python 3.14)"}
         children.append({"image": image, **child})
     return {"format": "fatbin", "host_elf": data[:4] == b"\x7fELF", "children": children}
 
@@ -264,7 +272,8 @@ def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, An
     children = []
     for payload in bundle.payloads:
         if payload.kind in (PayloadKind.PTX, PayloadKind.CUBIN):
-            child = inspect_bytes(payload.data, f"{source} bundle {bundle.name} payload {payload.name}", sigs)
+            child = inspect_bytes(payload.data, f"{source} bundle {bundle.name} payload {payload.name}", sigs,
+                                  nested=True)
         else:
             form = "ltoir" if payload.kind is PayloadKind.LTOIR else "nvvm"
             child = {"format": form, "note": _NO_KERNELS[form]}

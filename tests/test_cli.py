@@ -236,3 +236,17 @@ def test_doctor_json_and_cache_info(capsys, tmp_path):
     assert main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{tmp_path / 'cache'}: ") and "2.0 MB" in out
+
+
+def test_containers_nested_in_containers_are_refused_not_followed(capsys, work):
+    from ptxbridge.abi.oxart import OxartBundle, OxartPayload, PayloadKind
+
+    blob = write_oxart([OxartBundle("inner", "sm_90", ())])
+    for depth in range(50):  # each level hides the previous blob in a "cubin" payload
+        blob = write_oxart([OxartBundle(f"level{depth}", "sm_90",
+                                        (OxartPayload(PayloadKind.CUBIN, "k", blob),))])
+    nested = work / "nested.oxart"
+    nested.write_bytes(blob)
+    assert main(["inspect", str(nested)]) == 1
+    err = capsys.readouterr().err
+    assert "oxart inside a container is not read" in err and "Traceback" not in err
