@@ -305,9 +305,11 @@ def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
             info = extract(item, state.stream)
             _check_tensor(info, _Where(ctx, f"{where.name}[{index}]", element))
             try:
-                words += check_layout(info, element)
+                check_layout(info, element)  # promises and index ranges
             except TensorProblem as problem:
                 raise inner.fail(f"item {index}: {problem}") from None
+            # the words are int64 whatever the index width: shapes and strides keep their sign
+            words += (info.ptr, *info.shape, *info.strides)
         data = b"".join(w.to_bytes(8, "little", signed=w < 0) for w in words)
         return (state.scratch(data or bytes(8)), len(arg))
 

@@ -145,6 +145,9 @@ def test_tile_list_builds_int64_words_in_scratch_memory():
     assert words == [arrays[0].ctypes.data, 2, 3, 3, 1, arrays[1].ctypes.data, 4, 1, 1, 1]
     with pytest.raises(ArgumentError, match=r"argument 'x\[1\]'"):
         bind(TileList(TileArray(F32, 2)), [arrays[0], np.zeros((2, 2))])
+    reversed_view = np.zeros(5, np.float32)[::-1]  # a negative stride stays negative in its int64 word
+    (ptr, _), _ = bind(TileList(TileArray(F32, 1)), [reversed_view])
+    assert list((ctypes.c_int64 * 3).from_address(ptr)) == [reversed_view.ctypes.data, 5, -1]
 
 
 POINT = Struct("Point", (StructField("tag", Scalar(dtype("u8"))), StructField("x", Scalar(dtype("f64"))),
