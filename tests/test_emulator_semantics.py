@@ -273,6 +273,49 @@ def test_min_max_prefer_the_number_over_nan():
     assert elementwise("max.f32 %d, %a, %b;", np.float32, a, b).tolist() == [1.0, 2.0, 3.0, 5.0]
 
 
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_min_max_order_signed_zeros(t):
+    # PTX ISA min/max notes: "If values of both inputs are 0.0, then +0.0 > -0.0" (either order).
+    dtype = np.float32 if t == "f32" else np.float64
+    a, b = np.array([0.0, -0.0, -0.0, 0.0], dtype), np.array([-0.0, 0.0, -0.0, 0.0], dtype)
+    for mods in ("", ".NaN") if t == "f32" else ("",):
+        low = elementwise(f"min{mods}.{t} %d, %a, %b;", dtype, a, b)
+        high = elementwise(f"max{mods}.{t} %d, %a, %b;", dtype, a, b)
+        assert np.signbit(low).tolist() == [True, True, True, False]
+        assert np.signbit(high).tolist() == [False, False, True, False]
+
+
+def test_packed_half_min_max_honour_nan_and_signed_zeros():
+    # lanes (low, high): a = (NaN, +0), b = (1.0, -0)
+    a, b = np.array([0x00007E00], np.uint32), np.array([0x80003C00], np.uint32)
+    assert elementwise("min.f16x2 %d, %a, %b;", np.uint32, a, b).tolist() == [0x80003C00]
+    assert elementwise("max.f16x2 %d, %a, %b;", np.uint32, a, b).tolist() == [0x00003C00]
+    nan_min = elementwise("min.NaN.f16x2 %d, %a, %b;", np.uint32, a, b)
+    assert np.isnan(np.array([nan_min[0] & 0xFFFF], np.uint16).view(np.float16)[0])
+    assert nan_min[0] >> 16 == 0x8000
+
+
+def _round_f64(x: Fraction, mode: str) -> float:
+    near = float(x)  # correctly rounded to nearest
+    if Fraction(near) == x:
+        return near
+    lo = near if Fraction(near) < x else float(np.nextafter(near, -np.inf))
+    hi = float(np.nextafter(lo, np.inf))
+    return lo if mode == "rm" or (mode == "rz" and x > 0) else hi
+
+
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
+def test_directed_rounding_of_f64_division(mode):
+    a, b = (RNG.standard_normal(251) * 10.0 ** RNG.integers(-5, 5, 251) for _ in range(2))
+    a, b = np.concatenate([[1.0, -1.0, 2.0, 1.0, 6.0], a]), np.concatenate([[3.0, 3.0, 7.0, 10.0, 3.0], b])
+    got = elementwise(f"div.{mode}.f64 %d, %a, %b;", np.float64, a, b)
+    assert got.tolist() == [_round_f64(Fraction(x) / Fraction(y), mode) for x, y in zip(a, b, strict=True)]
+    big, tiny = np.array([1e300, -1e300]), np.array([1e-10, 1e-10])
+    top = np.finfo(np.float64).max
+    expected = {"rz": [top, -top], "rm": [top, -np.inf], "rp": [np.inf, -top]}[mode]
+    assert elementwise(f"div.{mode}.f64 %d, %a, %b;", np.float64, big, tiny).tolist() == expected
+
+
 def test_selp_and_slct():
     a, b, c = ints(np.int32, 64), ints(np.int32, 64)[::-1].copy(), np.roll(ints(np.int32, 64), 5)
     got = elementwise("slct.s32.s32 %d, %a, %b, %c;", np.int32, a, b, c)
@@ -449,6 +492,9 @@ def test_misaligned_and_unmapped_accesses():
         launch(be, "k", [ptr("u32")], [data.ctypes.data], grid=1, block=1, arrays=[data])
     with pytest.raises(MemoryAccessError, match=r"outside every buffer.*address 0x8 "):
         launch(be, "k", [ptr("u32")], [6], grid=1, block=1)
+    # an aligned address whose end wraps past 2**64 is outside too (it raised IndexError)
+    with pytest.raises(MemoryAccessError, match=r"outside every buffer.*address 0xfffffffffffffffc "):
+        launch(be, "k", [ptr("u32")], [2**64 - 6], grid=1, block=1, arrays=[data])
 
 
 def test_endless_loop_is_stopped_by_the_watchdog():

@@ -115,7 +115,8 @@ class Memory:
             return
         full = addr if vector else np.full(len(self.thread_of), addr, np.uint64)
         index = np.searchsorted(self.base_array, full, side="right").astype(np.int64) - 1
-        inside = (index >= 0) & (full + np.uint64(size) <= self.end_array[np.maximum(index, 0)])
+        end = self.end_array[np.maximum(index, 0)]  # end - full, not full + size: that wraps at 2**64
+        inside = (index >= 0) & (full < end) & (end - full >= np.uint64(size))
         if not (inside.all() if m is None else inside[m].all()):
             raise self._fault(full, m, ~inside, size,
                               "outside every buffer and variable the kernel can reach")

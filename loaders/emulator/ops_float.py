@@ -19,7 +19,7 @@ import numpy as np
 from .build import Context, Run, op
 from .values import FLOAT_TYPES
 
-__all__ = ["float_arith", "flush", "saturate", "nudge", "fma32", "fma64"]
+__all__ = ["float_arith", "flush", "saturate", "nudge", "fma32", "fma64", "min_max"]
 
 _ROUNDINGS = frozenset(("rn", "rz", "rm", "rp"))
 _F32_TINY = np.float32(np.finfo(np.float32).tiny)
@@ -107,8 +107,13 @@ def _exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:
     if mode == "rn":
         return r
     if name == "div":
-        wide = a.astype(np.float64) / b.astype(np.float64) if dt == np.float32 else r
-        return nudge(r, wide - r.astype(np.float64), mode) if dt == np.float32 else r
+        if dt == np.float32:
+            return nudge(r, a.astype(np.float64) / b.astype(np.float64) - r.astype(np.float64), mode)
+        # a/b - r has the sign of (a - r*b) * b; a - r*b is exact from TwoProduct (overflow: -r)
+        p, pe = _two_prod(r, b)
+        residual = ((a - p) - pe) * np.sign(b)
+        overflow = np.isinf(r) & np.isfinite(a) & (b != 0)
+        return nudge(r, np.where(np.isfinite(residual), residual, np.where(overflow, -r, 0.0)), mode)
     if name == "mul":
         if dt == np.float32:
             return nudge(r, a.astype(np.float64) * b.astype(np.float64) - r.astype(np.float64), mode)
@@ -125,6 +130,23 @@ def _exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
 }
+
+
+def min_max(name: str, nan: bool) -> Callable[[Any, Any], Any]:
+    """PTX ``min``/``max``: a NaN operand loses unless ``.NaN``; of two zeros, +0.0 > -0.0
+    (PTX ISA 9.7.3 ``min``/``max`` notes).  NumPy's fmin/fmax return either zero."""
+    pick = {("min", False): np.fmin, ("min", True): np.minimum,
+            ("max", False): np.fmax, ("max", True): np.maximum}[name, nan]
+
+    def fn(a: Any, b: Any) -> Any:
+        r = pick(a, b)
+        zeros = (a == 0) & (b == 0)
+        if not np.any(zeros):
+            return r
+        take_a = np.signbit(a) if name == "min" else ~np.signbit(a)
+        return np.where(zeros, np.where(take_a, a, b), r).astype(r.dtype)
+
+    return fn
 
 
 def _modifiers(cx: Context, extra: set[str]) -> tuple[str, str, bool, bool, set[str]]:
@@ -171,10 +193,7 @@ def float_arith(cx: Context, name: str) -> Run:
         ra, w = cx.read(a, t), cx.write(d)
         return lambda fr, m: w(fr, _finish(fn(pre(ra(fr))), ftz, False), m)
     if name in ("min", "max"):
-        if "NaN" in flags:
-            fn = np.minimum if name == "min" else np.maximum
-        else:
-            fn = np.fmin if name == "min" else np.fmax
+        fn = min_max(name, "NaN" in flags)
         d, a, b = cx.operands(3)
         ra, rb, w = cx.read(a, t), cx.read(b, t), cx.write(d)
         return lambda fr, m: w(fr, _finish(fn(pre(ra(fr)), pre(rb(fr))), ftz, False), m)

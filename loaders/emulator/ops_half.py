@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run
-from .ops_float import saturate
+from .ops_float import min_max, saturate
 
 __all__ = ["PACKED", "packed_arith", "f64_to_bf16"]
 
@@ -45,7 +45,7 @@ def _narrow(value: Any, kind: str) -> Any:
 
 _OPS: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "fma": lambda a, b, c: a * b + c,
-    "mad": lambda a, b, c: a * b + c, "min": np.fmin, "max": np.fmax,
+    "mad": lambda a, b, c: a * b + c,
 }
 
 
@@ -60,9 +60,9 @@ def packed_arith(cx: Context, name: str, t: str, flags: set[str]) -> Run:
         dt = np.uint32 if lanes == 2 else np.uint16
         fn = (lambda x: (x ^ sign).astype(dt)) if name == "neg" else (lambda x: (x & ~sign).astype(dt))
         return lambda fr, m: w(fr, fn(ra(fr)), m)
-    if name not in _OPS:
+    if name not in _OPS and name not in ("min", "max"):
         raise cx.unsupported(f"{name}.{t} is not implemented")
-    op = _OPS[name]
+    op = min_max(name, "NaN" in flags) if name in ("min", "max") else _OPS[name]
     ops = cx.operands(4 if name in ("fma", "mad") else 3)
     w, readers = cx.write(ops[0]), [cx.read(o, bits_type) for o in ops[1:]]
     finish = saturate if "sat" in flags else (lambda x: x)
