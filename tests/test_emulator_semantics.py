@@ -333,14 +333,15 @@ def test_mov_packs_and_unpacks_halves():
 # -- warps -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("mode", "b", "c"), [("down", 3, 0x1F), ("up", 5, 0), ("bfly", 6, 0x1F),
-                                              ("idx", 9, 0x1F), ("down", 2, 0x70F)])
+                                              ("idx", 9, 0x1F), ("down", 2, 0x70F), ("idx", 33, 0x1F),
+                                              ("bfly", 0x41, 0x1F), ("down", 0x101, 0x1F)])
 def test_shfl_sync_follows_the_lane_rules(mode, b, c):
     a = np.arange(64, dtype=np.uint32) * 10
     got = elementwise(f"shfl.sync.{mode}.b32 %d|%p, %a, {b}, {c}, -1;", np.uint32, a)
     for t in range(64):
         lane = t % 32
         seg = (c >> 8) & 0x1F
-        min_lane, clamp = lane & seg, c & 0x1F
+        min_lane, clamp, b = lane & seg, c & 0x1F, b & 0x1F  # bval[4:0] = b[4:0] (PTX ISA shfl.sync)
         max_lane = min_lane | (clamp & ~seg)
         j = {"up": lane - b, "down": lane + b, "bfly": lane ^ b, "idx": min_lane | (b & ~seg)}[mode]
         valid = j >= max_lane if mode == "up" else j <= max_lane

@@ -58,7 +58,8 @@ def _shfl(cx: Context) -> Run:
     def run(fr: Any, m: Any) -> None:
         n = fr.batch.n
         lane = fr.batch.special["%laneid"].astype(np.int64)
-        shift, clamp = np.asarray(rb(fr)).astype(np.int64), np.asarray(rc(fr)).astype(np.int64)
+        # bval[4:0] = b[4:0]: only the low five bits of b count (PTX ISA shfl.sync semantics)
+        shift, clamp = np.asarray(rb(fr)).astype(np.int64) & 0x1F, np.asarray(rc(fr)).astype(np.int64)
         segmask = (clamp >> 8) & 0x1F
         min_lane = lane & segmask
         max_lane = min_lane | ((clamp & 0x1F) & ~segmask)
