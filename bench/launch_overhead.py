@@ -251,7 +251,7 @@ def link_rows() -> dict[str, float | str]:
 
         import ptxbridge.numba as pn
         from ptxbridge import nvrtc
-        from ptxbridge.link import link
+        from ptxbridge.linker import link
 
         def scale(x, alpha):
             i = cuda.grid(1)

@@ -23,7 +23,7 @@ from ptxbridge.abi import (
 
 from .artifact import Artifact, CodeKind, Provenance
 from .image import Image
-from .link import LinkOptions, link, load
+from .linker import LinkOptions, link, load
 from .module import Kernel, Module
 
 __all__ = [

@@ -163,7 +163,7 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     if output == "ptx":
         kernels, exports, imports = _checked(read_ptx(code, name), kernels, exports, imports)
     elif output == "cubin":
-        from .link import with_cubin_facts  # the linker's check, shared; link imports this module
+        from .linker import with_cubin_facts  # the linker's check, shared; linker imports this module
 
         kernels = {k: v for k, v in with_cubin_facts(kernels, code, name).items() if k in kernels}
     kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]

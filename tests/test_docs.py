@@ -149,7 +149,7 @@ def test_commented_results_are_checked() -> None:
 
 def test_doc_claims_the_code_backs() -> None:
     from ptxbridge import OptionError
-    from ptxbridge.link import LinkOptions, nvjitlink_args, ptx_isa_supported
+    from ptxbridge.linker import LinkOptions, nvjitlink_args, ptx_isa_supported
 
     assert ptx_isa_supported(13000) == (9, 0)  # linking.md, PTX ISA
     assert "-ftz=1" in nvjitlink_args(LinkOptions(ftz=True), "sm_90", True)

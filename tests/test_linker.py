@@ -1,4 +1,4 @@
-"""ptxbridge.link: nvJitLink on real NVRTC, numba-cuda and rustc-style inputs, on a machine with no GPU."""
+"""ptxbridge.link (module ptxbridge.linker): nvJitLink on real NVRTC, numba-cuda and rustc inputs, no GPU."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from ptxbridge.abi.errors import FormatError, LinkError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind
 from ptxbridge.image import Image
-from ptxbridge.link import LinkOptions, link, nvjitlink_args
+from ptxbridge.linker import LinkOptions, link, nvjitlink_args
 
-linker = importlib.import_module("ptxbridge.link")  # the module, even once ptxbridge.link is the function
+linker = importlib.import_module("ptxbridge.linker")
 
 KERNEL = r'''
 extern "C" __device__ float my_add(float a, float b);

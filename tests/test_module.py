@@ -264,7 +264,7 @@ def test_cooperative_kernels_launch_cooperatively_and_can_be_switched():
 
 def test_grid_sync_is_read_from_the_cubin(monkeypatch):
     from ptxbridge.abi.errors import ToolchainError
-    from ptxbridge.link import link
+    from ptxbridge.linker import link
     from ptxbridge.loaders.cuda import cooperative_kernels
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "gpu"))

@@ -20,7 +20,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, LinkError
 from ptxbridge.abi.kinds import NumbaArray, Opaque, Pointer, Scalar, Struct, Tuple
 from ptxbridge.abi.ptx import read_ptx
-from ptxbridge.link import link
+from ptxbridge.linker import link
 
 LTOIR_MAGIC = b"\xedCN\x7f"
 SHARED_CACHE = os.environ.get("PTXBRIDGE_CACHE_DIR")  # where CI keeps the Rust sysroot

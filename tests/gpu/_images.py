@@ -256,7 +256,7 @@ def _store() -> Path | None:
 
 def build(name: str) -> Image:
     """Compile and link image ``name`` with the frontends on this machine."""
-    from ptxbridge.link import link
+    from ptxbridge.linker import link
 
     return link(BUILDERS[name](), arch="sm_90a" if name == "tile" else ARCH)
 
