@@ -151,11 +151,11 @@ def cooperative_kernels(cubin: bytes) -> frozenset[str]:
 
 def _release(library: Any, device: Any) -> None:
     """Finalizer: unload quietly (at interpreter exit the driver may already be gone)."""
-    try:
-        cu.cuLibraryUnload(library)
+    with contextlib.suppress(Exception):
+        if library is not None:
+            cu.cuLibraryUnload(library)
+    with contextlib.suppress(Exception):
         cu.cuDevicePrimaryCtxRelease(device)
-    except Exception:
-        pass
 
 
 class CudaBackend:
@@ -179,11 +179,15 @@ class CudaBackend:
         self._context = _call("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain, self._device)
         self._context_handle = ctypes.c_void_p(int(self._context))
         self._library = None
-        self.cooperative_kernels = cooperative_kernels(image.cubin)
-        with self._current():
-            self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, image.cubin,
-                                  None, None, 0, None, None, 0)
-            self._functions = {name: self._open(name, sig) for name, sig in image.kernels.items()}
+        try:  # a failed load (bad image, a signature the driver disagrees with) releases what it took
+            self.cooperative_kernels = cooperative_kernels(image.cubin)
+            with self._current():
+                self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, image.cubin,
+                                      None, None, 0, None, None, 0)
+                self._functions = {name: self._open(name, sig) for name, sig in image.kernels.items()}
+        except BaseException:
+            _release(self._library, self._device)
+            raise
         self._finalizer = weakref.finalize(self, _release, self._library, self._device)
 
     def _open(self, name: str, signature: Signature) -> _Function:
@@ -204,8 +208,11 @@ class CudaBackend:
         def __enter__(self) -> None:
             _call("cuCtxPushCurrent", cu.cuCtxPushCurrent, self.backend._context)
 
-        def __exit__(self, *exc: object) -> None:
-            _call("cuCtxPopCurrent", cu.cuCtxPopCurrent)
+        def __exit__(self, exc_type: object, *rest: object) -> None:
+            if exc_type is None:
+                _call("cuCtxPopCurrent", cu.cuCtxPopCurrent)
+            else:  # the body's error is the one to report; a failing pop must not replace it
+                cu.cuCtxPopCurrent()
 
     def _current(self) -> _Current:
         return CudaBackend._Current(self)
