@@ -158,13 +158,13 @@ def test_prmt_selects_and_replicates_signs():
 
 # -- floats ------------------------------------------------------------------------------------
 
-def round_f32(x: Fraction, mode: str) -> float:
-    """The f32 nearest / toward zero / down / up from an exact rational (finite range)."""
-    near = np.float32(float(x))
-    lo = near if Fraction(float(near)) <= x else np.nextafter(near, np.float32(-np.inf))
+def round_f32(x: Fraction, mode: str, dt: type = np.float32) -> float:
+    """The f32 (or ``dt``) nearest / toward zero / down / up from an exact rational (finite range)."""
+    near = dt(float(x))
+    lo = near if Fraction(float(near)) <= x else np.nextafter(near, dt(-np.inf))
     if Fraction(float(lo)) == x:
         return float(lo)
-    hi = np.nextafter(lo, np.float32(np.inf))
+    hi = np.nextafter(lo, dt(np.inf))
     if mode == "rm" or (mode == "rz" and x > 0):
         return float(lo)
     if mode == "rp" or mode == "rz":
@@ -172,7 +172,7 @@ def round_f32(x: Fraction, mode: str) -> float:
     below, above = x - Fraction(float(lo)), Fraction(float(hi)) - x
     if below != above:
         return float(lo if below < above else hi)
-    return float(lo if int(lo.view(np.uint32)) % 2 == 0 else hi)
+    return float(lo if int(lo.view(np.uint16 if dt is np.float16 else np.uint32)) % 2 == 0 else hi)
 
 
 def f32s(n: int = 512) -> np.ndarray:
@@ -202,6 +202,20 @@ def test_directed_rounding_f32(mode, op):
         exact = {"add": Fraction(x) + Fraction(y), "mul": Fraction(x) * Fraction(y),
                  "fma": Fraction(x) * Fraction(y) + Fraction(z)}[op]
         assert g == round_f32(exact, mode)
+
+
+@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_directed_rounding_f16(mode, op):
+    a = RNG.uniform(-4, 4, 256).astype(np.float16)
+    b = RNG.uniform(-4, 4, 256).astype(np.float16)
+    b[:8] = np.float16(0.00075)  # 1.0 + 0.00075 lies between two f16 values
+    a[:8] = np.float16(1.0)
+    got = elementwise(f"{op}.{mode}.f16 %d, %a, %b;", np.float16, a, b)
+    for x, y, g in zip(a.tolist(), b.tolist(), got.tolist(), strict=True):
+        exact = {"add": Fraction(x) + Fraction(y), "sub": Fraction(x) - Fraction(y),
+                 "mul": Fraction(x) * Fraction(y)}[op]
+        assert g == round_f32(exact, mode, np.float16)
 
 
 def test_fma_f64_matches_the_exact_result():

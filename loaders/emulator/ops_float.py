@@ -102,7 +102,9 @@ def _exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:
     """add/sub/mul/div in ``mode``; f16 goes through f64 (exact for its range), then rounds."""
     dt = a.dtype
     if dt == np.float16:
-        return _BINARY[name](a.astype(np.float64), b.astype(np.float64)).astype(np.float16)
+        exact = _BINARY[name](a.astype(np.float64), b.astype(np.float64))
+        r16 = exact.astype(np.float16)
+        return nudge(r16, exact - r16.astype(np.float64), mode)
     r = _BINARY[name](a, b)
     if mode == "rn":
         return r
