@@ -3,8 +3,11 @@
 One run, one kernel (``vadd3(const float*, const float*, float*, int)``, 1024
 elements, grid 4 x block 256), one non-default stream.  Figure: host time per
 launch, median of 30 batches of 500 launches, synchronized between batches
-(the method of ``shared/design/BASELINES.md``).  Also: cold link + load of a
-mixed NVRTC + numba image against a warm (cached) link + load.
+(the method of ``shared/design/BASELINES.md``).  Because the host drifts by
+up to 30% within a run, the headline ratio is also measured in interleaved
+rounds (C loop, then the checked launch, back to back; median of the per-round
+ratios).  Also: cold link + load of a mixed NVRTC + numba image against a warm
+(cached) link + load.
 
 Usage: ``python bench/launch_overhead.py`` on a machine with a GPU, nvcc and
 torch; peers that are not installed are reported as skipped.  Prints a
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-N, GRID, BLOCK, BATCHES, PER_BATCH = 1024, 4, 256, 30, 500
+N, GRID, BLOCK, BATCHES, PER_BATCH, ROUNDS = 1024, 4, 256, 30, 500, 7
 
 SOURCE = r"""
 extern "C" __global__ void vadd3(const float* a, const float* b, float* c, int n) {
@@ -101,15 +104,22 @@ def c_loop(work: Path, cubin: Path) -> float:
     return float(out.stdout.strip())
 
 
-def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
+def vadd3_image(cubin: bytes):
+    """The benchmark kernel as a ptxbridge image: ``vadd3(*const f32, *const f32, *mut f32, i32)``."""
     from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
     from ptxbridge.image import Image
-    from ptxbridge.loaders import load_image
 
     f32 = Scalar(dtype("f32"))
     sig = Signature("vadd3", (Param("a", Pointer(f32, False)), Param("b", Pointer(f32, False)),
                               Param("c", Pointer(f32)), Param("n", Scalar(dtype("i32")))))
-    image = Image(cubin, "sm_90", {"vadd3": sig})
+    return Image(cubin, "sm_90", {"vadd3": sig})
+
+
+def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
+    from ptxbridge.loaders import load_image
+
+    image = vadd3_image(cubin)
+    sig = image.kernels["vadd3"]
     rows = {}
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
@@ -180,6 +190,28 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
         rows["ptxbridge, CuPy arrays (CuPy's current stream)"] = per_launch(
             lambda: kernel(ca, cb, cc, N, grid=GRID, block=BLOCK), cstream.synchronize)
     return rows
+
+
+def interleaved_ratios(work: Path, cubin_path: Path, torch, rounds: int = ROUNDS) -> dict[str, list[float]]:
+    """The headline ratio, robust to drift: each round times the C loop, then the checked launch
+    through the default call path (the C launcher where built), back to back; ratio per round."""
+    from ptxbridge.loaders import load_image
+
+    os.environ.pop("PTXBRIDGE_FASTLAUNCH", None)  # the default path (the rows above switched it off)
+    kernel = load_image(vadd3_image(cubin_path.read_bytes()), 0).vadd3
+    stream = torch.cuda.Stream()
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    handle = stream.cuda_stream
+    ratios: dict[str, list[float]] = {"torch's current stream": [], "stream=int handle": []}
+    for _ in range(rounds):
+        floor = c_loop(work, cubin_path)
+        with torch.cuda.stream(stream):
+            ratios["torch's current stream"].append(
+                per_launch(lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize) / floor)
+        ratios["stream=int handle"].append(per_launch(
+            lambda: kernel(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize) / floor)
+    torch.testing.assert_close(c, a + b)
+    return ratios
 
 
 def peer_rows(cubin: bytes, torch) -> dict[str, float | str]:
@@ -301,16 +333,22 @@ def main() -> None:
         rows.update(ptxbridge_rows(cubin, torch))
         rows.update(peer_rows(cubin, torch))
         c_again = c_loop(work, cubin_path)  # the floor again, to show drift over the run
+        interleaved = interleaved_ratios(work, cubin_path, torch)
     rows["C++ loop again, after the Python rows"] = c_again
     links = link_rows()
     print(f"# launch overhead, {time.strftime('%Y-%m-%d')}, {torch.cuda.get_device_name(0)}, "
           f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
     print(table(c_us, rows))
+    print(f"\n| checked torch launch / C loop, {ROUNDS} interleaved rounds | median | min | max |\n"
+          "| --- | ---: | ---: | ---: |")
+    for name, values in interleaved.items():
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |")
     print("\n| image | microseconds |\n| --- | ---: |")
     for name, value in links.items():
         print(f"| {name} | {value if isinstance(value, str) else f'{value:.0f}'} |")
     if args.json:
-        args.json.write_text(json.dumps({"c_loop_us": c_us, "rows": rows, "link": links}, indent=2))
+        args.json.write_text(json.dumps({"c_loop_us": c_us, "rows": rows, "link": links,
+                                         "interleaved_ratios": interleaved}, indent=2))
 
 
 if __name__ == "__main__":
