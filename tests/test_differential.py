@@ -111,12 +111,14 @@ def oxide(m, rng, to):
     m.vecadd(a, b, c, grid=4, block=256)
     x, out = to(_f32(rng, 48, 40)), to(np.zeros((40, 48), np.float32))
     m.transpose(x, out, 40, grid=(3, 3), block=(16, 16))
-    return {"c": _host(c), "t": _host(out)}
+    tagged = to(np.zeros(300, np.float32))
+    m.tagged(2.5, None, (), tagged, grid=2, block=256)  # zero-sized parameters take None / ()
+    return {"c": _host(c), "t": _host(out), "tagged": _host(tagged)}
 
 
 def oxide_ref(rng):
     a, b = _f32(rng, 1000), _f32(rng, 1000)
-    return {"c": a + b, "t": _f32(rng, 48, 40).T.copy()}
+    return {"c": a + b, "t": _f32(rng, 48, 40).T.copy(), "tagged": np.full(300, 2.5, np.float32)}
 
 
 def cross_language(m, rng, to):
