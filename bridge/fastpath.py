@@ -101,6 +101,15 @@ def native_plan(size: int, specs: tuple, **launch: Any) -> Any:
     return _fastlaunch.Plan(size, specs, **launch)
 
 
+def _inline_tensor(i: int, test: str, ptr: str, numel: str, kind: str) -> tuple[list[str], str]:
+    """Lines reading a tensor's address (and element count, for slices) inline when ``test``
+    holds, else through its checked binder ``b{i}``; with the expression of its flat values."""
+    if kind == "pointer":
+        return [test, f"        v{i} = {ptr}", "    else:", f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
+    return [test, f"        v{i} = {ptr}", f"        w{i} = {numel}", "    else:",
+            f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
+
+
 def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str], str]:
     """Source lines binding argument ``a{i}`` and the expression of its flat values."""
     if hint is None:
@@ -111,21 +120,13 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
         cpu = "" if device >= 0 else f"a{i}.is_cpu and "  # get_device() is -1 for meta tensors too
         test = (f"    if a{i}.dtype is d{i} and a{i}.get_device() == {int(device)} "
                 f"and {cpu}a{i}.is_contiguous():")
-        if kind == "pointer":
-            return [test, f"        v{i} = a{i}.data_ptr()", "    else:",
-                    f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
-        return [test, f"        v{i} = a{i}.data_ptr()", f"        w{i} = a{i}.numel()", "    else:",
-                f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
+        return _inline_tensor(i, test, f"a{i}.data_ptr()", f"a{i}.numel()", kind)
     if hint[0] == "cupy":
         _, kind, numpy_dtype, device = hint
         names[f"d{i}"] = numpy_dtype
         test = (f"    if a{i}.dtype is d{i} and a{i}.data.device_id == {int(device)} "
                 f"and a{i}.flags.c_contiguous:")
-        if kind == "pointer":
-            return [test, f"        v{i} = a{i}.data.ptr", "    else:",
-                    f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
-        return [test, f"        v{i} = a{i}.data.ptr", f"        w{i} = a{i}.size", "    else:",
-                f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
+        return _inline_tensor(i, test, f"a{i}.data.ptr", f"a{i}.size", kind)
     if hint[0] == "int":
         _, lo, hi = hint
         test = f"    if a{i}.__class__ is int and {int(lo)} <= a{i} <= {int(hi)}:"
