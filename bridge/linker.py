@@ -29,6 +29,7 @@ from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 
 from .artifact import Artifact, CodeKind
+from .device_runtime import device_runtime, runtime_calls
 from .files import artifact_from_bytes, artifact_from_file, cubin_signatures
 from .image import Image
 from .nvrtc import FALLBACK_ARCH, device_arch, normalize_arch
@@ -392,13 +393,20 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     check_symbols(artifacts)
     _check_isa(artifacts)
+    calls = runtime_calls([_read_ptx(a.code, a.name) for a in artifacts if a.kind == CodeKind.PTX])
+    with_runtime = bool(calls) and not any("cudadevrt" in a.name for a in artifacts)
+    if with_runtime:
+        artifacts.append(device_runtime())  # device-side launches: nvJitLink does not add it itself
     version = nvjitlink_version()
     parts: list[str | bytes] = ["link", f"{version[0]}.{version[1]}", *args, "\0"]
     for artifact in artifacts:
         parts += [artifact.kind.value, artifact.code]
     blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
     header, _, cubin = blob.partition(b"\n")
-    return Image(cubin, arch, with_cubin_facts(kernels, cubin, "<linked cubin>"), device_functions,
+    facts = with_cubin_facts(kernels, cubin, "<linked cubin>")
+    if with_runtime:  # the device runtime's own (static) kernels are not the user's to call
+        facts = {name: sig for name, sig in facts.items() if not name.startswith("__nv_static_")}
+    return Image(cubin, arch, facts, device_functions,
                  tuple(a.code for a in artifacts if a.kind == CodeKind.PTX), json.loads(header)["log"])
 
 

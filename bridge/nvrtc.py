@@ -143,7 +143,9 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
         name, source = os.fspath(source), Path(source).read_text()
     arch = normalize_arch(arch) if arch is not None else default_arch()
     decls = read_c_source(source, name)
-    rdc = bool(decls.device_functions or decls.imports)
+    # relocatable device code when functions cross compilation units, or kernels launch kernels
+    # from the device (dynamic parallelism: `<<<` in device code needs the device runtime)
+    rdc = bool(decls.device_functions or decls.imports) or "<<<" in source
     args = nvrtc_args(arch, output, options, rdc=rdc, include_dir=_include_dir())
     version = nvrtc_version()
     entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions, "\0",

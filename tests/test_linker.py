@@ -305,3 +305,29 @@ def test_bad_options_are_option_errors_not_link_logs():
     assert isinstance(info.value, PtxBridgeError)
     with pytest.raises(OptionError, match="arch must look like 'sm_90'"):
         nvrtc.compile(DEVICE, arch="gfx90")
+
+
+def test_device_side_launches_link_the_device_runtime():
+    # child<<<...>>> in device code calls __cudaCDP2LaunchDeviceV2, defined only by libcudadevrt.a;
+    # nvJitLink reports "Undefined reference" unless the linker adds the library.
+    source = '''
+extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2.0f; }
+extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }
+'''
+    artifact = nvrtc.compile(source, "sm_90", "ptx", name="dynpar.cu")
+    assert "--relocatable-device-code=true" in artifact.provenance.options
+    image = link([artifact])
+    assert set(image.kernels) == {"parent", "child"}
+    assert {"parent", "child"} <= _kernels(image)
+
+
+def test_runtime_calls_decision():
+    from ptxbridge.abi.ptx import read_ptx
+    from ptxbridge.device_runtime import runtime_calls
+
+    head = ".version 8.0\n.target sm_90\n.address_size 64\n"
+    uses = read_ptx(head + ".extern .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 p);\n"
+                    ".extern .func my_helper(.param .b32 x);\n")
+    defines = read_ptx(head + ".visible .func cudaThing()\n{\nret;\n}\n.extern .func cudaThing();\n")
+    assert runtime_calls([uses]) == ["__cudaCDP2LaunchDeviceV2"]
+    assert runtime_calls([defines]) == []

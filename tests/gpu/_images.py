@@ -234,6 +234,18 @@ def _intops() -> list:
     return [nvrtc.compile(CPP_INTOPS, arch=ARCH)]
 
 
+CPP_DYNAMIC_PARALLELISM = r"""
+extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2.0f; }
+extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }
+"""
+
+
+def _dynpar() -> list:
+    from ptxbridge import nvrtc
+
+    return [nvrtc.compile(CPP_DYNAMIC_PARALLELISM, arch=ARCH)]  # linked with libcudadevrt.a
+
+
 def _lto() -> list:
     import ptxbridge.numba as pn
     from ptxbridge import nvrtc
@@ -245,7 +257,7 @@ def _lto() -> list:
 
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
-    "cross": _cross, "lto": _lto, "intops": _intops,
+    "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar,
 }
 
 

@@ -201,6 +201,14 @@ def test_cross_language_calls():
     torch.testing.assert_close(w, expected)
 
 
+def test_device_side_launch_through_the_linked_device_runtime():
+    module = load_image(image("dynpar"), 0)
+    x = rand(32)
+    expected = 2 * x
+    module.parent(x, grid=1, block=32)  # parent launches child<<<1, 32>>> from the device
+    torch.testing.assert_close(x, expected)
+
+
 def test_wrong_device_and_dtype_are_argument_errors(cpp):
     a = rand(8)
     with pytest.raises(ArgumentError, match=r"vadd3: argument 'c' \(\*mut f32\) got float32 tensor on cpu; "
