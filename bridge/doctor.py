@@ -46,6 +46,7 @@ def _package_version(name: str) -> str | None:
 
 
 def _driver() -> list[Check]:
+    from ptxbridge.nvrtc import device_arch
     from ptxbridge.ptx_isa import max_ptx_isa
 
     try:
@@ -67,11 +68,8 @@ def _driver() -> list[Check]:
     for ordinal in range(count):
         _, device = driver.cuDeviceGet(ordinal)
         _, raw_name = driver.cuDeviceGetName(64, device)
-        attr = driver.CUdevice_attribute
-        _, cc_major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
-        _, cc_minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
         name = raw_name.split(b"\0", 1)[0].decode()
-        checks.append(Check(f"GPU {ordinal}", True, f"{name}, sm_{cc_major}{cc_minor}"))
+        checks.append(Check(f"GPU {ordinal}", True, f"{name}, {device_arch(ordinal)}"))
     return checks
 
 
