@@ -1,4 +1,4 @@
-"""The optional C hot path (``ptxbridge._fastlaunch``); everything else is in pyproject.toml.
+"""The optional C hot path (``ptxbridge.launch._fastlaunch``); everything else is in pyproject.toml.
 
 ``optional=True``: a machine without a C compiler or Python headers still installs, and the
 pure-Python launch path is used there.
@@ -6,6 +6,7 @@ pure-Python launch path is used there.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ptxbridge._fastlaunch", ["bridge/_fastlaunch.c", "bridge/_launcher.c"],
-                             depends=["bridge/_fastlaunch.h"], libraries=["dl"],
+setup(ext_modules=[Extension("ptxbridge.launch._fastlaunch",
+                             ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
+                             depends=["bridge/launch/_fastlaunch.h"], libraries=["dl"],
                              extra_compile_args=["-O2", "-std=c11"], optional=True)])

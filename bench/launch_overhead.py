@@ -124,9 +124,9 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
     handle = stream.cuda_stream
-    from ptxbridge import fastpath
+    from ptxbridge.launch import fastpath
 
-    if fastpath.native_available():  # the C launcher + plan (ptxbridge._fastlaunch) first, then Python
+    if fastpath.native_available():  # the C launcher + plan (ptxbridge.launch._fastlaunch) first, then Python
         native = load_image(image, 0).vadd3
         with torch.cuda.stream(stream):
             rows["ptxbridge, torch tensors, C fast path (torch's current stream)"] = per_launch(
@@ -151,7 +151,7 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
         torch.testing.assert_close(c[: N // 2], (a + b)[: N // 2])
         assert not c[N // 2:].any(), "the C path packed n wrongly"
     else:
-        rows["ptxbridge, C fast path"] = "skipped: ptxbridge._fastlaunch not built"
+        rows["ptxbridge, C fast path"] = "skipped: ptxbridge.launch._fastlaunch not built"
     os.environ["PTXBRIDGE_FASTLAUNCH"] = "0"  # the pure-Python path from here on
     module = load_image(image, 0)
     kernel = module.vadd3
@@ -282,8 +282,9 @@ def link_rows() -> dict[str, float | str]:
         from numba import cuda
 
         import ptxbridge.numba as pn
-        from ptxbridge import nvrtc
+        import ptxbridge.nvrtc as nvrtc
         from ptxbridge.linker import link
+        from ptxbridge.linker.target import default_arch
 
         def scale(x, alpha):
             i = cuda.grid(1)
@@ -292,7 +293,7 @@ def link_rows() -> dict[str, float | str]:
 
         with tempfile.TemporaryDirectory() as cache:
             os.environ["PTXBRIDGE_CACHE_DIR"] = cache
-            arch = nvrtc.device_arch(0) or "sm_90"
+            arch = default_arch()
             parts = [nvrtc.compile(SOURCE, arch=arch), pn.compile(scale, "void(float32[::1], float32)",
                                                                    arch=arch, name="scale")]
             times = {}

@@ -1,6 +1,6 @@
 """ptxbridge: mix GPU kernels across languages.
 
-Frontends (``ptxbridge.rust``, ``.oxide``, ``.numba``, ``.tile``, ``.nvrtc``)
+Frontends (``ptxbridge.rust.frontend``, ``.oxide``, ``.numba``, ``.tile``, ``.nvrtc``)
 turn sources into :class:`Artifact` objects; :func:`link` joins artifacts into
 an :class:`Image`; ``Image.load(device)`` returns a module whose kernels take
 DLPack tensors.
@@ -20,11 +20,10 @@ from ptxbridge.abi import (
     Signature,
     ToolchainError,
 )
-
-from .artifact import Artifact, CodeKind, Provenance
-from .image import Image
-from .linker import LinkOptions, link, load
-from .module import Kernel, Module
+from ptxbridge.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.image import Image
+from ptxbridge.launch.module import Kernel, Module
+from ptxbridge.linker import LinkOptions, link, load
 
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",

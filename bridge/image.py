@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ptxbridge.abi.signature import Signature
 
 if TYPE_CHECKING:
-    from ptxbridge.module import Module
+    from ptxbridge.launch.module import Module
 
 __all__ = ["Image"]
 

@@ -22,12 +22,11 @@ from ptxbridge.abi.errors import AbiMismatchError, FormatError, OptionError
 from ptxbridge.abi.oxart import EntryKind, OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.signature import Convention, Signature
-
-from .artifact import Artifact, CodeKind, Provenance
-from .rust import checked_signatures
-from .rust_source import read_crate, split_commas
-from .rust_syntax import RustFn, RustType
-from .rust_types import SourceSignatures, parse_type, read_signatures, show_type
+from ptxbridge.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.rust.frontend import checked_signatures
+from ptxbridge.rust.source import read_crate, split_commas
+from ptxbridge.rust.syntax import RustFn, RustType
+from ptxbridge.rust.types import SourceSignatures, parse_type, read_signatures, show_type
 
 __all__ = ["load", "merge_ptx"]
 

@@ -7,7 +7,7 @@ checked against the cubin's ``EIATTR_KPARAM_INFO`` records.  Launch demands
 come from the cubin: block (1,1,1), or exactly its ``REQNTID``; no cluster.
 cutile-rs kernels (``<kernel>_entry``) carry no signature in their names, so
 :func:`load` takes one from the caller (signature text, a manifest or
-Signature objects, see :func:`ptxbridge.files.coerce_signatures`).
+Signature objects, see :func:`ptxbridge.artifact.coerce_signatures`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,16 @@ from ptxbridge import cache
 from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, FormatError, ToolchainError
 from ptxbridge.abi.signature import Signature
-
-from ._pyfingerprint import fingerprint
-from .artifact import Artifact, CodeKind, Provenance
-from .files import artifact_from_bytes, artifact_from_file, coerce_signatures
+from ptxbridge.artifact import (
+    Artifact,
+    CodeKind,
+    Provenance,
+    artifact_from_bytes,
+    artifact_from_file,
+    coerce_signatures,
+)
+from ptxbridge.fingerprint import fingerprint
+from ptxbridge.linker.target import default_arch
 
 __all__ = ["export", "load"]
 
@@ -35,7 +41,7 @@ _ARCH = re.compile(r"sm_\d{2,3}[af]?")
 _INSTALL = "install them with `pip install cuda-tile nvidia-cuda-tileiras`"
 
 
-def export(kernel: Any, signatures: Any, arch: str = "sm_90") -> Artifact:
+def export(kernel: Any, signatures: Any, arch: str | None = None) -> Artifact:
     """Compile a ``@cuda.tile.kernel`` ahead of time to a cubin for ``arch``, one entry per signature.
 
     Parameters
@@ -43,7 +49,8 @@ def export(kernel: Any, signatures: Any, arch: str = "sm_90") -> Artifact:
     kernel : a ``cuda.tile.kernel``.
     signatures : one ``cuda.tile.compilation.KernelSignature`` or a sequence of them; a
         signature without ``symbol`` gets cuTile's mangled name.
-    arch : the GPU to assemble for (``"sm_90"``, ``"sm_100"``...); tileiras needs no GPU.
+    arch : the GPU to assemble for (``"sm_90"``, ``"sm_100"``...); default: the first GPU's arch,
+        else ``sm_90``.  tileiras needs no GPU.
 
     Returns a cubin :class:`Artifact` whose kernels carry signatures recovered from the
     mangled names, with the Python parameter names, checked against the cubin.
@@ -52,6 +59,7 @@ def export(kernel: Any, signatures: Any, arch: str = "sm_90") -> Artifact:
     pyfunc = getattr(getattr(kernel, "_annotated_function", None), "pyfunc", None)
     if pyfunc is None:
         raise ArgumentError(f"tile.export: kernel must be a @cuda.tile.kernel (got {type(kernel).__name__})")
+    arch = default_arch() if arch is None else arch
     if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
         raise ArgumentError(f"tile.export: arch must look like 'sm_90' (got {arch!r})")
     given = [signatures] if isinstance(signatures, compilation.KernelSignature) else list(signatures)

@@ -53,8 +53,8 @@ def _auto() -> tuple[str, int]:
 
 
 def load_image(image: Any, device: Any = None) -> Any:
-    """Load ``image`` on ``device`` and return a :class:`ptxbridge.module.Module`."""
-    from ptxbridge.module import Module
+    """Load ``image`` on ``device`` and return a :class:`ptxbridge.launch.module.Module`."""
+    from ptxbridge.launch.module import Module
 
     kind, index = parse_device(device) or _auto()
     if kind == "cpu":

@@ -1,7 +1,7 @@
 """The loader interface: what the call path needs from a device, GPU or CPU.
 
 A loader turns an :class:`~ptxbridge.Image` into a :class:`Backend`; the call
-path (:mod:`ptxbridge.module`) checks arguments, packs the parameter buffer
+path (:mod:`ptxbridge.launch.module`) checks arguments, packs the parameter buffer
 with the ABI layer's packer and hands it to :meth:`Backend.launch`.  Neither
 side knows which loader it talks to.
 """

@@ -272,7 +272,7 @@ class CudaBackend:
         return run
 
     def native_facts(self, function: _Function, name: str) -> dict[str, Any]:
-        """What the C launch plan (``ptxbridge._fastlaunch.Plan``) needs to call the driver itself,
+        """What the C launch plan (``ptxbridge.launch._fastlaunch.Plan``) needs to call the driver itself,
         with the same choices as :meth:`prepare` (non-cooperative launches only)."""
         pointers = os.environ.get("PTXBRIDGE_LAUNCH_PARAMS") == "pointers"
         return {"function": function.handle, "context": int(self._context),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ptxbridge import rust_toolchain
 from ptxbridge.abi.errors import ToolchainError
+from ptxbridge.rust import toolchain as rust_toolchain
 
 RUST_DIR = Path(__file__).parent / "rust"
 

@@ -28,9 +28,9 @@ from ptxbridge.abi import (
     Tuple,
     dtype,
 )
-from ptxbridge.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.values import bf16_bits
 from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
-from ptxbridge.values import bf16_bits
 
 F32, I32 = dtype("f32"), dtype("i32")
 CPU = BindContext("k", Convention.C, DLPACK_CPU, 0)

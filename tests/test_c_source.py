@@ -14,7 +14,7 @@ from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField, Tuple
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.signature import LaunchMeta
-from ptxbridge.c_source import read_c_source
+from ptxbridge.nvrtc.c_source import read_c_source
 
 
 def s(name: str) -> Scalar:

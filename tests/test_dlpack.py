@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ptxbridge.abi import ArgumentError, dtype
-from ptxbridge.dlpack import (
+from ptxbridge.launch.dlpack import (
     TensorInfo,
     default_stream_for,
     device_name,

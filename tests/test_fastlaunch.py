@@ -1,4 +1,4 @@
-"""The optional C launch path (``ptxbridge._fastlaunch``): byte-for-byte the Python path's packing,
+"""The optional C launch path (``ptxbridge.launch._fastlaunch``): byte-for-byte the Python path's packing,
 and a decline (never an error of its own) whenever an argument is not the common accepting case.
 
 Runs on the CPU: C plans are built for a CPU target (torch CPU tensors, ``pack``), and the call path
@@ -20,17 +20,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ptxbridge import fastpath
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.errors import ArgumentError, CudaError
 from ptxbridge.abi.kinds import Slice
 from ptxbridge.abi.signature import Convention, LaunchMeta
-from ptxbridge.args import BindContext, make_binder
 from ptxbridge.image import Image
+from ptxbridge.launch import fastpath
+from ptxbridge.launch.args import BindContext, make_binder
+from ptxbridge.launch.module import Kernel, Module
 from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
-from ptxbridge.module import Kernel, Module
 
-native = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge._fastlaunch not built")
+native = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
 
 INTS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64")
 TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -179,7 +179,7 @@ class _DriverlessCuda:
 @pytest.mark.parametrize("with_native", [True, False])
 def test_call_path_errors_are_the_python_ones_with_and_without_the_extension(with_native, monkeypatch):
     if with_native and fastpath._fastlaunch is None:
-        pytest.skip("ptxbridge._fastlaunch not built")
+        pytest.skip("ptxbridge.launch._fastlaunch not built")
     if with_native:
         monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
         monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
@@ -241,7 +241,7 @@ class _RecordingCpu:
 def driver(monkeypatch):
     """The C plans' launches, recorded instead of sent to a driver."""
     if fastpath._fastlaunch is None:
-        pytest.skip("ptxbridge._fastlaunch not built")
+        pytest.skip("ptxbridge.launch._fastlaunch not built")
     monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
     monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
     launches: list[tuple] = []
@@ -397,11 +397,11 @@ def test_a_kernel_is_still_a_kernel():
 
 _WITHOUT_EXTENSION = """
 import sys
-sys.modules["ptxbridge._fastlaunch"] = None  # as on a machine that could not build it
+sys.modules["ptxbridge.launch._fastlaunch"] = None  # as on a machine that could not build it
 import numpy
 from ptxbridge.abi import ArgumentError, Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.image import Image
-from ptxbridge.module import Kernel, Module
+from ptxbridge.launch.module import Kernel, Module
 
 class Backend:
     device_type, device_id, needs_buffers, cooperative_kernels = 1, 0, False, ()

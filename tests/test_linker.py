@@ -13,6 +13,7 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind
 from ptxbridge.image import Image
 from ptxbridge.linker import LinkOptions, link, nvjitlink_args
+from ptxbridge.loaders import driver
 
 linker = importlib.import_module("ptxbridge.linker")
 
@@ -56,7 +57,7 @@ RUSTC_PTX = b'''//
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(linker, "device_arch", lambda ordinal=0: None)  # link as on a GPU-less host
+    monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: None)  # link as on a GPU-less host
 
 
 def _kernels(image: Image) -> set[str]:
@@ -168,7 +169,7 @@ def test_garbage_inputs():
 
 
 def test_ptx_newer_than_nvjitlink_says_input_isa_and_driver(monkeypatch):
-    monkeypatch.setattr(linker, "_driver_version", lambda: (13, 0))
+    monkeypatch.setattr(driver, "driver_version", lambda: (13, 0))
     future = RUSTC_PTX.replace(b".version 7.0", b".version 9.9")
     with pytest.raises(LinkError) as info:
         link([future], "sm_90")
@@ -221,7 +222,7 @@ def test_paths_are_read_by_content(tmp_path):
 
 def test_load_links_for_the_named_device(monkeypatch):
     seen = {}
-    monkeypatch.setattr(linker, "device_arch", lambda ordinal=0: {1: "sm_80"}.get(ordinal))
+    monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: {1: "sm_80"}.get(ordinal))
     monkeypatch.setattr(Image, "load", lambda self, device=None: seen.setdefault("image", (self, device)))
     kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_80", "ptx")
     linker.load([kernel], device="cuda:1")
@@ -269,8 +270,8 @@ def test_choose_arch_and_lto():
 
 def test_ptx_isa_supported_table():
     table = {12000: (8, 0), 12040: (8, 4), 12080: (8, 7), 12090: (8, 8), 13000: (9, 0), 13010: (9, 1)}
-    for driver, isa in table.items():
-        assert linker.ptx_isa_supported(driver) == isa
+    for version, isa in table.items():
+        assert linker.ptx_isa_supported(version) == isa
     assert linker.ptx_isa_supported((13, 5)) == (9, 5)
 
 
@@ -323,7 +324,7 @@ extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 3
 
 def test_runtime_calls_decision():
     from ptxbridge.abi.ptx import read_ptx
-    from ptxbridge.device_runtime import runtime_calls
+    from ptxbridge.linker.device_runtime import runtime_calls
 
     head = ".version 8.0\n.target sm_90\n.address_size 64\n"
     uses = read_ptx(head + ".extern .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 p);\n"

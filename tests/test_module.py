@@ -20,9 +20,9 @@ from ptxbridge.abi import (
     dtype,
 )
 from ptxbridge.image import Image
+from ptxbridge.launch.module import Module
 from ptxbridge.loaders import load_image, parse_device
 from ptxbridge.loaders.base import DLPACK_CPU
-from ptxbridge.module import Module
 
 F32, I32 = dtype("f32"), dtype("i32")
 VADD = Signature("vadd3", (Param("a", Pointer(Scalar(F32), False)), Param("b", Pointer(Scalar(F32), False)),
@@ -119,7 +119,7 @@ def test_launch_configuration_is_checked(kwargs, match):
 
 
 def test_plans_are_built_once_per_argument_types(monkeypatch):
-    import ptxbridge.module as module_mod
+    import ptxbridge.launch.module as module_mod
 
     built = []
     real = module_mod.make_binder

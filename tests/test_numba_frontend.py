@@ -347,7 +347,7 @@ def test_cpp_kernel_calls_numba_device_function_through_ltoir():
 
 
 def test_fingerprint_follows_called_functions():
-    from ptxbridge._pyfingerprint import fingerprint
+    from ptxbridge.fingerprint import fingerprint
 
     def make(constant):
         @cuda.jit(device=True)

@@ -11,6 +11,8 @@ from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.sniff import sniff
 from ptxbridge.artifact import CodeKind
+from ptxbridge.linker import target
+from ptxbridge.loaders import driver
 
 SOURCE = r'''
 #include <cuda_fp16.h>
@@ -129,13 +131,13 @@ def test_path_source_and_arch_spellings(tmp_path):
 
 
 def test_normalize_arch():
-    assert nvrtc.normalize_arch("sm_90a") == "sm_90a"
-    assert nvrtc.normalize_arch("compute_90") == "sm_90"
-    assert nvrtc.normalize_arch("100f") == "sm_100f"
-    assert nvrtc.normalize_arch((12, 0)) == "sm_120"
+    assert target.normalize_arch("sm_90a") == "sm_90a"
+    assert target.normalize_arch("compute_90") == "sm_90"
+    assert target.normalize_arch("100f") == "sm_100f"
+    assert target.normalize_arch((12, 0)) == "sm_120"
     for bad in ("sm_x", "gfx90a", (9,), 90):
         with pytest.raises(ValueError, match="arch must look like"):
-            nvrtc.normalize_arch(bad)
+            target.normalize_arch(bad)
 
 
 def test_nvrtc_args():
@@ -152,10 +154,10 @@ def test_nvrtc_args():
 
 
 def test_default_arch_without_a_gpu(monkeypatch):
-    monkeypatch.setattr(nvrtc, "device_arch", lambda ordinal=0: None)
-    assert nvrtc.default_arch() == "sm_90"
-    monkeypatch.setattr(nvrtc, "device_arch", lambda ordinal=0: "sm_89")
-    assert nvrtc.default_arch() == "sm_89"
+    monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: None)
+    assert target.default_arch() == "sm_90"
+    monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: "sm_89")
+    assert target.default_arch() == "sm_89"
 
 
 def test_compiling_leaves_python_bytes_constants_alone(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 import pytest
 
-from ptxbridge.ptx_isa import max_ptx_isa, needs_cubin
+from ptxbridge.linker.target import max_ptx_isa, needs_cubin
 
 
 @pytest.mark.parametrize(("cuda", "isa"), [((11, 8), (7, 8)), ((12, 0), (8, 0)), ((12, 4), (8, 4)),

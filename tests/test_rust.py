@@ -9,7 +9,7 @@ import _rust_fixtures
 import pytest
 
 import ptxbridge.rust as prust
-from ptxbridge import CodeKind, Convention, rust_toolchain
+from ptxbridge import CodeKind, Convention
 from ptxbridge.abi.check import check
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.errors import (
@@ -22,6 +22,8 @@ from ptxbridge.abi.errors import (
 from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField
 from ptxbridge.abi.lowering import field_offsets
 from ptxbridge.abi.ptx import read_ptx
+from ptxbridge.linker.target import default_arch
+from ptxbridge.rust import toolchain as rust_toolchain
 
 RUST_DIR = _rust_fixtures.RUST_DIR
 toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
@@ -85,9 +87,10 @@ def test_rustc_options_are_a_pure_function():
 
 def test_saxpy_raw_pointers_and_length():
     art = prust.compile(RUST_DIR / "saxpy.rs", progress=False)
-    assert art.kind is CodeKind.PTX and art.arch == "sm_80" and art.name == "saxpy"
+    want = default_arch()  # the one default of every frontend: the GPU's arch, else sm_90
+    assert art.kind is CodeKind.PTX and art.arch == want and art.name == "saxpy"
     module = read_ptx(art.code)
-    assert module.target[0] == "sm_80" and [f.name for f in module.entries] == ["saxpy"]
+    assert module.target[0] == want and [f.name for f in module.entries] == ["saxpy"]
     sig = art.kernels["saxpy"]
     assert sig.convention is Convention.C and sig.kind == "kernel"
     assert [(p.name, p.type) for p in sig.params] == [
@@ -96,7 +99,7 @@ def test_saxpy_raw_pointers_and_length():
     check(sig, module)
     assert art.provenance.compiler == str(rust_toolchain.find_toolchain().rustc)
     assert art.provenance.version.startswith("rustc 1.")
-    assert "target-cpu=sm_80" in art.provenance.options and art.provenance.arch == "sm_80"
+    assert f"target-cpu={want}" in art.provenance.options and art.provenance.arch == want
     assert not art.device_functions and not art.imports
 
 
@@ -205,7 +208,7 @@ def test_from_ptx_checks_source_against_ptx(tmp_path):
     ptx = tmp_path / "saxpy.ptx"
     ptx.write_bytes(prust.compile(RUST_DIR / "saxpy.rs", progress=False).code)
     art = prust.from_ptx(ptx, RUST_DIR / "saxpy.rs")
-    assert art.arch == "sm_80" and art.kernels["saxpy"].params[3].type == U64
+    assert art.arch == default_arch() and art.kernels["saxpy"].params[3].type == U64
     assert art.provenance.version.startswith("PTX ISA ")
     with pytest.raises(AbiMismatchError, match=r"apply: .* has no \.entry or \.func of that name"):
         prust.from_ptx(ptx, RUST_DIR / "structs.rs")
@@ -267,8 +270,8 @@ where 'a: 'a { let _ = '}'; let _ = b"}"; let _ = "}"; }
 
 
 def test_reader_skips_comments_strings_and_chars():
-    from ptxbridge.rust_source import parse_source
-    from ptxbridge.rust_types import read_signatures
+    from ptxbridge.rust.source import parse_source
+    from ptxbridge.rust.types import read_signatures
 
     found = read_signatures([parse_source(TRICKY, "tricky.rs")], Convention.C)
     assert set(found.kernels) == {"renamed"} and set(found.imports) == {"real_symbol"}
@@ -280,8 +283,8 @@ def test_reader_skips_comments_strings_and_chars():
 
 
 def test_reader_errors_name_file_and_line():
-    from ptxbridge.rust_source import parse_source
-    from ptxbridge.rust_types import read_signatures
+    from ptxbridge.rust.source import parse_source
+    from ptxbridge.rust.types import read_signatures
 
     with pytest.raises(FormatError, match=r"x.rs:line 2: unterminated block comment"):
         parse_source("fn a() {}\n/* /* */\n", "x.rs")

@@ -1,4 +1,4 @@
-"""Rust syntax data: tokens, parsed types and items (read by :mod:`ptxbridge.rust_source`).
+"""Rust syntax data: tokens, parsed types and items (read by :mod:`ptxbridge.rust.source`).
 
 The tokenizer follows the Rust Reference, chapter "Lexical structure": nested
 block comments, raw strings, byte strings, lifetimes versus character literals.

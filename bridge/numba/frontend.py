@@ -26,12 +26,10 @@ from ptxbridge.abi.check import check, find_entry
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
-
-from ._numba_types import to_param_type
-from ._pyfingerprint import fingerprint, referenced_values
-from .artifact import Artifact, CodeKind, Provenance
-from .files import layout_only, ptx_launch
-from .nvrtc import default_arch
+from ptxbridge.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
+from ptxbridge.fingerprint import fingerprint, referenced_values
+from ptxbridge.linker.target import default_arch
+from ptxbridge.numba.types import to_param_type
 
 __all__ = ["compile", "arch_to_cc", "NumbaOptions"]
 

@@ -39,9 +39,8 @@ from ptxbridge.abi.kinds import (
 )
 from ptxbridge.abi.lowering import memory_layout
 from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
-
-from .rust_source import parse_source
-from .rust_syntax import (
+from ptxbridge.rust.source import parse_source
+from ptxbridge.rust.syntax import (
     Attr,
     RustFn,
     RustSource,

@@ -1,6 +1,6 @@
 """Python values -> parameter bytes: scalars (range-checked) and by-value aggregates.
 
-Used by the argument binders (:mod:`ptxbridge.args`) for Scalar parameters and
+Used by the argument binders (:mod:`ptxbridge.launch.args`) for Scalar parameters and
 for structs, tuples and opaque blobs passed by value.  Struct field offsets
 come from :func:`ptxbridge.abi.lowering.field_offsets`, the one place that
 lays out records.

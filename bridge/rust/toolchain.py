@@ -21,9 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxbridge import cache
 from ptxbridge.abi.errors import CompileError, ToolchainError
-
-from . import cache
 
 __all__ = ["TARGET", "RustToolchain", "find_toolchain", "sysroot", "run_rustc"]
 

@@ -5,7 +5,7 @@ launch plan cached for the tuple of argument types (in C when the optional
 extension is built: ``Kernel``'s base is then ``_fastlaunch.Launcher``, whose
 vectorcall runs the C plan and calls ``Kernel._call_python`` for anything
 else); a plan holds one binder
-per argument (:mod:`ptxbridge.args`), the packer, how to find the caller's
+per argument (:mod:`ptxbridge.launch.args`), the packer, how to find the caller's
 stream, and the loader's launch function.  Building a plan does everything
 that depends only on types; a launch reads pointers, packs, and makes one
 driver call.
@@ -31,11 +31,10 @@ from typing import Any, NoReturn
 
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
+from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
+from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 from ptxbridge.loaders.base import DLPACK_CUDA, Backend
-
-from .args import BindContext, LaunchState, OtherDeviceError, make_binder
-from .dlpack import default_stream_for, device_name, stream_handle
-from .fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
@@ -80,7 +79,7 @@ class _Plan:
             extra = {"cooperative": True} if kernel.cooperative else {}
             self.launch = prepare(kernel._function, packer, kernel.name, **extra)
             self.bound = compile_launch(self.binders, self.launch)
-        self.native = None  # the C plan (ptxbridge._fastlaunch.Plan), when it can take this plan
+        self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         facts = getattr(backend, "native_facts", None)
         if self.fast and facts is not None and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, arg_types, signature.layout)

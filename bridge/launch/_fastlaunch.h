@@ -1,4 +1,4 @@
-/* ptxbridge._fastlaunch: what bridge/_fastlaunch.c (plans) and bridge/_launcher.c (the vectorcall
+/* ptxbridge.launch._fastlaunch: what bridge/_fastlaunch.c (plans) and bridge/_launcher.c (the vectorcall
  * Launcher in front of them) share. */
 #ifndef PTXBRIDGE_FASTLAUNCH_H
 #define PTXBRIDGE_FASTLAUNCH_H

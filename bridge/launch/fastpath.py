@@ -8,7 +8,7 @@ checks fully and raises the house-format error) otherwise, and ends with
 the loader's launch.  Generated code only ever names values from the
 binders; nothing from the arguments reaches the source text.
 
-When the optional C extension ``ptxbridge._fastlaunch`` is built, plans whose
+When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
 arguments are all torch tensors on pointers/slices and plain int/float
 scalars also get a C plan (:func:`native_specs`): it reads tensors through
 the DLPack C exchange API, packs on the stack and calls the driver; on any
@@ -23,12 +23,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ptxbridge.abi.layout import PACK_CODES, Layout
+from ptxbridge.launch.args import Binder
 from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
 
-from .args import Binder
-
 try:
-    from . import _fastlaunch
+    from ptxbridge.launch import _fastlaunch
 except ImportError:  # not built (no compiler at install time): the Python path alone
     _fastlaunch = None
 
@@ -53,7 +52,7 @@ def _codes(layout: Layout, first: int, count: int) -> list[tuple[int, int]] | No
 def _torch_spec(hint: tuple, arg_type: type, places: list[tuple[int, int]]) -> tuple | None:
     import torch
 
-    from .dlpack import torch_dtype_map
+    from ptxbridge.launch.dlpack import torch_dtype_map
 
     _, _kind, torch_dtype, device = hint
     api = getattr(arg_type, "__dlpack_c_exchange_api__", None)

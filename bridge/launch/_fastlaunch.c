@@ -1,4 +1,4 @@
-/* ptxbridge._fastlaunch: the per-launch hot path of a checked launch, in C.
+/* ptxbridge.launch._fastlaunch: the per-launch hot path of a checked launch, in C.
  *
  * A Plan is built once per (kernel, argument types) from what the Python
  * side decided (bridge/fastpath.py): per argument, where its flat values
@@ -440,7 +440,7 @@ static PyMethodDef plan_methods[] = {
 
 PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ptxbridge._fastlaunch.Plan",
+    .tp_name = "ptxbridge.launch._fastlaunch.Plan",
     .tp_basicsize = sizeof(Plan),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "One kernel's launch plan for one tuple of argument types.",
@@ -509,7 +509,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "ptxbridge._fastlaunch",
+    .m_name = "ptxbridge.launch._fastlaunch",
     .m_doc = "The C hot path of a checked launch (optional; the Python path is the fallback).",
     .m_size = -1,
     .m_methods = module_methods,

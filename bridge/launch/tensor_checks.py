@@ -19,8 +19,7 @@ from ptxbridge.abi.kinds import (
     TileArray,
     TileTensor,
 )
-
-from .dlpack import TensorInfo
+from ptxbridge.launch.dlpack import TensorInfo
 
 __all__ = ["TensorProblem", "check_layout"]
 

@@ -5,11 +5,11 @@ documented in ``docs/cli.md``); :func:`format_report` prints that data for
 people.  The format comes from the bytes (:func:`ptxbridge.abi.sniff.sniff`);
 containers (fatbins, host objects, ``.oxart`` bundles) are read recursively
 into ``children``.  ``.rs`` files and crate folders are compiled with
-:func:`ptxbridge.rust.compile`, ``.cu`` files with :func:`ptxbridge.nvrtc.compile`,
+:func:`ptxbridge.rust.frontend.compile`, ``.cu`` files with :func:`ptxbridge.nvrtc.frontend.compile`,
 and the code they produce is inspected.
 
 Signatures come, first match wins, from ``--signatures`` (else a sidecar file,
-see :mod:`ptxbridge.files`), from the frontend that compiled a source, or from
+see :mod:`ptxbridge.artifact`), from the frontend that compiled a source, or from
 a cuTile mangled name; each is checked against the code and the result
 ("ok" or the :class:`AbiMismatchError` message) is reported beside it.
 """
@@ -30,14 +30,12 @@ from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
-
-from ._inspect_text import format_report
-from .artifact import Artifact
-from .files import coerce_signatures, sidecar_signatures
+from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
+from ptxbridge.cli.report import format_report
 
 __all__ = ["format_report", "inspect_bytes", "inspect_path"]
 
-_MAX_FILE = 1 << 31  # as ptxbridge.files: nothing larger is read into memory
+_MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
@@ -127,7 +125,7 @@ def _read(path: Path) -> bytes:
 
 
 def _signatures_file(spec: str | Path) -> list[Signature]:
-    """Signatures from a JSON manifest (``.json``) or signature-text file, through ``ptxbridge.files``."""
+    """Signatures from a JSON manifest (``.json``) or signature-text file, through ``ptxbridge.artifact``."""
     path = Path(spec)
     if path.suffix == ".json":
         return coerce_signatures(path)
@@ -140,10 +138,10 @@ def _signatures_file(spec: str | Path) -> list[Signature]:
 def _compile_source(path: Path) -> Artifact:
     """The PTX artifact a frontend makes from ``path`` (the frontends cache it on disk)."""
     if path.suffix == ".cu":
-        from ptxbridge import nvrtc
+        from ptxbridge.nvrtc import frontend as nvrtc
 
         return nvrtc.compile(path, output="ptx")
-    from ptxbridge import rust
+    from ptxbridge.rust import frontend as rust
 
     return rust.compile(path)
 

@@ -46,30 +46,19 @@ def _package_version(name: str) -> str | None:
 
 
 def _driver() -> list[Check]:
-    from ptxbridge.nvrtc import device_arch
-    from ptxbridge.ptx_isa import max_ptx_isa
+    from ptxbridge.linker.target import max_ptx_isa
+    from ptxbridge.loaders import driver
 
-    try:
-        from cuda.bindings import driver
-
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return [Check("CUDA driver", False, f"cuInit failed: {err.name}",
-                          "no usable GPU: kernels run on the CPU loader (image.load('cpu'))")]
-        _, version = driver.cuDriverGetVersion()
-    except Exception as exc:  # libcuda.so absent: the normal case on CI machines
-        return [Check("CUDA driver", False, f"not found ({type(exc).__name__})",
-                      "no GPU driver: kernels run on the CPU loader (image.load('cpu'))")]
-    major, minor = version // 1000, version % 1000 // 10
-    isa = max_ptx_isa((major, minor))
-    checks = [Check("CUDA driver", True, f"CUDA {major}.{minor}; JIT accepts PTX ISA up to "
+    problem = driver.driver_problem()
+    version = driver.driver_version()
+    if problem is not None or version is None:
+        hint = "no usable GPU" if problem and problem.startswith("cuInit") else "no GPU driver"
+        return [Check("CUDA driver", False, problem or "cuDriverGetVersion failed",
+                      f"{hint}: kernels run on the CPU loader (image.load('cpu'))")]
+    isa = max_ptx_isa(version)
+    checks = [Check("CUDA driver", True, f"CUDA {version[0]}.{version[1]}; JIT accepts PTX ISA up to "
                                          f"{isa[0]}.{isa[1]}")]
-    _, count = driver.cuDeviceGetCount()
-    for ordinal in range(count):
-        _, device = driver.cuDeviceGet(ordinal)
-        _, raw_name = driver.cuDeviceGetName(64, device)
-        name = raw_name.split(b"\0", 1)[0].decode()
-        checks.append(Check(f"GPU {ordinal}", True, f"{name}, {device_arch(ordinal)}"))
+    checks += [Check(f"GPU {gpu.ordinal}", True, f"{gpu.name}, {gpu.arch}") for gpu in driver.gpus()]
     return checks
 
 
@@ -122,7 +111,7 @@ def _tileiras() -> Check:
 
 def _rust() -> Check:
     from ptxbridge.abi.errors import ToolchainError
-    from ptxbridge.rust_toolchain import find_toolchain
+    from ptxbridge.rust.toolchain import find_toolchain
 
     try:
         toolchain = find_toolchain()

@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptxbridge.abi.errors import FormatError
-
-from .rust_syntax import (
+from ptxbridge.rust.syntax import (
     Attr,
     RustEnum,
     RustFn,

@@ -13,9 +13,7 @@ from collections.abc import Sequence
 
 from ptxbridge.abi.errors import ToolchainError
 from ptxbridge.abi.ptx import PtxModule
-
-from .artifact import Artifact, CodeKind
-from .files import artifact_from_file
+from ptxbridge.artifact import Artifact, CodeKind, artifact_from_file
 
 __all__ = ["runtime_calls", "device_runtime"]
 

@@ -1,9 +1,9 @@
-/* ptxbridge._fastlaunch.Launcher: the base type of ptxbridge.Kernel, so that calling a kernel
+/* ptxbridge.launch._fastlaunch.Launcher: the base type of ptxbridge.Kernel, so that calling a kernel
  * runs C from the first instruction (PEP 590 vectorcall) instead of a Python __call__.
  *
  * Per call: find the C Plan cached for the tuple of positional argument types (a linear probe
  * over CACHE_SIZE entries that the Python side fills through _remember), read grid= / block= /
- * shared_mem= / stream= exactly as ptxbridge.module.dim3 and Kernel._call_python accept them,
+ * shared_mem= / stream= exactly as ptxbridge.launch.module.dim3 and Kernel._call_python accept them,
  * apply the default block (.reqntid), and run the plan.  Anything else -- a cache miss, a keyword
  * or value this file does not take, a plan that declines -- calls the Python implementation
  * Kernel._call_python with the same arguments, which launches or raises the house-format error:
@@ -250,7 +250,7 @@ static PyMethodDef launcher_methods[] = {
 
 PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "ptxbridge._fastlaunch.Launcher",
+    .tp_name = "ptxbridge.launch._fastlaunch.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Base of ptxbridge.Kernel: calls run C plans, falling back to Kernel._call_python.",

@@ -39,9 +39,7 @@ from ptxbridge.abi.kinds import (
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
-from ptxbridge.loaders.base import DLPACK_CUDA, Buffer
-
-from .dlpack import (
+from ptxbridge.launch.dlpack import (
     DLPACK_CUDA_HOST,
     DLPACK_CUDA_MANAGED,
     TensorInfo,
@@ -49,8 +47,9 @@ from .dlpack import (
     extractor_for,
     torch_dtype_map,
 )
-from .tensor_checks import TensorProblem, check_layout
-from .values import F32_MAX, ValueProblem, encode, scalar_converter
+from ptxbridge.launch.tensor_checks import TensorProblem, check_layout
+from ptxbridge.launch.values import F32_MAX, ValueProblem, encode, scalar_converter
+from ptxbridge.loaders.base import DLPACK_CUDA, Buffer
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
 
@@ -106,7 +105,7 @@ class Binder:
 
     ``buffer(arg, stream)`` gives the memory range a tensor argument brings (for
     loaders that bounds-check); None for arguments that bring none.  ``inline``
-    is an optional hint for the plan compiler (:mod:`ptxbridge.module`) to
+    is an optional hint for the plan compiler (:mod:`ptxbridge.launch.module`) to
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
     ``("int", lo, hi)`` or ``("float", limit)``.

@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ptxbridge.inspect import format_report, inspect_path
+    from ptxbridge.cli.inspect import format_report, inspect_path
 
     reports, failed = [], False
     for path in args.files:
@@ -34,7 +34,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from ptxbridge.doctor import run_checks
+    from ptxbridge.cli.doctor import run_checks
 
     checks = run_checks()
     if args.json:

@@ -3,7 +3,7 @@
 NVRTC is driven through ``cuda.bindings.nvrtc`` rather than
 ``cuda.core.Program``: cuda.core 1.2 asks the driver whether it can load the
 PTX it made, which fails on a machine without one, and NVRTC itself needs no
-driver.  Signatures come from :mod:`ptxbridge.c_source` and are checked
+driver.  Signatures come from :mod:`ptxbridge.nvrtc.c_source` and are checked
 against the PTX NVRTC wrote (FRONTENDS.md 5).
 """
 
@@ -22,50 +22,13 @@ from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import AbiMismatchError, CompileError, OptionError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
+from ptxbridge.artifact import Artifact, CodeKind, Provenance, with_cubin_facts
+from ptxbridge.linker.target import default_arch, normalize_arch
+from ptxbridge.nvrtc.c_source import CDeclarations, read_c_source
 
-from .artifact import Artifact, CodeKind, Provenance
-from .c_source import CDeclarations, read_c_source
-
-__all__ = ["compile", "default_arch", "device_arch", "normalize_arch", "nvrtc_args", "nvrtc_version"]
+__all__ = ["compile", "nvrtc_args", "nvrtc_version"]
 
 OUTPUTS = ("ptx", "ltoir", "cubin")
-FALLBACK_ARCH = "sm_90"
-
-
-def normalize_arch(arch: str | tuple[int, int]) -> str:
-    """``"sm_90"``, ``"sm_90a"``, ``"compute_90"``, ``"90"`` or ``(9, 0)`` -> ``"sm_90"`` / ``"sm_90a"``."""
-    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(v, int) for v in arch):
-        return f"sm_{arch[0]}{arch[1]}"
-    if isinstance(arch, str):
-        number = arch.removeprefix("sm_").removeprefix("compute_").removeprefix("lto_")
-        if (number[:-1].isdigit() and number[-1] in "af") or number.isdigit():
-            return f"sm_{number}"
-    raise OptionError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
-
-
-@functools.cache
-def device_arch(ordinal: int = 0) -> str | None:
-    """The arch of GPU ``ordinal`` as the driver reports it, or None without a driver or GPU."""
-    try:
-        from cuda.bindings import driver
-
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return None
-        attrs = driver.CUdevice_attribute
-        err, dev = driver.cuDeviceGet(ordinal)
-        _, major = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        _, minor = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-    except Exception:  # no libcuda at all: the pathfinder raises its own error types
-        return None
-    return f"sm_{major}{minor}" if err == driver.CUresult.CUDA_SUCCESS else None
-
-
-def default_arch() -> str:
-    """The arch of the first GPU when the driver reports one, else ``sm_90``."""
-    return device_arch(0) or FALLBACK_ARCH
-
-
 @functools.cache
 def nvrtc_version() -> str:
     """``"13.5"``; a :class:`ToolchainError` when the NVRTC wheel is missing."""
@@ -165,7 +128,6 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     if output == "ptx":
         kernels, exports, imports = _checked(read_ptx(code, name), kernels, exports, imports)
     elif output == "cubin":
-        from .linker import with_cubin_facts  # the linker's check, shared; linker imports this module
 
         kernels = {k: v for k, v in with_cubin_facts(kernels, code, name).items() if k in kernels}
     kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]

@@ -1,4 +1,4 @@
-"""ptxbridge.rust: Rust kernels through rustc's own ``nvptx64-nvidia-cuda`` target.
+"""ptxbridge.rust.frontend: Rust kernels through rustc's own ``nvptx64-nvidia-cuda`` target.
 
 ``compile`` turns a ``.rs`` file, a dependency-free crate folder or source text
 into a PTX :class:`Artifact` whose kernels (``extern "ptx-kernel"``), exported
@@ -17,20 +17,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxbridge import cache
 from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import ArgumentError, FormatError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
+from ptxbridge.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.linker.target import default_arch
+from ptxbridge.rust import toolchain as rust_toolchain
+from ptxbridge.rust.source import parse_source, read_crate
+from ptxbridge.rust.syntax import RustSource
+from ptxbridge.rust.types import SourceSignatures, read_signatures
 
-from . import cache, rust_toolchain
-from .artifact import Artifact, CodeKind, Provenance
-from .rust_source import parse_source, read_crate
-from .rust_syntax import RustSource
-from .rust_types import SourceSignatures, read_signatures
+__all__ = ["compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
-__all__ = ["DEFAULT_ARCH", "compile", "from_ptx", "localize_panic_handler", "rustc_options"]
-
-DEFAULT_ARCH = "sm_80"  # FRONTENDS.md 1: PTX ISA 7.0 for sm_80
 _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 _OPT_LEVELS = ("0", "1", "2", "3", "s", "z")
 
@@ -181,7 +181,7 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     AbiMismatchError
         A signature read from the source disagrees with the PTX.
     """
-    arch = arch or DEFAULT_ARCH
+    arch = arch or default_arch()
     crate = _crate(path_or_source)
     options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
                             extra=tuple(extra_args))

@@ -11,7 +11,7 @@ _INDENT = "  "
 
 
 def format_report(report: Mapping[str, Any]) -> str:
-    """The text of one :func:`ptxbridge.inspect.inspect_path` report (or a ``{"file", "error"}`` one)."""
+    """The text of one :func:`ptxbridge.cli.inspect.inspect_path` report (or a ``{"file", "error"}`` one)."""
     if "error" in report:
         message = report["error"].splitlines()[0] if report["error"] else "failed"
         named = report["file"] in message

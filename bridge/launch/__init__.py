@@ -1,0 +1,21 @@
+"""ptxbridge.launch: calling a loaded kernel with tensors and scalars, as cheaply as ``cuLaunchKernel``.
+
+A call ``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` runs on one of three tiers, each
+decided once per (kernel, tuple of argument types) and cached in the kernel's plan table:
+
+1. **C plan** (``_fastlaunch.c`` + ``_launcher.c``, built by ``setup.py`` where a C compiler is;
+   :mod:`.fastpath` ``native_specs``): every argument is a torch tensor on a pointer/slice parameter
+   or a plain int/float scalar.  ``Kernel``'s base type is then ``_fastlaunch.Launcher``, whose
+   vectorcall parses keywords, finds the plan, reads tensors through the DLPack C exchange API,
+   packs on the stack and calls ``cuLaunchKernel``.  Any check that fails *declines* (no error is
+   raised in C) and the call falls through to tier 2.  ``PTXBRIDGE_FASTLAUNCH=0`` turns it off.
+2. **Generated Python** (:mod:`.fastpath` ``compile_launch``): one function written per plan, with
+   the common binders' reads in line (torch / CuPy tensor facts, scalars), falling back per
+   argument to the binder itself.
+3. **General Python** (:mod:`.args` binders, :mod:`.values`, :mod:`.tensor_checks`,
+   :mod:`.dlpack`): checks everything and owns every error message; tiers 1 and 2 only ever
+   accept what this tier accepts.
+
+:mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
+wrapped for users) and picks the tier.
+"""

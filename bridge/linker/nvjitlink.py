@@ -1,0 +1,211 @@
+"""The linker: artifacts from any frontend -> one cubin for one arch, checked before nvJitLink runs.
+
+Order of work in :func:`link`: turn every input into an :class:`Artifact`;
+pick the arch and LTO (pure functions below); match each imported device
+function with the one artifact that exports it and compare their lowered
+layouts (a :class:`LinkError` naming both sides, not an nvJitLink log);
+refuse PTX newer than nvJitLink reads; then link with nvJitLink (pip wheel,
+``cuda.bindings.nvjitlink``), through the disk cache.  The result is always
+a cubin for the exact arch, so PTX newer than the driver never reaches the
+driver (FRONTENDS.md 4, BASELINES.md "What loads on this driver").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ptxbridge import cache
+from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.errors import LinkError, ToolchainError
+from ptxbridge.abi.signature import Signature
+from ptxbridge.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file, with_cubin_facts
+from ptxbridge.image import Image
+from ptxbridge.linker.device_runtime import device_runtime, runtime_calls
+from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
+from ptxbridge.linker.symbols import check_symbols, parsed_ptx
+from ptxbridge.linker.target import (
+    choose_arch,
+    device_arch,
+    driver_version,
+    normalize_arch,
+    ptx_isa_supported,
+)
+
+__all__ = ["as_artifact", "link", "load", "nvjitlink_version"]
+
+@functools.cache
+def nvjitlink_version() -> tuple[int, int]:
+    """The nvJitLink library's (major, minor); a :class:`ToolchainError` when it is missing."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        return tuple(nvjitlink.version())  # type: ignore[return-value]
+    except Exception as exc:
+        raise ToolchainError(f"nvJitLink is not available: pip install nvidia-nvjitlink (got {exc})") from exc
+
+
+def _check_isa(artifacts: Sequence[Artifact]) -> None:
+    """Refuse PTX newer than nvJitLink reads: the one case no cubin can be made here."""
+    linker = nvjitlink_version()
+    readable = ptx_isa_supported(linker)
+    for artifact in artifacts:
+        if artifact.kind != CodeKind.PTX:
+            continue
+        version = parsed_ptx(artifact.code, artifact.name).version
+        if version > readable:
+            driver = driver_version()
+            where = (f"the driver (CUDA {driver[0]}.{driver[1]}) JIT-compiles up to "
+                     f"{'.'.join(map(str, ptx_isa_supported(driver)))}" if driver else "there is no driver")
+            raise LinkError(f"{artifact.name}: PTX ISA {version[0]}.{version[1]} is newer than nvJitLink "
+                            f"{linker[0]}.{linker[1]} reads ({readable[0]}.{readable[1]}) and {where}; "
+                            "upgrade the nvidia-nvjitlink wheel, or compile the input for an older ISA")
+
+
+_INPUT_TYPES = {CodeKind.PTX: "PTX", CodeKind.LTOIR: "LTOIR", CodeKind.CUBIN: "CUBIN",
+                CodeKind.FATBIN: "FATBIN", CodeKind.OBJECT: "OBJECT", CodeKind.LIBRARY: "LIBRARY"}
+
+
+def _run_nvjitlink(args: list[str], artifacts: Sequence[Artifact]) -> bytes:
+    """Link with nvJitLink; returns ``json({"log": info log}) + b"\\n" + cubin`` for the cache."""
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(len(args), args)
+    try:
+        try:
+            for artifact in artifacts:
+                kind = getattr(nvjitlink.InputType, _INPUT_TYPES[artifact.kind])
+                nvjitlink.add_data(handle, kind, artifact.code, len(artifact.code), artifact.name)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            names = ", ".join(a.name for a in artifacts)
+            raise LinkError(f"nvJitLink failed linking {names} with {' '.join(args)}: {exc}",
+                            log=_log(nvjitlink, handle, "error")) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return json.dumps({"log": _log(nvjitlink, handle, "info")}).encode() + b"\n" + bytes(cubin)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _log(nvjitlink: Any, handle: int, which: str) -> str:
+    size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
+    buffer = bytearray(size)
+    getattr(nvjitlink, f"get_{which}_log")(handle, buffer)
+    return bytes(buffer).rstrip(b"\0").decode(errors="replace").strip()
+
+
+def as_artifact(item: Artifact | bytes | str | os.PathLike[str], index: int = 0) -> Artifact:
+    """An input of :func:`link` as an artifact: artifacts as they are, paths and bytes read by content."""
+    if isinstance(item, Artifact):
+        return item
+    if isinstance(item, (str, os.PathLike)):
+        return artifact_from_file(item)
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        name = f"<input {index}>"
+        return artifact_from_bytes(bytes(item), source=name, name=name)
+    raise TypeError(f"link inputs must be Artifacts, paths or bytes (got {type(item).__name__})")
+
+
+def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str | None = None,
+         lto: bool | None = None, *, options: LinkOptions | None = None) -> Image:
+    """Link artifacts from any frontend into one :class:`Image`.
+
+    Parameters
+    ----------
+    inputs
+        Artifacts, paths (read with :func:`ptxbridge.artifact.artifact_from_file`)
+        or bytes of PTX, LTO-IR, cubin, fatbin, host objects and ``.a``
+        libraries (recognised by content).
+    arch
+        Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
+        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).
+    lto
+        Link-time optimisation; ``None`` turns it on when any input is LTO-IR.
+    options
+        :class:`LinkOptions`.
+
+    Raises
+    ------
+    LinkError
+        An import has no exporter or disagrees with it (naming both sides),
+        a PTX input is newer than nvJitLink reads, or nvJitLink failed (its
+        log is ``.log``).
+    """
+    options = options or LinkOptions()
+    artifacts = [as_artifact(item, i) for i, item in enumerate(inputs)]
+    if not artifacts:
+        raise LinkError("link: needs at least one input (got none)")
+    for artifact in artifacts:
+        if artifact.kind not in _INPUT_TYPES:
+            raise LinkError(f"{artifact.name}: nvJitLink cannot link {artifact.kind.value} input; "
+                            "compile NVVM IR to LTO-IR first (got kind={artifact.kind.value!r})")
+    kernels: dict[str, Signature] = {}
+    device_functions: dict[str, Signature] = {}
+    for artifact in artifacts:
+        kernels.update(artifact.kernels)
+        device_functions.update(artifact.device_functions)
+    executable = _executable_cubin(artifacts, arch)
+    if executable is not None:
+        facts = with_cubin_facts(kernels, executable.code, executable.name)
+        return Image(executable.code, executable.arch, facts, device_functions)
+    arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
+    lto = use_lto(a.kind for a in artifacts) if lto is None else lto
+    args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
+    check_symbols(artifacts)
+    _check_isa(artifacts)
+    calls = runtime_calls([parsed_ptx(a.code, a.name) for a in artifacts if a.kind == CodeKind.PTX])
+    with_runtime = bool(calls) and not any("cudadevrt" in a.name for a in artifacts)
+    if with_runtime:
+        artifacts.append(device_runtime())  # device-side launches: nvJitLink does not add it itself
+    version = nvjitlink_version()
+    parts: list[str | bytes] = ["link", f"{version[0]}.{version[1]}", *args, "\0"]
+    for artifact in artifacts:
+        parts += [artifact.kind.value, artifact.code]
+    blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
+    header, _, cubin = blob.partition(b"\n")
+    facts = with_cubin_facts(kernels, cubin, "<linked cubin>")
+    if with_runtime:  # the device runtime's own (static) kernels are not the user's to call
+        facts = {name: sig for name, sig in facts.items() if not name.startswith("__nv_static_")}
+    return Image(cubin, arch, facts, device_functions,
+                 tuple(a.code for a in artifacts if a.kind == CodeKind.PTX), json.loads(header)["log"])
+
+
+def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifact | None:
+    """A lone executable (non-relocatable) cubin is the image itself; with other inputs it is an error.
+
+    nvJitLink silently drops executable cubins from a link (measured with
+    nvJitLink 13.5: the kernel is missing from the output), and tileiras and
+    plain NVRTC cubins are executable.
+    """
+    found = [a for a in artifacts if a.kind == CodeKind.CUBIN and not read_cubin(a.code, a.name).relocatable]
+    if not found:
+        return None
+    if len(artifacts) > 1:
+        raise LinkError(f"{found[0].name}: an executable (non-relocatable) cubin cannot be linked with other "
+                        "inputs (nvJitLink drops it); load it alone, or rebuild it with relocatable device "
+                        "code (-rdc)")
+    built = read_cubin(found[0].code, found[0].name).arch
+    if arch is not None and choose_arch(arch, None, [built]) != built:
+        raise LinkError(f"{found[0].name}: an executable cubin for {built} cannot be relinked for "
+                        f"{normalize_arch(arch)}; pass arch={built!r} or rebuild it")
+    return replace(found[0], arch=built)
+
+
+def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None,
+         **link_kwargs: Any) -> Any:
+    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`).
+
+    With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
+    no ``arch=``, the image is linked for that GPU's arch.
+    """
+    from ptxbridge.loaders import parse_device
+
+    parsed = parse_device(device)
+    if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
+        link_kwargs["arch"] = device_arch(parsed[1])
+    return link(inputs, **link_kwargs).load(device)

@@ -1,0 +1,81 @@
+"""Link options and their nvJitLink argument list (a pure function, tested without a GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ptxbridge.abi.errors import OptionError
+from ptxbridge.artifact import CodeKind
+
+__all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]
+
+_LTO_KINDS = (CodeKind.LTOIR,)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkOptions:
+    """nvJitLink options (``nvJitLink`` documentation, "Supported Link Options").
+
+    ``ftz``, ``prec_div``, ``prec_sqrt`` and ``fma`` steer code generation of
+    LTO-IR and are refused without LTO rather than silently ignored.
+    """
+
+    optimization: int | None = None  # -O<n>, nvJitLink's default is 3
+    debug: bool = False  # -g
+    lineinfo: bool = False  # -lineinfo
+    max_registers: int | None = None  # -maxrregcount=<n>
+    ftz: bool | None = None  # -ftz=<0|1>, LTO only
+    prec_div: bool | None = None  # -prec-div=<0|1>, LTO only
+    prec_sqrt: bool | None = None  # -prec-sqrt=<0|1>, LTO only
+    fma: bool | None = None  # -fma=<0|1>, LTO only
+    kernels_used: tuple[str, ...] = ()  # -kernels-used=<name>: others may be dropped under LTO
+    variables_used: tuple[str, ...] = ()  # -variables-used=<name>
+    optimize_unused_variables: bool = False  # -optimize-unused-variables
+    split_compile: int | None = None  # -split-compile=<n> threads, 0 = as many as CPUs
+    verbose: bool = False  # -verbose: the info log in Image.log says what was linked
+    ptxas_options: tuple[str, ...] = ()  # -Xptxas=<option>
+    extra: tuple[str, ...] = ()  # verbatim, for options this class does not name
+
+    def __post_init__(self) -> None:
+        for name in ("kernels_used", "variables_used", "ptxas_options", "extra"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise OptionError(f"LinkOptions.{name} must be a sequence of str (got {value!r})")
+            object.__setattr__(self, name, tuple(value))
+        if self.optimization is not None and self.optimization not in (0, 1, 2, 3):
+            raise OptionError(f"LinkOptions.optimization must be 0, 1, 2 or 3 (got {self.optimization!r})")
+        for name in ("max_registers", "split_compile"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < (name == "max_registers")):
+                raise OptionError(f"LinkOptions.{name} must be a non-negative int (got {value!r})")
+
+
+def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
+    """The nvJitLink option list for ``options`` linking for ``arch`` (with ``-lto`` when ``lto``)."""
+    args = [f"-arch={arch}"] + (["-lto"] if lto else [])
+    if options.optimization is not None:
+        args.append(f"-O{options.optimization}")
+    args += ["-g"] * options.debug + ["-lineinfo"] * options.lineinfo
+    if options.max_registers is not None:
+        args.append(f"-maxrregcount={options.max_registers}")
+    for name, flag in (("ftz", "-ftz"), ("prec_div", "-prec-div"), ("prec_sqrt", "-prec-sqrt"),
+                       ("fma", "-fma")):
+        value = getattr(options, name)
+        if value is not None:
+            if not lto:
+                raise OptionError(f"LinkOptions.{name} applies only when linking with LTO (got lto=False)")
+            args.append(f"{flag}={int(value)}")
+    args += [f"-kernels-used={k}" for k in options.kernels_used]
+    args += [f"-variables-used={v}" for v in options.variables_used]
+    args += ["-optimize-unused-variables"] * options.optimize_unused_variables
+    if options.split_compile is not None:
+        args.append(f"-split-compile={options.split_compile}")
+    args += ["-verbose"] * options.verbose
+    args += [f"-Xptxas={o}" for o in options.ptxas_options]
+    return args + list(options.extra)
+
+
+def use_lto(kinds: Iterable[CodeKind]) -> bool:
+    """``lto=None`` means: link-time optimise when any input is LTO-IR."""
+    return any(CodeKind(k) in _LTO_KINDS for k in kinds)

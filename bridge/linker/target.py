@@ -1,0 +1,107 @@
+"""Target facts in one place: arch names, the one default arch, and which PTX ISA a driver reads.
+
+Every frontend and the linker default to :func:`default_arch`: the first GPU's arch when the driver
+reports one, else ``sm_90`` (:data:`DEFAULT_ARCH`).  Driver facts come from
+:mod:`ptxbridge.loaders.driver`, the one module that asks the driver.
+
+PTX ISA releases by CUDA version (PTX ISA manual, "Release Notes"):
+
+=========  =====  =========  =====
+CUDA       ISA    CUDA       ISA
+=========  =====  =========  =====
+11.0-11.8  7.0-7.8 (minor = minor)
+12.0-12.5  8.0-8.5 (minor = minor)
+12.6       8.5    12.8       8.7
+12.9       8.8    13.x       9.x
+=========  =====  =========  =====
+
+A driver newer than the table is assumed to accept at least the newest ISA listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ptxbridge.abi.errors import OptionError
+from ptxbridge.loaders import driver
+
+__all__ = ["DEFAULT_ARCH", "choose_arch", "default_arch", "device_arch", "driver_version", "max_ptx_isa",
+           "needs_cubin", "normalize_arch", "ptx_isa_supported"]
+
+DEFAULT_ARCH = "sm_90"
+
+_SPECIAL = {(12, 6): (8, 5), (12, 7): (8, 6), (12, 8): (8, 7), (12, 9): (8, 8)}
+
+
+def max_ptx_isa(cuda_version: tuple[int, int]) -> tuple[int, int]:
+    """The newest PTX ISA the driver of ``cuda_version`` (major, minor) can JIT."""
+    major, minor = cuda_version
+    if cuda_version in _SPECIAL:
+        return _SPECIAL[cuda_version]
+    if major == 11 or (major == 12 and minor <= 5) or major == 13:
+        return major - 4, minor
+    if major > 13:
+        return 9, 9
+    raise ValueError(f"CUDA {major}.{minor} is older than ptxbridge supports (needs 11.0 or newer)")
+
+
+def needs_cubin(ptx_version: tuple[int, int], cuda_version: tuple[int, int]) -> bool:
+    """True when the driver cannot JIT PTX of ``ptx_version``: link it to a cubin instead."""
+    return ptx_version > max_ptx_isa(cuda_version)
+
+
+def normalize_arch(arch: str | tuple[int, int]) -> str:
+    """``"sm_90"``, ``"sm_90a"``, ``"compute_90"``, ``"90"`` or ``(9, 0)`` -> ``"sm_90"`` / ``"sm_90a"``."""
+    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(v, int) for v in arch):
+        return f"sm_{arch[0]}{arch[1]}"
+    if isinstance(arch, str):
+        number = arch.removeprefix("sm_").removeprefix("compute_").removeprefix("lto_")
+        if (number[:-1].isdigit() and number[-1] in "af") or number.isdigit():
+            return f"sm_{number}"
+    raise OptionError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
+
+
+def device_arch(ordinal: int = 0) -> str | None:
+    """The arch of GPU ``ordinal`` as the driver reports it, or None without a driver or GPU."""
+    return driver.device_arch(ordinal)
+
+
+def driver_version() -> tuple[int, int] | None:
+    """The driver's CUDA version (major, minor), or None without a driver."""
+    return driver.driver_version()
+
+
+def default_arch() -> str:
+    """The arch of the first GPU when the driver reports one, else :data:`DEFAULT_ARCH`."""
+    return device_arch(0) or DEFAULT_ARCH
+
+
+def choose_arch(requested: str | None, device: str | None, input_archs: Iterable[str | None]) -> str:
+    """The arch to link for.
+
+    ==================================  =====================================
+    situation                           arch
+    ==================================  =====================================
+    ``requested`` given                 ``requested``
+    else a GPU is present               the GPU's arch (``device``)
+    else                                ``sm_90``
+    an input is built for ``<arch>a``   ``<arch>a`` (e.g. a tileiras cubin is
+    (same SM, arch-specific features)   ``sm_90a``; the plain arch cannot
+                                        link it, the ``a`` arch runs all)
+    ==================================  =====================================
+    """
+    arch = normalize_arch(requested or device or DEFAULT_ARCH)
+    if arch[-1].isdigit() and any(a and normalize_arch(a) == f"{arch}a" for a in input_archs):
+        return f"{arch}a"
+    return arch
+
+
+def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:
+    """The newest PTX ISA a driver, or an nvJitLink, of ``cuda_version`` reads.
+
+    ``cuda_version`` is ``(13, 0)`` or ``cuDriverGetVersion``'s ``13000``.
+    The table is :func:`ptxbridge.linker.target.max_ptx_isa` (PTX ISA release notes).
+    """
+    if isinstance(cuda_version, int):
+        cuda_version = (cuda_version // 1000, cuda_version % 1000 // 10)
+    return max_ptx_isa(cuda_version)
