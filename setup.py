@@ -8,5 +8,5 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("ptxbridge.launch._fastlaunch",
                              ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
-                             depends=["bridge/launch/_fastlaunch.h"], libraries=["dl"],
+                             depends=["bridge/launch/_fastlaunch.h"],
                              extra_compile_args=["-O2", "-std=c11"], optional=True)])

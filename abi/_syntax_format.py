@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._syntax_tables import (
     ARRAY_PROMISES,
@@ -29,7 +29,9 @@ from .kinds import (
     TileTensor,
     Tuple,
 )
-from .signature import Signature
+
+if TYPE_CHECKING:
+    from .signature import Signature
 
 __all__ = ["format_signature", "format_type"]
 

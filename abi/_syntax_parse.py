@@ -8,7 +8,7 @@ of declared structs are bounded, so hostile text fails with a syntax error, not 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._syntax_format import format_type
 from ._syntax_tables import (
@@ -38,7 +38,10 @@ from .kinds import (
     TileTensor,
     Tuple,
 )
-from .signature import Convention, LaunchMeta, Param, Signature
+from .params import Convention, LaunchMeta, Param
+
+if TYPE_CHECKING:
+    from .signature import Signature
 
 __all__ = ["Parser"]
 
@@ -49,8 +52,9 @@ _MAX_EXPANDED = 1 << 16  # struct-type nodes that references to declared structs
 class Parser(Cursor):
     """Recursive descent over the token list; ``structs`` holds declared struct names."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, signature_type: type[Signature]):
         super().__init__(text)
+        self.signature_type = signature_type  # the class to build (the signature module owns it)
         self.depth = 0
         self.structs: dict[str, Struct] = {}
         self.shapes: dict[str, tuple[int, int]] = {}  # declared struct -> (depth, nodes) when expanded
@@ -288,7 +292,8 @@ class Parser(Cursor):
             return Param(pname, self.type())
         params = self.comma_list(")", param)
         returns = self.type() if self.accept("->") else None
-        return self.build(name_tok, Signature, name, tuple(params), convention, launch, kind, returns)
+        return self.build(name_tok, self.signature_type, name, tuple(params), convention, launch, kind,
+                          returns)
 
     def declaration(self) -> None:
         self.expect("struct")

@@ -45,7 +45,7 @@ from .kinds import (
     TileTensor,
     Tuple,
 )
-from .signature import Convention, Param
+from .params import Convention, Param
 
 __all__ = ["FlatParam", "field_offsets", "lower_param", "lower_params", "memory_layout"]
 

@@ -3,60 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING
 
+from ._syntax_format import format_signature
+from ._syntax_parse import Parser
+from ._syntax_tokens import SOURCE
+from .errors import SignatureSyntaxError
 from .kinds import ParamType
-
-if TYPE_CHECKING:
-    from .layout import Layout
+from .layout import Layout, layout_of
+from .params import Convention, LaunchMeta, Param
 
 __all__ = ["Convention", "LaunchMeta", "Param", "Signature"]
-
-
-class Convention(StrEnum):
-    """How a frontend lowers parameters to PTX (see FRONTENDS.md and ``abi.lowering``).
-
-    ``c``: CUDA C++ (NVRTC/nvcc) and plain rustc ``extern "ptx-kernel"`` /
-    ``extern "C"``; ``oxide``: cuda-oxide ``#[kernel]``; ``numba``: numba-cuda
-    kernels; ``cutile``: cuTile Python conventions t1/t2 (same parameters);
-    ``cutile-rs``: cutile-rs ``<kernel>_entry``.
-    """
-
-    C = "c"
-    OXIDE = "oxide"
-    NUMBA = "numba"
-    CUTILE = "cutile"
-    CUTILE_RS = "cutile-rs"
-
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    name: str
-    type: ParamType
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchMeta:
-    """What the code demands of a launch.  ``None`` means no demand."""
-
-    reqntid: tuple[int, int, int] | None = None
-    maxntid: tuple[int, int, int] | None = None
-    minnctapersm: int | None = None
-    cluster: tuple[int, int, int] | None = None
-    static_shared: int = 0
-    dynamic_shared: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("reqntid", "maxntid", "cluster"):
-            dims = getattr(self, name)
-            if dims is not None and (len(dims) != 3 or any(not isinstance(d, int) or d < 1 for d in dims)):
-                raise ValueError(f"LaunchMeta.{name} must be three ints >= 1 (got {dims!r})")
-        if self.minnctapersm is not None and self.minnctapersm < 1:
-            raise ValueError(f"LaunchMeta.minnctapersm must be >= 1 (got {self.minnctapersm!r})")
-        for name in ("static_shared", "dynamic_shared"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"LaunchMeta.{name} must be >= 0 bytes (got {getattr(self, name)!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +42,16 @@ class Signature:
     @property
     def layout(self) -> Layout:
         """The flat PTX parameter list with offsets; cached per signature."""
-        from .layout import layout_of
-
         return layout_of(self)
 
     @classmethod
     def parse(cls, text: str) -> Signature:
-        """Parse the signature text syntax (see ``docs/signature-syntax.md``)."""
-        from .syntax import parse_signature
-
-        return parse_signature(text)
+        """Exactly one signature in the text syntax (see ``docs/signature-syntax.md``); struct
+        declarations before it are allowed."""
+        found = Parser(text, cls).items()
+        if len(found) != 1:
+            raise SignatureSyntaxError(f"expected exactly one signature (got {len(found)})", source=SOURCE)
+        return found[0]
 
     def __str__(self) -> str:
-        from .syntax import format_signature
-
         return format_signature(self)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from ._syntax_format import format_signature, format_type
 from ._syntax_parse import Parser
-from ._syntax_tokens import SOURCE
-from .errors import SignatureSyntaxError
 from .kinds import ParamType
 from .signature import Signature
 
@@ -23,20 +21,17 @@ __all__ = ["parse_signature", "parse_signatures", "parse_type", "format_signatur
 
 def parse_signatures(text: str) -> list[Signature]:
     """Every signature in ``text``, in order; ``struct`` declarations and ``;`` may come between."""
-    return Parser(text).items()
+    return Parser(text, Signature).items()
 
 
 def parse_signature(text: str) -> Signature:
     """Exactly one signature (struct declarations before it are allowed)."""
-    found = parse_signatures(text)
-    if len(found) != 1:
-        raise SignatureSyntaxError(f"expected exactly one signature (got {len(found)})", source=SOURCE)
-    return found[0]
+    return Signature.parse(text)
 
 
 def parse_type(text: str) -> ParamType:
     """One parameter type, e.g. ``&mut [f32]``."""
-    parser = Parser(text)
+    parser = Parser(text, Signature)
     result = parser.type()
     if parser.peek().kind != "eof":
         raise parser.error("end of text")

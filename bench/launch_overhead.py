@@ -116,8 +116,6 @@ def vadd3_image(cubin: bytes):
 
 
 def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
-    from ptxbridge.loaders import load_image
-
     image = vadd3_image(cubin)
     sig = image.kernels["vadd3"]
     rows = {}
@@ -127,7 +125,7 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     from ptxbridge.launch import fastpath
 
     if fastpath.native_available():  # the C launcher + plan (ptxbridge.launch._fastlaunch) first, then Python
-        native = load_image(image, 0).vadd3
+        native = image.load(0).vadd3
         with torch.cuda.stream(stream):
             rows["ptxbridge, torch tensors, C fast path (torch's current stream)"] = per_launch(
                 lambda: native(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
@@ -153,7 +151,7 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     else:
         rows["ptxbridge, C fast path"] = "skipped: ptxbridge.launch._fastlaunch not built"
     os.environ["PTXBRIDGE_FASTLAUNCH"] = "0"  # the pure-Python path from here on
-    module = load_image(image, 0)
+    module = image.load(0)
     kernel = module.vadd3
     with torch.cuda.stream(stream):
         rows["ptxbridge, torch tensors, Python path (torch's current stream)"] = per_launch(
@@ -170,13 +168,13 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
     grid3, block3 = (GRID, 1, 1), (BLOCK, 1, 1)
     rows["breakdown: pack + ctypes cuLaunchKernel only (no checks)"] = per_launch(
         lambda: raw(values, grid3, block3, 0, handle), stream.synchronize)
-    stub = load_image(image, 0)
+    stub = image.load(0)
     stub.backend.prepare = lambda *args, **kwargs: (lambda *launch_args: None)
     stubbed = stub.vadd3
     rows["breakdown: checks + binding + call path, launch stubbed out"] = per_launch(
         lambda: stubbed(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
     os.environ["PTXBRIDGE_LAUNCH_PARAMS"] = "pointers"
-    pointers = load_image(image, 0).vadd3
+    pointers = image.load(0).vadd3
     del os.environ["PTXBRIDGE_LAUNCH_PARAMS"]
     rows["ptxbridge, torch tensors, stream=int, kernelParams instead of extra"] = per_launch(
         lambda: pointers(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
@@ -195,10 +193,8 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
 def interleaved_ratios(work: Path, cubin_path: Path, torch, rounds: int = ROUNDS) -> dict[str, list[float]]:
     """The headline ratio, robust to drift: each round times the C loop, then the checked launch
     through the default call path (the C launcher where built), back to back; ratio per round."""
-    from ptxbridge.loaders import load_image
-
     os.environ.pop("PTXBRIDGE_FASTLAUNCH", None)  # the default path (the rows above switched it off)
-    kernel = load_image(vadd3_image(cubin_path.read_bytes()), 0).vadd3
+    kernel = vadd3_image(cubin_path.read_bytes()).load(0).vadd3
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
     handle = stream.cuda_stream

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ptxbridge.abi.signature import Signature
-
-if TYPE_CHECKING:
-    from ptxbridge.launch.module import Module
+from ptxbridge.launch.module import Module
+from ptxbridge.loaders import open_backend
 
 __all__ = ["Image"]
 
@@ -37,6 +36,4 @@ class Image:
         ``None`` picks the first GPU, or the CPU loader when there is none
         (``PTXBRIDGE_DEVICE`` overrides).
         """
-        from ptxbridge.loaders import load_image
-
-        return load_image(self, device)
+        return Module(self, open_backend(self, device))

@@ -1,4 +1,9 @@
-"""ptxbridge.loaders: put a linked image on a device (CUDA driver or the CPU PTX interpreter)."""
+"""ptxbridge.loaders: put a linked image on a device (CUDA driver or the CPU PTX interpreter).
+
+The only code that touches a device.  It imports only :mod:`ptxbridge.abi`: :func:`open_backend`
+takes any object with an image's fields (:class:`~ptxbridge.loaders.base.LoadableImage`) and returns
+a :class:`~ptxbridge.loaders.base.Backend`, which the call path wraps into a user-facing module.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from typing import Any
 
 from ptxbridge.abi.errors import ArgumentError
 
-__all__ = ["load_image", "parse_device"]
+from .base import Backend, LoadableImage
+
+__all__ = ["open_backend", "parse_device"]
 
 
 def parse_device(device: Any) -> tuple[str, int] | None:
@@ -45,22 +52,19 @@ def _auto() -> tuple[str, int]:
     spec = os.environ.get("PTXBRIDGE_DEVICE")
     if spec:
         return parse_device(spec) or ("cpu", 0)
-    try:
-        from .cuda import device_count
-    except ImportError:  # no cuda-bindings: only the CPU loader can work
-        return ("cpu", 0)
+    from .driver import device_count
+
     return ("cuda", 0) if device_count() > 0 else ("cpu", 0)
 
 
-def load_image(image: Any, device: Any = None) -> Any:
-    """Load ``image`` on ``device`` and return a :class:`ptxbridge.launch.module.Module`."""
-    from ptxbridge.launch.module import Module
-
+def open_backend(image: LoadableImage, device: Any = None) -> Backend:
+    """``image`` loaded on ``device`` (see :func:`parse_device`; None: ``PTXBRIDGE_DEVICE``, else the
+    first GPU, else the CPU loader)."""
     kind, index = parse_device(device) or _auto()
     if kind == "cpu":
         from .emulator import EmulatorBackend
 
-        return Module(image, EmulatorBackend(image))
+        return EmulatorBackend(image)
     from .cuda import CudaBackend
 
-    return Module(image, CudaBackend(image, index))
+    return CudaBackend(image, index)

@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuda.bindings import driver as cu
-from cuda.pathfinder import DynamicLibNotFoundError
 
+from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import AbiMismatchError, CudaError
 from ptxbridge.abi.layout import Packer
 from ptxbridge.abi.signature import Signature
 
-from .base import DLPACK_CUDA, Buffer
+from .base import Backend, Buffer
 
-__all__ = ["CudaBackend", "DeviceArray", "cooperative_kernels", "device_count", "cuda_error"]
+__all__ = ["CudaBackend", "DeviceArray", "cooperative_kernels", "cuda_error"]
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # above this, dynamic shared memory needs an opt-in
 _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h)
@@ -70,15 +70,6 @@ def _libcuda() -> Any:
             _call("cuInit", cu.cuInit, 0)
             _state["lib"] = ctypes.CDLL("libcuda.so.1")
         return _state["lib"]
-
-
-def device_count() -> int:
-    """How many GPUs the driver reports; 0 when there is no usable driver (or no libcuda at all)."""
-    try:
-        _libcuda()
-        return _call("cuDeviceGetCount", cu.cuDeviceGetCount)
-    except (CudaError, OSError, DynamicLibNotFoundError):
-        return 0
 
 
 @dataclass(slots=True)
@@ -158,8 +149,8 @@ def _release(library: Any, device: Any) -> None:
         cu.cuDevicePrimaryCtxRelease(device)
 
 
-class CudaBackend:
-    """An :class:`~ptxbridge.Image` loaded on GPU ``device_id`` (see the loader protocol)."""
+class CudaBackend(Backend):
+    """An :class:`~ptxbridge.Image` loaded on GPU ``device_id``."""
 
     device_type = DLPACK_CUDA
     needs_buffers = False  # the driver does its own bounds-checking (or faults)
@@ -223,7 +214,7 @@ class CudaBackend:
               cu.cuKernelSetAttribute, attribute, nbytes, function.kernel, self._device)
         function.max_dynamic_shared = nbytes
 
-    # --- the loader protocol -------------------------------------------------------------------
+    # --- the Backend interface -------------------------------------------------------------------
 
     def function(self, name: str) -> _Function:
         return self._functions[name]
@@ -253,7 +244,8 @@ class CudaBackend:
         set_current = self._lib.cuCtxSetCurrent
         context = self._context_handle
 
-        def run(values: tuple, grid: tuple, block: tuple, shared_mem: int, stream: int) -> None:
+        def run(values: tuple, grid: tuple, block: tuple, shared_mem: int, stream: int,
+                _keep: tuple = keep) -> None:  # _keep: the closure owns what the pointers point into
             stream_arg = streams.get(stream)
             if stream_arg is None:
                 stream_arg = streams[stream] = ctypes.c_void_p(stream)
@@ -267,15 +259,19 @@ class CudaBackend:
                               shared_mem, stream_arg, *tail)
             self.last_kernel = name
             if code:
-                raise self.launch_error(code, name, grid, block, shared_mem, keep)
+                raise self.launch_error(code, name, grid, block, shared_mem)
 
         return run
 
     def native_facts(self, function: _Function, name: str) -> dict[str, Any]:
-        """What the C launch plan (``ptxbridge.launch._fastlaunch.Plan``) needs to call the driver itself,
-        with the same choices as :meth:`prepare` (non-cooperative launches only)."""
+        """What the C launch plan (``ptxbridge.launch._fastlaunch.Plan``) needs to call the driver itself:
+        the driver's entry points, the kernel and context handles, with the same choices as
+        :meth:`prepare` (non-cooperative launches only)."""
         pointers = os.environ.get("PTXBRIDGE_LAUNCH_PARAMS") == "pointers"
-        return {"function": function.handle, "context": int(self._context),
+        entry = ctypes.c_void_p
+        return {"launch_entry": ctypes.cast(self._lib.cuLaunchKernel, entry).value,
+                "set_current_entry": ctypes.cast(self._lib.cuCtxSetCurrent, entry).value,
+                "function": function.handle, "context": int(self._context),
                 "pointer_offsets": function.param_offsets if pointers else None,
                 "max_shared": function.max_dynamic_shared, "function_obj": function, "backend": self,
                 "name": name, "device_id": self.device_id}
@@ -289,8 +285,7 @@ class CudaBackend:
             if isinstance(buffer.owner, _Upload):
                 buffer.owner.free(int(stream or 0))
 
-    def launch_error(self, code: int, name: str, grid: tuple, block: tuple, shared_mem: int,
-                     _keep: Any = None) -> CudaError:
+    def launch_error(self, code: int, name: str, grid: tuple, block: tuple, shared_mem: int) -> CudaError:
         call = f"cuLaunchKernel(grid={grid}, block={block}, shared_mem={shared_mem})"
         error = cuda_error(code, f"{name}: {call}")
         if error.code in _STICKY:

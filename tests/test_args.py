@@ -28,9 +28,10 @@ from ptxbridge.abi import (
     Tuple,
     dtype,
 )
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.values import bf16_bits
-from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.loaders.base import host_upload
 
 F32, I32 = dtype("f32"), dtype("i32")
 CPU = BindContext("k", Convention.C, DLPACK_CPU, 0)
@@ -39,7 +40,7 @@ CPU = BindContext("k", Convention.C, DLPACK_CPU, 0)
 def bind(t, value, ctx: BindContext = CPU, name: str = "x"):
     binder = make_binder(ctx, Param(name, t), type(value))
     if binder.stateful:
-        state = LaunchState(0, None)
+        state = LaunchState(0, host_upload)
         return binder.values(value, state), state
     return binder.values(value, 0)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ptxbridge.abi import ArgumentError, dtype
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.launch.dlpack import (
     TensorInfo,
     default_stream_for,
@@ -13,7 +14,6 @@ from ptxbridge.launch.dlpack import (
     extractor_for,
     stream_handle,
 )
-from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
 
 
 class OnlyDLPack:

@@ -9,6 +9,7 @@ tests run on the pure-Python path.
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import math
 import random
@@ -21,6 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, CudaError
 from ptxbridge.abi.kinds import Slice
 from ptxbridge.abi.signature import Convention, LaunchMeta
@@ -28,7 +30,7 @@ from ptxbridge.image import Image
 from ptxbridge.launch import fastpath
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.module import Kernel, Module
-from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.loaders.base import Backend
 
 native = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
 
@@ -156,12 +158,26 @@ def test_malformed_specs_are_refused_at_build_time():
         fastpath._fastlaunch.Plan(8, ((2, 0, ord("q"), 1.0),))
 
 
-class _DriverlessCuda:
+class _FakeLoader(Backend):
+    """A loader double: only the prepared launch and the C plan facts are real."""
+
+    def launch(self, *args):
+        raise AssertionError("the general launch path is not expected here")
+
+    def global_address(self, name):
+        raise KeyError(name)
+
+    read_global = write_global = global_address
+
+    def close(self):
+        pass
+
+
+class _DriverlessCuda(_FakeLoader):
     """A CUDA-typed loader whose launches are recorded: the C plan built for it has no driver
     to call, so it declines every launch and the Python path must decide."""
 
     device_type, device_id, needs_buffers = DLPACK_CUDA, 0, False
-    cooperative_kernels = ()
 
     def __init__(self):
         self.launched: list[tuple] = []
@@ -182,7 +198,6 @@ def test_call_path_errors_are_the_python_ones_with_and_without_the_extension(wit
         pytest.skip("ptxbridge.launch._fastlaunch not built")
     if with_native:
         monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
-        monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
     else:
         monkeypatch.setattr(fastpath, "_fastlaunch", None)
     sig = Signature("k", (Param("n", Scalar(dtype("i8"))), Param("x", Pointer(Scalar(dtype("f32"))))))
@@ -212,12 +227,11 @@ class _Function:
     max_dynamic_shared = MAX_SHARED
 
 
-class _RecordingCpu:
+class _RecordingCpu(_FakeLoader):
     """A loader for CPU tensors whose C plans launch into ``record_launches``; its own (Python)
     launches land in ``launched``, so each test sees which path ran."""
 
     device_type, device_id, needs_buffers = DLPACK_CPU, 0, False
-    cooperative_kernels = ()
 
     def __init__(self):
         self.launched: list[tuple] = []
@@ -231,10 +245,38 @@ class _RecordingCpu:
 
     def native_facts(self, function, name):
         return {"function": 0xF00, "max_shared": MAX_SHARED, "function_obj": function, "backend": self,
-                "name": name}
+                "name": name, **RecordingDriver.current.entries}
 
     def launch_error(self, code, name, grid, block, shared_mem):
         return CudaError(f"{name}: code {code} grid={grid} block={block} shared={shared_mem}", code=code)
+
+
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+_SET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class RecordingDriver(list):
+    """Stands in for ``cuLaunchKernel`` / ``cuCtxSetCurrent`` where a C plan calls them: each launch
+    appends (function, grid, block, shared_mem, stream, parameter bytes or None) and returns ``code``."""
+
+    current: RecordingDriver
+
+    def __init__(self):
+        super().__init__()
+        self.code = 0
+        self._launch = _LAUNCH(self._record)
+        self._set_current = _SET_CURRENT(lambda context: 0)
+        self.entries = {"launch_entry": ctypes.cast(self._launch, ctypes.c_void_p).value,
+                        "set_current_entry": ctypes.cast(self._set_current, ctypes.c_void_p).value}
+
+    def _record(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        data = None
+        if extra:
+            size = ctypes.cast(extra[3], ctypes.POINTER(ctypes.c_size_t))[0]
+            data = ctypes.string_at(extra[1], size)
+        self.append((function or 0, (gx, gy, gz), (bx, by, bz), shared, stream or 0, data))
+        return self.code
 
 
 @pytest.fixture
@@ -243,11 +285,8 @@ def driver(monkeypatch):
     if fastpath._fastlaunch is None:
         pytest.skip("ptxbridge.launch._fastlaunch not built")
     monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
-    monkeypatch.setattr(fastpath._fastlaunch, "driver_ready", lambda: True)
-    launches: list[tuple] = []
-    fastpath._fastlaunch.record_launches(launches)
-    yield launches
-    fastpath._fastlaunch.record_launches(None)
+    RecordingDriver.current = RecordingDriver()
+    return RecordingDriver.current
 
 
 @pytest.fixture
@@ -348,7 +387,7 @@ def test_a_driver_error_is_the_loaders_error(driver):
     kernel = _module().vadd
     x = torch.zeros(4)
     kernel(x, x, 1, grid=1, block=1, stream=0)
-    fastpath._fastlaunch.record_launches(driver, 700)
+    driver.code = 700
     with pytest.raises(CudaError, match=r"^vadd: code 700 grid=\(5, 1, 1\) block=\(32, 2, 1\) shared=16$"):
         kernel(x, x, 1, grid=5, block=(32, 2), shared_mem=16, stream=9)
     assert len(driver) == 2
@@ -403,12 +442,15 @@ from ptxbridge.abi import ArgumentError, Param, Pointer, Scalar, Signature, dtyp
 from ptxbridge.image import Image
 from ptxbridge.launch.module import Kernel, Module
 
-class Backend:
-    device_type, device_id, needs_buffers, cooperative_kernels = 1, 0, False, ()
+from ptxbridge.loaders.base import Backend as Base
+
+class Backend(Base):
+    device_type, device_id, needs_buffers = 1, 0, False
     def __init__(self): self.launched = []
     def function(self, name): return name
     def prepare(self, function, packer, name, **extra):
         return lambda values, *rest: self.launched.append((values, *rest))
+    launch = global_address = read_global = write_global = close = None
 
 sig = Signature("k", (Param("a", Pointer(Scalar(dtype("f32")))), Param("n", Scalar(dtype("i32")))))
 kernel = Module(Image(None, "sm_90", {"k": sig}), Backend()).k

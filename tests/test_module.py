@@ -13,16 +13,16 @@ from ptxbridge.abi import (
     LaunchMeta,
     Param,
     Pointer,
-    PtxBridgeError,
     Scalar,
     Signature,
     Slice,
     dtype,
 )
+from ptxbridge.abi.devices import DLPACK_CPU
 from ptxbridge.image import Image
 from ptxbridge.launch.module import Module
-from ptxbridge.loaders import load_image, parse_device
-from ptxbridge.loaders.base import DLPACK_CPU
+from ptxbridge.loaders import parse_device
+from ptxbridge.loaders.base import Backend
 
 F32, I32 = dtype("f32"), dtype("i32")
 VADD = Signature("vadd3", (Param("a", Pointer(Scalar(F32), False)), Param("b", Pointer(Scalar(F32), False)),
@@ -32,8 +32,8 @@ SAXPY = Signature("saxpy", (Param("a", Scalar(F32)), Param("x", Slice(F32)), Par
 IMAGE = Image(None, None, {"vadd3": VADD, "saxpy": SAXPY})
 
 
-class Recording:
-    """The loader protocol, recording each launch (the general, buffer-passing path)."""
+class Recording(Backend):
+    """A loader recording each launch (the general, buffer-passing path)."""
 
     device_type, device_id = DLPACK_CPU, 0
 
@@ -52,6 +52,9 @@ class Recording:
     def write_global(self, name, data):
         self.globals[name] = data
 
+    def global_address(self, name):
+        return id(self.globals[name]), len(self.globals[name])
+
     def close(self):
         self.closed += 1
 
@@ -65,7 +68,7 @@ class Prepared(Recording):
         super().__init__()
         self.prepared = []
 
-    def prepare(self, function, packer, name):
+    def prepare(self, function, packer, name, cooperative=False):
         self.prepared.append(name)
 
         def run(values, grid, block, shared_mem, stream):
@@ -162,12 +165,6 @@ def test_globals_close_and_context_manager():
         assert module.globals["counter"] == struct.pack("<i", 7)
     assert backend.closed == 1
 
-    class NoGlobals(Prepared):
-        read_global = None
-
-    with pytest.raises(PtxBridgeError, match="does not expose module globals"):
-        Module(IMAGE, NoGlobals()).globals["counter"]
-
 
 def test_torch_cpu_tensors_through_the_module():
     torch = pytest.importorskip("torch")
@@ -232,7 +229,7 @@ def test_load_image_cpu_runs_kernels_in_the_emulator():
     if not hasattr(emulator, "EmulatorBackend"):
         pytest.skip("the CPU emulator is not there yet")
     sig = Signature("add_one", (Param("x", Pointer(Scalar(F32))), Param("n", Scalar(dtype("u32")))))
-    with load_image(Image(None, None, {"add_one": sig}, ptx=(ADD_ONE_PTX,)), "cpu") as module:
+    with Image(None, None, {"add_one": sig}, ptx=(ADD_ONE_PTX,)).load("cpu") as module:
         assert module.device == "cpu"
         x = np.random.default_rng().random(40, dtype=np.float32)
         expected = x + np.float32(1)

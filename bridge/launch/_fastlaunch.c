@@ -5,8 +5,9 @@
  * come from and what it must be.  Per launch it reads each torch tensor
  * through the DLPack C exchange API (one C call, no Python objects), checks
  * dtype, device and contiguity, range-checks Python int / float scalars,
- * packs the parameter buffer on the stack and calls cuLaunchKernel, resolved
- * once with dlopen/dlsym (nothing links against libcuda).
+ * packs the parameter buffer on the stack and calls cuLaunchKernel through the
+ * entry points the CUDA loader gives each plan (this file never loads libcuda:
+ * the loader is the only code that touches the driver).
  *
  * The C side never raises for user input: whenever a check fails it returns
  * False ("declined") and the Python path runs, which either accepts what
@@ -18,7 +19,6 @@
  */
 #include "_fastlaunch.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -52,21 +52,10 @@ typedef struct {
 
 #define KDL_CUDA 2
 
-/* --- the driver, resolved once -------------------------------------------------------------- */
+/* --- the driver's entry points, as the CUDA loader hands them over -------------------------- */
 typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, void *stream, void **params, void **extra);
 typedef int (*SetCurrentFn)(void *context);
-static LaunchFn cu_launch;
-static SetCurrentFn cu_set_current;
-
-static int resolve_driver(void) {
-    if (cu_launch != NULL && cu_set_current != NULL) return 1;
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) return 0;
-    cu_launch = (LaunchFn)dlsym(lib, "cuLaunchKernel");
-    cu_set_current = (SetCurrentFn)dlsym(lib, "cuCtxSetCurrent");
-    return cu_launch != NULL && cu_set_current != NULL;
-}
 
 /* --- plans ---------------------------------------------------------------------------------- */
 enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
@@ -94,6 +83,8 @@ typedef struct {
     PyObject *keep;              /* the spec tuple: keeps types and capsules alive */
     void *function;              /* CUkernel handle */
     void *context;               /* primary context, made current for the default streams */
+    LaunchFn launch_fn;          /* cuLaunchKernel */
+    SetCurrentFn set_current_fn; /* cuCtxSetCurrent */
     int pointers;                /* kernelParams instead of extra */
     int nslots;
     int slots[MAX_SLOTS];        /* kernelParams: flat parameter offsets */
@@ -256,19 +247,22 @@ static int check_place(const ArgSpec *s, int size) {
 }
 
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
- *      backend=None, name=None, device_id=0) */
+ *      backend=None, name=None, device_id=0, launch_entry=0, set_current_entry=0): the two entries
+ *      are the addresses of cuLaunchKernel and cuCtxSetCurrent; a plan without them never launches. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
-                            "function_obj", "backend", "name", "device_id", NULL};
+                            "function_obj", "backend", "name", "device_id", "launch_entry",
+                            "set_current_entry", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *backend = Py_None, *name = Py_None;
-    unsigned long long function = 0, context = 0;
+    unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOi", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKK", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
-                                     &function_obj, &backend, &name, &self->device_id))
+                                     &function_obj, &backend, &name, &self->device_id, &launch_entry,
+                                     &set_current_entry))
         return -1;
     if (self->size < 0 || self->size > MAX_PARAMS) {
         PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
@@ -305,6 +299,8 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     }
     self->function = (void *)(uintptr_t)function;
     self->context = (void *)(uintptr_t)context;
+    self->launch_fn = (LaunchFn)(uintptr_t)launch_entry;
+    self->set_current_fn = (SetCurrentFn)(uintptr_t)set_current_entry;
     Py_XSETREF(self->keep, Py_NewRef(specs));
     Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
     Py_XSETREF(self->backend, Py_NewRef(backend));
@@ -375,7 +371,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     Plan *self = (Plan *)plan;
     char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
     void *stream = NULL;
-    if (cu_launch == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
+    if (self->launch_fn == NULL || self->set_current_fn == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
         || !shared_allowed(self, shared))
         return 0;
     if (stream_arg == Py_None) {
@@ -398,10 +394,10 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     void *params[MAX_SLOTS];
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
     Py_BEGIN_ALLOW_THREADS
-    if ((uintptr_t)stream <= 2) *code = cu_set_current(self->context); /* NULL, legacy, per-thread */
+    if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
     else *code = 0;
     if (*code == 0)
-        *code = cu_launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+        *code = self->launch_fn(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                           (unsigned)shared, stream, self->pointers ? params : NULL,
                           self->pointers ? NULL : extra);
     Py_END_ALLOW_THREADS
@@ -450,60 +446,7 @@ PyTypeObject PlanType = {
     .tp_methods = plan_methods,
 };
 
-static PyObject *driver_ready(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyBool_FromLong(resolve_driver());
-}
-
-/* --- a recording driver, for tests on machines without one ---------------------------------- */
-static PyObject *recorded;
-static int recorded_code;
-
-static int record_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                         unsigned shared, void *stream, void **params, void **extra) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *bytes = extra == NULL ? Py_NewRef(Py_None)
-                                    : PyBytes_FromStringAndSize(extra[1], (Py_ssize_t)*(size_t *)extra[3]);
-    PyObject *entry = bytes == NULL ? NULL : Py_BuildValue("(K(III)(III)IKN)", (unsigned long long)(uintptr_t)f,
-                                                             gx, gy, gz, bx, by, bz, shared,
-                                                             (unsigned long long)(uintptr_t)stream, bytes);
-    int code = entry == NULL || PyList_Append(recorded, entry) < 0 ? 1 /* CUDA_ERROR_INVALID_VALUE */
-                                                                   : recorded_code;
-    Py_XDECREF(entry);
-    PyErr_Clear();
-    PyGILState_Release(gil);
-    (void)params;
-    return code;
-}
-
-static int record_set_current(void *context) {
-    (void)context;
-    return 0;
-}
-
-/* record_launches(list | None, code=0): with a list, launches append (function, grid, block,
- * shared_mem, stream, parameter bytes or None) to it and return code instead of calling the driver;
- * None resolves the driver again. */
-static PyObject *record_launches(PyObject *module, PyObject *args) {
-    PyObject *into;
-    (void)module;
-    recorded_code = 0;
-    if (!PyArg_ParseTuple(args, "O|i", &into, &recorded_code)) return NULL;
-    if (into != Py_None && !PyList_CheckExact(into)) {
-        PyErr_SetString(PyExc_TypeError, "record_launches(list | None, code=0)");
-        return NULL;
-    }
-    Py_XSETREF(recorded, into == Py_None ? NULL : Py_NewRef(into));
-    cu_launch = recorded == NULL ? NULL : record_launch;
-    cu_set_current = recorded == NULL ? NULL : record_set_current;
-    if (recorded == NULL) resolve_driver();
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef module_methods[] = {
-    {"driver_ready", driver_ready, METH_NOARGS, "Load cuLaunchKernel from libcuda.so.1; False without a driver."},
-    {"record_launches", record_launches, METH_VARARGS, "Tests: record launches into a list instead of the driver."},
     {NULL, NULL, 0, NULL},
 };
 

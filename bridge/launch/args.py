@@ -14,11 +14,11 @@ Simple binders take ``(arg, stream)``; binders that need scratch memory
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
 from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.kinds import (
@@ -40,8 +40,6 @@ from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.dlpack import (
-    DLPACK_CUDA_HOST,
-    DLPACK_CUDA_MANAGED,
     TensorInfo,
     device_name,
     extractor_for,
@@ -49,7 +47,7 @@ from ptxbridge.launch.dlpack import (
 )
 from ptxbridge.launch.tensor_checks import TensorProblem, check_layout
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encode, scalar_converter
-from ptxbridge.loaders.base import DLPACK_CUDA, Buffer
+from ptxbridge.loaders.base import Buffer
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
 
@@ -85,16 +83,12 @@ class LaunchState:
     """Per-launch scratch of the general path: the stream and the memory ranges arguments bring."""
 
     stream: int
-    upload: Callable[[bytes, int], Buffer] | None
+    upload: Callable[[bytes, int], Buffer]  # the loader's Backend.upload
     buffers: list[Buffer] = field(default_factory=list)
 
     def scratch(self, data: bytes) -> int:
         """Put ``data`` where the kernel can read it; the buffer lives as long as the launch needs."""
-        if self.upload is None:  # CPU loader: host memory is device memory
-            host = ctypes.create_string_buffer(data, len(data))
-            buffer = Buffer(ctypes.addressof(host), len(data), False, host)
-        else:
-            buffer = self.upload(data, self.stream)
+        buffer = self.upload(data, self.stream)
         self.buffers.append(buffer)
         return buffer.ptr
 

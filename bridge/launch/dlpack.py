@@ -31,15 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType, from_dlpack, from_numpy
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
 
 __all__ = ["TensorInfo", "extractor_for", "is_tensor_type", "device_name", "torch_dtype_map",
-           "stream_handle", "default_stream_for", "DLPACK_CUDA_HOST", "DLPACK_CUDA_MANAGED"]
-
-DLPACK_CUDA_HOST = 3  # kDLCUDAHost: pinned host memory, addressable from the device
-DLPACK_CUDA_MANAGED = 13  # kDLCUDAManaged
+           "stream_handle", "default_stream_for"]
 
 
 @dataclass(frozen=True, slots=True)

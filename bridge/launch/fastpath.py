@@ -22,9 +22,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.args import Binder
-from ptxbridge.loaders.base import DLPACK_CPU, DLPACK_CUDA
 
 try:
     from ptxbridge.launch import _fastlaunch
@@ -33,7 +33,7 @@ except ImportError:  # not built (no compiler at install time): the Python path 
 
 __all__ = ["compile_launch", "native_specs", "native_available"]
 
-_TENSOR, _INT, _FLOAT = 0, 1, 2  # argument kinds of bridge/_fastlaunch.c
+_TENSOR, _INT, _FLOAT = 0, 1, 2  # argument kinds of bridge/launch/_fastlaunch.c
 
 
 def native_available() -> bool:
@@ -93,10 +93,8 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
 
 
 def native_plan(size: int, specs: tuple, **launch: Any) -> Any:
-    """A ``_fastlaunch.Plan`` (``launch`` names the driver facts, see bridge/_fastlaunch.c);
-    None when libcuda cannot be loaded."""
-    if not _fastlaunch.driver_ready():
-        return None
+    """A ``_fastlaunch.Plan``; ``launch`` is the loader's ``native_facts`` (the kernel handle, the
+    context and the driver's entry points, see bridge/launch/_fastlaunch.c)."""
     return _fastlaunch.Plan(size, specs, **launch)
 
 

@@ -26,15 +26,17 @@ stream is synchronized.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
-from ptxbridge.loaders.base import DLPACK_CUDA, Backend
+from ptxbridge.loaders import open_backend
+from ptxbridge.loaders.base import Backend
 
 __all__ = ["Module", "Kernel", "Globals", "dim3"]
 
@@ -65,26 +67,27 @@ class _Plan:
             raise ArgumentError(f"{kernel.name}: takes {len(signature.params)} arguments ({names}) "
                                 f"(got {len(arg_types)})")
         ctx = BindContext(kernel.name, signature.convention, backend.device_type, backend.device_id,
-                          getattr(backend, "pointer_device", None))
+                          backend.pointer_device)
         pairs = zip(signature.params, arg_types, strict=True)
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
         self.stateful = any(b.stateful for b in self.binders)
-        self.need_buffers = getattr(backend, "needs_buffers", True)
+        self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
         self.default_stream = default_stream_for(arg_types) if on_gpu else None
-        prepare = getattr(backend, "prepare", None)
-        self.fast = prepare is not None and not self.stateful and not self.need_buffers
         packer = signature.layout.packer()
-        if self.fast:
-            extra = {"cooperative": True} if kernel.cooperative else {}
-            self.launch = prepare(kernel._function, packer, kernel.name, **extra)
-            self.bound = compile_launch(self.binders, self.launch)
+        prepared = None
+        if not self.stateful and not self.need_buffers:
+            prepared = backend.prepare(kernel._function, packer, kernel.name, cooperative=kernel.cooperative)
+        self.fast = prepared is not None
+        if prepared is not None:
+            self.launch = prepared
+            self.bound = compile_launch(self.binders, prepared)
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
-        facts = getattr(backend, "native_facts", None)
-        if self.fast and facts is not None and not kernel.cooperative and native_available():
+        if self.fast and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, arg_types, signature.layout)
-            if specs is not None:
-                self.native = native_plan(packer.size, specs, **facts(kernel._function, kernel.name))
+            facts = None if specs is None else backend.native_facts(kernel._function, kernel.name)
+            if facts is not None:
+                self.native = native_plan(packer.size, specs, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
@@ -104,11 +107,11 @@ class _Plan:
             return stream_handle(stream)
         return 0 if self.default_stream is None else self.default_stream(device_id)
 
-    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any,
-            upload: Callable | None) -> None:
+    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any) -> None:
         """The general path: binders in a loop, memory ranges collected for the loader."""
-        handle = self.stream_of(stream, kernel._backend.device_id)
-        state = LaunchState(handle, upload)
+        backend = kernel._backend
+        handle = self.stream_of(stream, backend.device_id)
+        state = LaunchState(handle, backend.upload)
         values: tuple = ()
         for binder, arg in zip(self.binders, args, strict=True):
             values += binder.values(arg, state if binder.stateful else handle)
@@ -132,7 +135,7 @@ class Kernel(_KernelBase):
         self.signature = signature
         self._function = module.backend.function(name)
         self._plans: dict[tuple[type, ...], _Plan] = {}
-        self._cooperative = name in getattr(module.backend, "cooperative_kernels", ())
+        self._cooperative = name in module.backend.cooperative_kernels
         reqntid = signature.launch.reqntid
         self._default_block = dim3(tuple(reqntid), "reqntid", name) if reqntid else None
         if _KernelBase is not object:
@@ -177,8 +180,7 @@ class Kernel(_KernelBase):
                     handle = stream if stream.__class__ is int else stream_handle(stream)
                 plan.bound(args, grid3, block3, shared_mem, handle)
             else:
-                upload = getattr(self._backend, "upload", None)
-                plan.run(self, args, grid3, block3, shared_mem, stream, upload)
+                plan.run(self, args, grid3, block3, shared_mem, stream)
         except OtherDeviceError as moved:
             sibling = self._module._sibling(moved.device_id)
             if sibling is None:
@@ -218,21 +220,15 @@ class Globals:
     def __init__(self, backend: Backend):
         self._backend = backend
 
-    def _need(self, method: str) -> Callable:
-        found = getattr(self._backend, method, None)
-        if found is None:
-            raise PtxBridgeError(f"{type(self._backend).__name__} does not expose module globals")
-        return found
-
     def __getitem__(self, name: str) -> bytes:
-        return self._need("read_global")(name)
+        return self._backend.read_global(name)
 
     def __setitem__(self, name: str, value: Any) -> None:
-        self._need("write_global")(name, bytes(memoryview(value).cast("B")))
+        self._backend.write_global(name, bytes(memoryview(value).cast("B")))
 
     def address(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of global ``name``."""
-        return self._need("global_address")(name)
+        return self._backend.global_address(name)
 
 
 class Module:
@@ -275,16 +271,11 @@ class Module:
         """A copy of a NumPy array where this module's kernels can use it (synchronous)."""
         import numpy
 
-        host = numpy.ascontiguousarray(array)
-        upload = getattr(self.backend, "to_device", None)
-        return host.copy() if upload is None else upload(host)
+        return self.backend.to_device(numpy.ascontiguousarray(array))
 
     def to_host(self, array: Any) -> Any:
         """A NumPy copy of an array made by :meth:`to_device` (waits for the device)."""
-        import numpy
-
-        download = getattr(self.backend, "to_host", None)
-        return numpy.array(array, copy=True) if download is None else download(array)
+        return self.backend.to_host(array)
 
     def _sibling(self, device_id: int) -> Module | None:
         """The same image on another GPU, loaded on first use (CUDA loader only)."""
@@ -292,16 +283,12 @@ class Module:
             return None
         found = self._siblings.get(device_id)
         if found is None:
-            from ptxbridge.loaders import load_image
-
-            found = self._siblings[device_id] = load_image(self.image, device_id)
+            found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id))
         return found
 
     def synchronize(self) -> None:
         """Wait for this module's device; a kernel fault is raised here, naming the last kernel."""
-        sync = getattr(self.backend, "synchronize", None)
-        if sync is not None:
-            sync()
+        self.backend.synchronize()
 
     def close(self) -> None:
         for sibling in self._siblings.values():

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from ptxbridge.abi.devices import DLPACK_CPU
 from ptxbridge.abi.errors import ArgumentError, EmulatorError
-from ptxbridge.loaders.base import DLPACK_CPU, Buffer
+from ptxbridge.loaders.base import Backend, Buffer
 
 from .launch import run_kernel
 from .machine import Machine
@@ -19,7 +20,7 @@ __all__ = ["EmulatorBackend"]
 _MAX_BLOCK_THREADS = 1024
 
 
-class EmulatorBackend:
+class EmulatorBackend(Backend):
     """Runs an image's PTX on the CPU; arguments are host (DLPack kCPU) memory.
 
     Parameters
@@ -111,12 +112,6 @@ class EmulatorBackend:
 
     def close(self) -> None:
         self._closed = True
-
-    def __enter__(self) -> EmulatorBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
+from .float_math import flush, nudge, saturate
 from .memory import WINDOWS
-from .ops_float import flush, nudge, saturate
 from .ops_half import f64_to_bf16
 from .parse import Sym, Vec
 from .values import DTYPES, FLOAT_TYPES, UINT

@@ -1,12 +1,8 @@
 """Floating-point instructions (PTX ISA 9.7.3 "Floating-Point", 9.7.4 "Half Precision").
 
-Round-to-nearest-even results are exact: NumPy's f32/f64 add, sub, mul, div
-and sqrt are correctly rounded IEEE operations, and ``fma`` is made exact
-(f32 through an exact f64 product plus a tie correction; f64 through the
-error-free TwoProduct/TwoSum transformations).  The directed roundings
-``.rz/.rm/.rp`` take the rounded-to-nearest result and step one ulp when the
-exact residual points the other way.  ``.approx`` functions are computed
-accurately, which is within the error PTX documents for them.
+The arithmetic itself is exact IEEE (:mod:`.float_math`).  ``.approx``
+functions are computed accurately, which is within the error PTX documents
+for them.
 """
 
 from __future__ import annotations
@@ -17,143 +13,15 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
+from .float_math import ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
+from .ops_half import PACKED, packed_arith
 from .values import FLOAT_TYPES
 
-__all__ = ["float_arith", "flush", "saturate", "nudge", "fma32", "fma64", "min_max"]
-
-_ROUNDINGS = frozenset(("rn", "rz", "rm", "rp"))
-_F32_TINY = np.float32(np.finfo(np.float32).tiny)
-_INF = {np.dtype(np.float32): np.float32(np.inf), np.dtype(np.float64): np.float64(np.inf),
-        np.dtype(np.float16): np.float16(np.inf)}
-
-
-def flush(x: Any) -> Any:
-    """``.ftz``: f32 subnormals become zero of the same sign (PTX ISA 9.7.3)."""
-    if x.dtype != np.float32:
-        return x
-    return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
-
-
-def saturate(x: Any) -> Any:
-    """``.sat``: clamp to [0, 1], NaN -> 0."""
-    return np.where(np.isnan(x), x.dtype.type(0), np.clip(x, 0, 1)).astype(x.dtype)
-
-
-def nudge(r: Any, residual: Any, mode: str) -> Any:
-    """Turn the nearest result ``r`` into the ``mode`` rounding, given the sign of exact - r."""
-    if mode == "rn":
-        return r
-    inf = _INF[r.dtype]
-    if mode == "rm":
-        return np.where(residual < 0, np.nextafter(r, -inf), r).astype(r.dtype)
-    if mode == "rp":
-        return np.where(residual > 0, np.nextafter(r, inf), r).astype(r.dtype)
-    toward_zero = (residual != 0) & (r != 0) & ((residual > 0) != (r > 0))
-    return np.where(toward_zero, np.nextafter(r, r.dtype.type(0)), r).astype(r.dtype)
-
-
-def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _split(a: Any) -> tuple[Any, Any]:
-    c = 134217729.0 * a  # 2**27 + 1 (Veltkamp)
-    hi = c - (c - a)
-    return hi, a - hi
-
-
-def _two_prod(a: Any, b: Any) -> tuple[Any, Any]:
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f64 with one rounding (error-free transformations; non-finite cases direct)."""
-    p, pe = _two_prod(a, b)
-    s, se = _two_sum(p, c)
-    tail = pe + se
-    r = s + tail
-    residual = (s - r) + tail
-    plain = a * b + c
-    return nudge(np.where(np.isfinite(r), r, plain), np.where(np.isfinite(r), residual, 0.0), mode)
-
-
-def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f32 with one rounding: the f64 product is exact, the f64 sum's error is known."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    s, e = _two_sum(p, c.astype(np.float64))
-    r = s.astype(np.float32)
-    r64 = r.astype(np.float64)
-    # s exactly halfway between two f32 values: the error e decides the tie (normal range).
-    tie = ((s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) & (e != 0)
-    if np.any(tie):
-        away = tie & (np.sign(e) == np.sign(s - r64))
-        r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
-                     r).astype(np.float32)
-        r64 = r.astype(np.float64)
-    return nudge(r, (s - r64) + e, mode) if mode != "rn" else r
-
-
-def _exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:
-    """add/sub/mul/div in ``mode``; f16 goes through f64 (exact for its range), then rounds."""
-    dt = a.dtype
-    if dt == np.float16:
-        exact = _BINARY[name](a.astype(np.float64), b.astype(np.float64))
-        r16 = exact.astype(np.float16)
-        return nudge(r16, exact - r16.astype(np.float64), mode)
-    r = _BINARY[name](a, b)
-    if mode == "rn":
-        return r
-    if name == "div":
-        if dt == np.float32:
-            return nudge(r, a.astype(np.float64) / b.astype(np.float64) - r.astype(np.float64), mode)
-        # a/b - r has the sign of (a - r*b) * b; a - r*b is exact from TwoProduct (overflow: -r)
-        p, pe = _two_prod(r, b)
-        residual = ((a - p) - pe) * np.sign(b)
-        overflow = np.isinf(r) & np.isfinite(a) & (b != 0)
-        return nudge(r, np.where(np.isfinite(residual), residual, np.where(overflow, -r, 0.0)), mode)
-    if name == "mul":
-        if dt == np.float32:
-            return nudge(r, a.astype(np.float64) * b.astype(np.float64) - r.astype(np.float64), mode)
-        _, err = _two_prod(a, b)
-        return nudge(r, err, mode)
-    bb = -b if name == "sub" else b
-    if dt == np.float32:
-        s, err = _two_sum(a.astype(np.float64), bb.astype(np.float64))
-        return nudge(r, (s - r.astype(np.float64)) + err, mode)
-    _, err = _two_sum(a, bb)
-    return nudge(r, err, mode)
-
-
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-}
-
-
-def min_max(name: str, nan: bool) -> Callable[[Any, Any], Any]:
-    """PTX ``min``/``max``: a NaN operand loses unless ``.NaN``; of two zeros, +0.0 > -0.0
-    (PTX ISA 9.7.3 ``min``/``max`` notes).  NumPy's fmin/fmax return either zero."""
-    pick = {("min", False): np.fmin, ("min", True): np.minimum,
-            ("max", False): np.fmax, ("max", True): np.maximum}[name, nan]
-
-    def fn(a: Any, b: Any) -> Any:
-        r = pick(a, b)
-        zeros = (a == 0) & (b == 0)
-        if not np.any(zeros):
-            return r
-        take_a = np.signbit(a) if name == "min" else ~np.signbit(a)
-        return np.where(zeros, np.where(take_a, a, b), r).astype(r.dtype)
-
-    return fn
-
+__all__ = ["float_arith"]
 
 def _modifiers(cx: Context, extra: set[str]) -> tuple[str, str, bool, bool, set[str]]:
-    flags, (t,) = cx.split_mods(set(_ROUNDINGS) | {"ftz", "sat"} | extra, FLOAT_TYPES)
-    rounding = flags & _ROUNDINGS
+    flags, (t,) = cx.split_mods(set(ROUNDINGS) | {"ftz", "sat"} | extra, FLOAT_TYPES)
+    rounding = flags & ROUNDINGS
     if len(rounding) > 1:
         raise cx.unsupported(f"more than one rounding modifier (got {sorted(rounding)})")
     return t, (rounding.pop() if rounding else "rn"), "ftz" in flags, "sat" in flags, flags
@@ -167,10 +35,8 @@ def _finish(value: Any, ftz: bool, sat: bool) -> Any:
 
 def float_arith(cx: Context, name: str) -> Run:
     """Builder for the float forms of add/sub/mul/mad/fma/div/abs/neg/min/max."""
-    from .ops_half import PACKED, packed_arith  # ops_half builds on this module
-
     if cx.ins.mods and cx.ins.mods[-1] in PACKED:
-        flags, (t,) = cx.split_mods(set(_ROUNDINGS) | {"ftz", "sat", "relu", "NaN"}, set(PACKED))
+        flags, (t,) = cx.split_mods(set(ROUNDINGS) | {"ftz", "sat", "relu", "NaN"}, set(PACKED))
         return packed_arith(cx, name, t, flags)
     t, mode, ftz, sat, flags = _modifiers(cx, {"approx", "full", "NaN", "xorsign", "abs"})
     if flags & {"xorsign", "abs"}:
@@ -179,7 +45,7 @@ def float_arith(cx: Context, name: str) -> Run:
     if name in ("add", "sub", "mul", "div"):
         d, a, b = cx.operands(3)
         ra, rb, w = cx.read(a, t), cx.read(b, t), cx.write(d)
-        return lambda fr, m: w(fr, _finish(_exact_binary(name, pre(ra(fr)), pre(rb(fr)), mode), ftz, sat), m)
+        return lambda fr, m: w(fr, _finish(exact_binary(name, pre(ra(fr)), pre(rb(fr)), mode), ftz, sat), m)
     if name in ("mad", "fma"):
         d, a, b, c = cx.operands(4)
         ra, rb, rc, w = cx.read(a, t), cx.read(b, t), cx.read(c, t), cx.write(d)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run
-from .ops_float import min_max, saturate
+from .float_math import min_max, saturate
 
 __all__ = ["PACKED", "packed_arith", "f64_to_bf16"]
 

@@ -19,7 +19,6 @@ from _images import image
 
 from ptxbridge.abi import AbiMismatchError, ArgumentError, Param, Scalar, Signature, dtype
 from ptxbridge.image import Image
-from ptxbridge.loaders import load_image
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -27,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def cpp():
-    with load_image(image("cpp"), 0) as module:
+    with image("cpp").load(0) as module:
         yield module
 
 
@@ -111,7 +110,7 @@ def test_dynamic_shared_memory_above_48k(cpp):
 
 
 def test_grid_sync_kernel_gets_a_cooperative_launch():
-    module = load_image(image("coop"), 0)
+    module = image("coop").load(0)
     assert module.neighbour_sum.cooperative  # read from the cubin's .nv.info
     n = 64 * 256
     x, y = rand(n), poisoned(n)
@@ -121,7 +120,7 @@ def test_grid_sync_kernel_gets_a_cooperative_launch():
 
 
 def test_numba_kernel_on_strided_torch_views():
-    module = load_image(image("numba"), 0)
+    module = image("numba").load(0)
     base, out_base = rand(64, 90), poisoned(90, 64)
     x = base[3::2, 1::3]  # non-contiguous both ways
     out = out_base.t()[5:5 + x.shape[0], : x.shape[1]]
@@ -130,7 +129,7 @@ def test_numba_kernel_on_strided_torch_views():
 
 
 def test_numba_fortran_kernel_takes_only_fortran_arrays():
-    module = load_image(image("numba"), 0)
+    module = image("numba").load(0)
     from numba import cuda
 
     c_order = rand(50, 70)
@@ -148,7 +147,7 @@ def test_numba_fortran_kernel_takes_only_fortran_arrays():
 
 
 def test_rust_saxpy():
-    module = load_image(image("rust"), 0)
+    module = image("rust").load(0)
     n = 5000
     x, y = rand(n), rand(n)
     expected = 3.0 * x + y
@@ -157,7 +156,7 @@ def test_rust_saxpy():
 
 
 def test_cuda_oxide_conformance_kernels():
-    module = load_image(image("oxide"), 0)
+    module = image("oxide").load(0)
     n = 1000
     a, b, c = rand(n), rand(n), poisoned(n)
     module.vecadd(a, b, c, grid=4, block=256)  # &[f32], &[f32], DisjointSlice<f32>
@@ -175,7 +174,7 @@ def test_cuda_oxide_conformance_kernels():
 
 
 def test_cutile_kernel_with_reqntid_default_block_and_promises():
-    module = load_image(image("tile"), 0)
+    module = image("tile").load(0)
     n = 256 * 7
     a, b, c = rand(n), rand(n), poisoned(n)
     module.tile_vadd(a, b, c, 256, grid=7)
@@ -185,7 +184,7 @@ def test_cutile_kernel_with_reqntid_default_block_and_promises():
 
 
 def test_cross_language_calls():
-    cross = load_image(image("cross"), 0)
+    cross = image("cross").load(0)
     x, y = rand(1000), rand(1000)
     expected = x + y
     cross.calls_cpp(x, y, grid=4, block=256)  # numba kernel -> C++ device function
@@ -194,7 +193,7 @@ def test_cross_language_calls():
     expected = z * 2.0 + 1.0
     cross.calls_rust(z, grid=4, block=256)  # numba kernel -> Rust device function
     torch.testing.assert_close(z, expected)
-    lto = load_image(image("lto"), 0)
+    lto = image("lto").load(0)
     w = rand(1000)
     expected = w * 2.0 + 1.0
     lto.calls_numba(w, 1000, grid=4, block=256)  # C++ kernel -> numba device function (LTO-IR)
@@ -202,7 +201,7 @@ def test_cross_language_calls():
 
 
 def test_device_side_launch_through_the_linked_device_runtime():
-    module = load_image(image("dynpar"), 0)
+    module = image("dynpar").load(0)
     x = rand(32)
     expected = 2 * x
     module.parent(x, grid=1, block=32)  # parent launches child<<<1, 32>>> from the device
@@ -223,16 +222,15 @@ def test_signature_disagreeing_with_the_driver_fails_at_load():
     sig = good.kernels["add_one"]
     wrong = Signature("add_one", (sig.params[0], Param("n", Scalar(dtype("i64")))), sig.convention)
     with pytest.raises(AbiMismatchError, match=r"add_one: parameter 1 'n' .*driver reports offset 8 size 4"):
-        load_image(Image(good.cubin, good.arch, {"add_one": wrong}), 0)
+        Image(good.cubin, good.arch, {"add_one": wrong}).load(0)
 
 
 def test_kernel_fault_is_reported_naming_the_kernel():
     script = textwrap.dedent("""
         import torch
         from _images import image
-        from ptxbridge.loaders import load_image
         from ptxbridge.abi import CudaError
-        module = load_image(image("cpp"), 0)
+        module = image("cpp").load(0)
         x = torch.zeros(4, device="cuda")
         module.out_of_bounds(x, 1 << 40, grid=1, block=32)
         try:
@@ -302,7 +300,7 @@ def test_stream_ordering_follows_torch_current_and_explicit_streams(cpp):
 
 def test_kernel_params_mode_gives_the_same_results(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_LAUNCH_PARAMS", "pointers")
-    module = load_image(image("cpp"), 0)
+    module = image("cpp").load(0)
     x, y = rand(300), poisoned(300)
     module.affine({"scale": 2.0, "shift": 1, "bias": 0.5}, x, y, 300, grid=2, block=256)
     torch.testing.assert_close(y, 2.0 * x + 1.5)

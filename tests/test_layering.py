@@ -1,0 +1,125 @@
+"""The house plan holds: ``abi`` imports nothing of ptxbridge but itself, ``loaders`` imports only
+``abi``, and no module imports (directly or through others) a module that imports it back.
+
+Imports are read from the source with ``ast``, function-level imports included, so a loop hidden
+behind a local import counts.  Two kinds do not count: imports under ``if TYPE_CHECKING:`` (never
+run), and a package's implicit import of its parent ``__init__`` (how Python finds a submodule,
+not a dependency the code chose).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"ptxbridge": ROOT / "bridge", "ptxbridge.abi": ROOT / "abi",
+            "ptxbridge.loaders": ROOT / "loaders"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The ptxbridge module ``name`` refers to (a module, or the package holding the name)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == "ptxbridge" or name.startswith("ptxbridge."):
+                target = _resolve(name)
+                if target is not None and target != module:
+                    found.add(target)
+    return found
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def test_the_graph_covers_every_folder():
+    assert {"ptxbridge.abi.ptx", "ptxbridge.loaders.cuda", "ptxbridge.launch.module",
+            "ptxbridge.loaders.emulator.machine"} <= set(GRAPH)
+    assert "ptxbridge.abi.layout" in GRAPH["ptxbridge.abi.signature"]
+    assert "ptxbridge.loaders.driver" in GRAPH["ptxbridge.loaders"]  # a function-level import counts
+
+
+@pytest.mark.parametrize(("layer", "allowed"), [
+    ("ptxbridge.abi", ("ptxbridge.abi",)),
+    ("ptxbridge.loaders", ("ptxbridge.abi", "ptxbridge.loaders")),
+])
+def test_layers_point_one_way(layer, allowed):
+    wrong = {f"{module} -> {target}" for module, targets in GRAPH.items()
+             if module == layer or module.startswith(layer + ".")
+             for target in targets if not any(target == a or target.startswith(a + ".") for a in allowed)}
+    assert not wrong, sorted(wrong)
+
+
+def _cycle() -> list[str] | None:
+    """One import cycle, as the list of modules around it; None when the graph has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(GRAPH[module]):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (found := visit(target)) is not None:
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(GRAPH):
+        if module not in state and (found := visit(module)) is not None:
+            return found
+    return None
+
+
+def test_no_import_cycles_local_imports_included():
+    cycle = _cycle()
+    assert cycle is None, " -> ".join(cycle or ())
+
+
+def test_the_cycle_finder_finds_a_planted_cycle(monkeypatch):
+    planted = GRAPH["ptxbridge.abi.dtypes"] | {"ptxbridge.abi.kinds"}
+    monkeypatch.setitem(GRAPH, "ptxbridge.abi.dtypes", planted)
+    assert _cycle() is not None
