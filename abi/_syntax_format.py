@@ -66,6 +66,10 @@ def _format_constant(value: bool | int | float) -> str:
     return repr(value)  # floats keep '.', 'e', 'inf' or 'nan', so they re-read as floats
 
 
+def _element(t: Slice | DisjointSlice) -> str:
+    return t.dtype.name if t.element is None else format_type(t.element)
+
+
 def format_type(t: ParamType) -> str:
     """The text of one parameter type (the inverse of :func:`parse_type`)."""
     if isinstance(t, Scalar):
@@ -73,9 +77,9 @@ def format_type(t: ParamType) -> str:
     if isinstance(t, Pointer):
         return f"*{'mut' if t.mutable else 'const'} {'void' if t.pointee is None else format_type(t.pointee)}"
     if isinstance(t, Slice):
-        return f"&{'mut ' if t.mutable else ''}[{t.dtype}]"
+        return f"&{'mut ' if t.mutable else ''}[{_element(t)}]"
     if isinstance(t, DisjointSlice):
-        return f"DisjointSlice{'2d' if t.rows_2d else ''}<{t.dtype}>"
+        return f"DisjointSlice{'2d' if t.rows_2d else ''}<{_element(t)}>"
     if isinstance(t, NumbaArray):
         return f"Array<{t.dtype}, {t.ndim}, {t.layout}>"
     if isinstance(t, TileArray):

@@ -21,6 +21,8 @@ from ._syntax_tables import (
 )
 from ._syntax_tokens import Cursor, Token
 from .dtypes import DTYPES
+from .elements import disjoint_slice_of, slice_of
+from .errors import AbiMismatchError
 from .kinds import (
     INDEX_WIDTHS,
     Constant,
@@ -38,6 +40,7 @@ from .kinds import (
     TileTensor,
     Tuple,
 )
+from .lowering import memory_layout
 from .params import Convention, LaunchMeta, Param
 
 if TYPE_CHECKING:
@@ -82,9 +85,9 @@ class Parser(Cursor):
         if self.accept("&"):
             mutable = self.accept("mut")
             self.expect("[", "'[' (a slice)")
-            dt = self.dtype()
+            element = self.element()
             self.expect("]")
-            return Slice(dt, mutable)
+            return slice_of(element, mutable)
         if self.accept("("):
             return self.tuple()
         if self.accept("const"):
@@ -96,6 +99,18 @@ class Parser(Cursor):
         if tok.kind == "ident" and tok.text in self.structs:
             return self.reference(self.next())
         raise self.error("a type")
+
+    def element(self) -> ParamType:
+        """A slice's element: any type with a size (a number, struct, tuple, opaque, pointer)."""
+        tok = self.peek()
+        element = self.type()
+        try:
+            size = memory_layout(element)[0]
+        except AbiMismatchError:
+            size = 0
+        if size == 0:
+            raise self.invalid(tok, f"a slice element needs a size (got {format_type(element)})")
+        return element
 
     def reference(self, tok: Token) -> Struct:
         """A declared struct by name, bounded: sharing one declaration must not nest or grow without limit."""
@@ -120,6 +135,8 @@ class Parser(Cursor):
             children = t.items
         elif isinstance(t, Pointer) and t.pointee is not None:
             children = (t.pointee,)
+        elif isinstance(t, (Slice, DisjointSlice)) and t.element is not None:
+            children = (t.element,)
         measured = [self.shape(c) for c in children]
         return 1 + max((d for d, _ in measured), default=0), 1 + sum(n for _, n in measured)
 
@@ -176,10 +193,11 @@ class Parser(Cursor):
                 align = self.integer("the alignment")
             self.expect(">", "'>' or ', align N'")
             return self.build(tok, Opaque, size, align)
-        dt = self.dtype()
         if head in ("DisjointSlice", "DisjointSlice2d"):
+            element = self.element()
             self.expect(">")
-            return DisjointSlice(dt, rows_2d=head.endswith("2d"))
+            return disjoint_slice_of(element, rows_2d=head.endswith("2d"))
+        dt = self.dtype()
         self.expect(",", "',' and the number of dimensions")
         ndim = self.integer("the number of dimensions")
         if head == "Array":

@@ -54,20 +54,42 @@ class Pointer:
     mutable: bool = True
 
 
+def _scalar_element(owner: Slice | DisjointSlice) -> None:
+    """An element that is a number is the plain form: ``element`` None, its dtype in ``dtype``."""
+    if isinstance(owner.element, Scalar):
+        object.__setattr__(owner, "dtype", owner.element.dtype)
+        object.__setattr__(owner, "element", None)
+
+
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """A Rust slice ``&[T]`` / ``&mut [T]``: a pointer, then a u64 length in elements."""
+    """A Rust slice ``&[T]`` / ``&mut [T]``: a pointer, then a u64 length in elements.
+
+    ``element`` is set when ``T`` is not a number (a struct, tuple, array...); ``dtype``
+    is then the unit a tensor for it holds (:func:`ptxbridge.abi.elements.unit_dtype`).
+    """
 
     dtype: DType
     mutable: bool = False
+    element: ParamType | None = None
+
+    def __post_init__(self) -> None:
+        _scalar_element(self)
 
 
 @dataclass(frozen=True, slots=True)
 class DisjointSlice:
-    """cuda-oxide ``DisjointSlice<T>``: pointer, u64 length; ``rows_2d`` adds a u32 row width."""
+    """cuda-oxide ``DisjointSlice<T>``: pointer, u64 length; ``rows_2d`` adds a u32 row width.
+
+    ``element`` as in :class:`Slice`.
+    """
 
     dtype: DType
     rows_2d: bool = False
+    element: ParamType | None = None
+
+    def __post_init__(self) -> None:
+        _scalar_element(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,8 @@ _MAX_DEPTH = 64
 KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = {
     "scalar": (Scalar, {"dtype": "dtype"}),
     "pointer": (Pointer, {"pointee": "opt_type", "mutable": "bool"}),
-    "slice": (Slice, {"dtype": "dtype", "mutable": "bool"}),
-    "disjoint_slice": (DisjointSlice, {"dtype": "dtype", "rows_2d": "bool"}),
+    "slice": (Slice, {"dtype": "dtype", "mutable": "bool", "element": "opt_type"}),
+    "disjoint_slice": (DisjointSlice, {"dtype": "dtype", "rows_2d": "bool", "element": "opt_type"}),
     "numba_array": (NumbaArray, {"dtype": "dtype", "ndim": "int", "layout": "str"}),
     "tile_array": (TileArray, {
         "dtype": "dtype", "ndim": "int", "index": "str", "shape_divisible_by": "ints",

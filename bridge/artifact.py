@@ -63,7 +63,7 @@ class Provenance:
     arch: str | None = None
 
 
-def _frozen(mapping: Mapping[str, Signature] | None) -> Mapping[str, Signature]:
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
@@ -74,6 +74,10 @@ class Artifact:
     ``kernels``: entry name -> signature.  ``device_functions``: the device
     functions it exports (callable from other artifacts).  ``imports``: the
     foreign device functions it calls, which the linker must find elsewhere.
+    ``link_options``: nvJitLink options the code must be finalised with (a
+    cuda-oxide bundle's ``-fma=0``, ``-lineinfo``, ``-g``).  ``unusable``:
+    kernels the code defines but that cannot be typed, each with the reason,
+    raised when the kernel is asked for on a loaded module.
     """
 
     code: bytes
@@ -84,10 +88,13 @@ class Artifact:
     imports: Mapping[str, Signature] = field(default_factory=dict)
     provenance: Provenance = field(default_factory=lambda: Provenance("unknown"))
     name: str = "<artifact>"
+    link_options: tuple[str, ...] = ()
+    unusable: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
-        for attr in ("kernels", "device_functions", "imports"):
+        object.__setattr__(self, "link_options", tuple(self.link_options))
+        for attr in ("kernels", "device_functions", "imports", "unusable"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 
     @classmethod

@@ -26,7 +26,8 @@ from ptxbridge.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.rust.frontend import checked_signatures
 from ptxbridge.rust.source import read_crate, split_commas
 from ptxbridge.rust.syntax import RustFn, RustType
-from ptxbridge.rust.types import SourceSignatures, parse_type, read_signatures, show_type
+from ptxbridge.rust.signatures import SourceSignatures, read_signatures
+from ptxbridge.rust.types import parse_type, show_type
 
 __all__ = ["load", "merge_ptx"]
 

@@ -183,7 +183,8 @@ def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
     The full check (``checked``) either raises the proper error or accepts
     what the quick test is too strict for (e.g. odd strides of unit axes).
     """
-    if arg_type.__module__.split(".")[0] != "torch" or not isinstance(t, (Pointer, Slice)):
+    if (arg_type.__module__.split(".")[0] != "torch" or not isinstance(t, (Pointer, Slice))
+            or getattr(t, "element", None) is not None):  # a slice of structs: length in elements
         return None
     import torch
 
@@ -214,7 +215,7 @@ def _cupy_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
     """For CuPy arrays on pointers and slices: the plan compiler inlines dtype, device and
     contiguity reads (``Binder.inline``); the binder itself stays the full check."""
     if (arg_type.__module__.split(".")[0] != "cupy" or not isinstance(t, (Pointer, Slice))
-            or ctx.device_type != DLPACK_CUDA):
+            or getattr(t, "element", None) is not None or ctx.device_type != DLPACK_CUDA):
         return None
     import numpy
 

@@ -10,6 +10,7 @@ parameter it lands in) and returns the values in lowering order
 
 from __future__ import annotations
 
+from ptxbridge.abi.elements import units_per_element
 from ptxbridge.abi.kinds import (
     DisjointSlice,
     NumbaArray,
@@ -19,6 +20,8 @@ from ptxbridge.abi.kinds import (
     TileArray,
     TileTensor,
 )
+from ptxbridge.abi.lowering import memory_layout
+from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.dlpack import TensorInfo
 
 __all__ = ["TensorProblem", "check_layout"]
@@ -103,6 +106,29 @@ def _tile_tensor(info: TensorInfo, t: TileTensor) -> tuple[int, ...]:
     return (info.ptr, *info.shape, *info.strides)
 
 
+def _elements(units: int, t: Slice | DisjointSlice) -> int:
+    """The slice length for a tensor of ``units`` values of ``t.dtype`` (whole elements only)."""
+    per = units_per_element(t)
+    if t.element is None:
+        return units
+    if per == 0:
+        raise TensorProblem(f"is a slice of a zero-sized element ({format_type(t.element)}): its length "
+                            "cannot come from a tensor")
+    if units % per:
+        raise TensorProblem(f"holds {units} {t.dtype.name} values, not a whole number of elements of "
+                            f"{per} (the element is {format_type(t.element)})")
+    return units // per
+
+
+def _aligned(info: TensorInfo, t: Slice | DisjointSlice) -> None:
+    """A slice of structs needs its data aligned as its element (a byte tensor may not be)."""
+    if t.element is not None:
+        align = memory_layout(t.element)[1]
+        if info.ptr % align:
+            raise TensorProblem(f"data at {info.ptr:#x} is not aligned to {align} bytes, as its element "
+                                f"{format_type(t.element)} needs")
+
+
 def check_layout(info: TensorInfo, t: ParamType) -> tuple[int, ...]:
     """The flat values ``t`` lowers to for tensor ``info``, after the layout checks."""
     if isinstance(t, Pointer):
@@ -110,15 +136,18 @@ def check_layout(info: TensorInfo, t: ParamType) -> tuple[int, ...]:
         return (info.ptr,)
     if isinstance(t, Slice):
         _contiguous(info, "a slice")
-        return (info.ptr, info.numel)
+        _aligned(info, t)
+        return (info.ptr, _elements(info.numel, t))
     if isinstance(t, DisjointSlice):
         _contiguous(info, "a DisjointSlice")
+        _aligned(info, t)
         if not t.rows_2d:
-            return (info.ptr, info.numel)
+            return (info.ptr, _elements(info.numel, t))
         _ndim(info, 2)
-        if info.shape[1] > 0xFFFFFFFF:
-            raise TensorProblem(f"row width {info.shape[1]} does not fit u32")
-        return (info.ptr, info.numel, info.shape[1])
+        width = _elements(info.shape[1], t)
+        if width > 0xFFFFFFFF:
+            raise TensorProblem(f"row width {width} does not fit u32")
+        return (info.ptr, _elements(info.numel, t), width)
     if isinstance(t, NumbaArray):
         return _numba(info, t)
     if isinstance(t, TileArray):
