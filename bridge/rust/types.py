@@ -213,7 +213,7 @@ class TypeMapper:
         if name == "DisjointSlice" and types:
             rows_2d = len(types) > 1 and isinstance(types[1], TPath) and types[1].name in _RUNTIME_2D_SPACES
             if self.convention is Convention.OXIDE:
-                return disjoint_slice_of(self._element(types[0], subst, depth), rows_2d)
+                return disjoint_slice_of(self._element(types[0], subst, depth), rows_2d, memory_layout)
             raise Unsupported("DisjointSlice is a cuda-oxide type; load this kernel with ptxbridge.oxide")
         if name in ("c_void",):
             raise Unsupported("c_void has no size; use it behind a pointer")
@@ -330,7 +330,7 @@ class TypeMapper:
             inner = TSlice(TPath(("u8",)))
         if isinstance(inner, TSlice):
             if self.convention is Convention.OXIDE:
-                return slice_of(self._element(inner.inner, subst, depth), t.mutable)
+                return slice_of(self._element(inner.inner, subst, depth), t.mutable, memory_layout)
             pointee = self._pointee(inner.inner, subst, depth)
             return Struct("slice", (StructField("ptr", Pointer(pointee, t.mutable)),
                                     StructField("len", Scalar(dtype("u64")))))
