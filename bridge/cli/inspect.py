@@ -32,6 +32,7 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
 from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
+from ptxbridge.rust.payloads import bundle_choice, load_rule
 
 __all__ = ["format_report", "inspect_bytes", "inspect_path"]
 
@@ -164,7 +165,9 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
     if kind == "fatbin":
         return _fatbin(data, source, sigs)
     if kind == "oxart":
-        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in read_oxart(data, source)]}
+        bundles = read_oxart(data, source)
+        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in bundles],
+                "load": load_rule(bundles)}
     return {"format": kind, "note": _NO_KERNELS[kind]}
 
 
@@ -277,7 +280,9 @@ def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, An
             child = {"format": form, "note": _NO_KERNELS[form]}
         children.append({"payload": {"kind": payload.kind.name.lower(), "name": payload.name}, **child})
     options = bundle.options
+    loads = bundle_choice(bundle)
     return {"name": bundle.name, "target": bundle.target, "version": bundle.version,
+            "loads": None if loads is None else loads.name.lower(),
             "options": {"no_fma": options.no_fma, "line_tables": options.line_tables, "debug": options.debug},
             "entries": [{"kind": e.kind.name.lower(), "symbol": e.symbol, "metadata": e.metadata}
                         for e in bundle.entries],
