@@ -1,4 +1,4 @@
-"""Read and write cuda-oxide ``.oxart`` artifact bundles (FRONTENDS.md section 2).
+"""Read and write cuda-oxide ``.oxart`` artifact bundles (docs/conventions.md, `oxide`).
 
 A bundle blob, little-endian: ``"OXIDEART"``, ``u16 version`` (1 or 2) at 8,
 ``u16 header length`` (32) at 10, ``u32 total length`` at 12, ``u16`` name,

@@ -1,7 +1,7 @@
 """cuTile frontend: ``cuda.tile`` kernels exported to cubin, and tileiras cubins loaded back.
 
 A cuTile kernel's entry symbol is mangled from its whole signature
-(``vadd_Kt1_A1f32_1l0_...``; FRONTENDS.md section 3), so the signature is
+(``vadd_Kt1_A1f32_1l0_...``; docs/conventions.md), so the signature is
 recovered from the name (:func:`ptxbridge.abi.cutile_names.demangle`) and
 checked against the cubin's ``EIATTR_KPARAM_INFO`` records.  Launch demands
 come from the cubin: block (1,1,1), or exactly its ``REQNTID``; no cluster.

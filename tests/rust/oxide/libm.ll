@@ -3,6 +3,8 @@ source_filename = "libm"
 target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
 target triple = "nvptx64-nvidia-cuda"
 
+@cuda_oxide_const_246e25db_BIAS = addrspace(4) global float 0.0, align 4
+
 declare float @__nv_sinf(float)
 declare float @__nv_expf(float)
 declare float @__nv_sqrtf(float)
@@ -71,10 +73,28 @@ done:
   ret void
 }
 
-@llvm.used = appending global [3 x i8*] [i8* bitcast (float (float, float, float)* @affine to i8*), i8* bitcast (void (float*, i64, float*, i64, float, float)* @wave to i8*), i8* bitcast (void ([2 x float]*, i64, [2 x float]*, i64)* @polar to i8*)], section "llvm.metadata"
+define void @biased(float* %x, i64 %x.len, float* %y, i64 %y.len) {
+entry:
+  %i = call i64 @index_1d()
+  %in = icmp ult i64 %i, %y.len
+  br i1 %in, label %body, label %done
+body:
+  %px = getelementptr float, float* %x, i64 %i
+  %v = load float, float* %px, align 4
+  %b = load float, float addrspace(4)* @cuda_oxide_const_246e25db_BIAS, align 4
+  %s = fadd float %v, %b
+  %py = getelementptr float, float* %y, i64 %i
+  store float %s, float* %py, align 4
+  br label %done
+done:
+  ret void
+}
 
-!nvvm.annotations = !{!0, !1}
+@llvm.used = appending global [5 x i8*] [i8* bitcast (float (float, float, float)* @affine to i8*), i8* bitcast (void (float*, i64, float*, i64, float, float)* @wave to i8*), i8* bitcast (void ([2 x float]*, i64, [2 x float]*, i64)* @polar to i8*), i8* bitcast (void (float*, i64, float*, i64)* @biased to i8*), i8* addrspacecast (float addrspace(4)* @cuda_oxide_const_246e25db_BIAS to i8*)], section "llvm.metadata"
+
+!nvvm.annotations = !{!0, !1, !2}
 !0 = !{void (float*, i64, float*, i64, float, float)* @wave, !"kernel", i32 1}
 !1 = !{void ([2 x float]*, i64, [2 x float]*, i64)* @polar, !"kernel", i32 1}
-!nvvmir.version = !{!2}
-!2 = !{i32 2, i32 0, i32 3, i32 1}
+!2 = !{void (float*, i64, float*, i64)* @biased, !"kernel", i32 1}
+!nvvmir.version = !{!3}
+!3 = !{i32 2, i32 0, i32 3, i32 1}

@@ -1,10 +1,16 @@
 //! cuda-oxide kernels that call libdevice math (`sin`, `exp`, `sqrt`, `atan2`).
 //! cuda-oxide compiles such a crate to NVVM IR, not PTX; `libm.ll` is that IR
 //! as cuda-oxide's llvm-export writes it for sm_80 (LLVM 7 dialect: typed
-//! pointers, `@llvm.used`, `!nvvm.annotations`, `!nvvmir.version` 2.0).
+//! pointers, `@llvm.used`, `!nvvm.annotations`, `!nvvmir.version` 2.0).  The
+//! `#[constant]` global is listed in `@llvm.used` too, or nvJitLink's LTO would
+//! fold its initial value into the kernel and the host could not set it.
 //! This source is *read*, never compiled (it needs the cuda-device crate).
 
-use cuda_device::{DisjointSlice, device, kernel, thread};
+use cuda_device::{ConstantMemory, DisjointSlice, constant, device, kernel, thread};
+
+/// Set by the host before a launch (cuda-oxide's `set_bias`; ptxbridge: `module.globals[symbol]`).
+#[constant]
+static BIAS: ConstantMemory<f32> = ConstantMemory::UNINIT;
 
 /// Passed to the device function `affine` as its two fields (cuda-oxide's device-function ABI).
 #[derive(Clone, Copy)]
@@ -39,6 +45,16 @@ pub fn polar(xy: &[[f32; 2]], mut out: DisjointSlice<[f32; 2]>) {
     if let Some(o) = out.get_mut(idx) {
         let [x, y] = xy[i];
         *o = [(x * x + y * y).sqrt(), y.atan2(x)];
+    }
+}
+
+/// y = x + BIAS.
+#[kernel]
+pub fn biased(x: &[f32], mut y: DisjointSlice<f32>) {
+    let idx = thread::index_1d();
+    let i = idx.get();
+    if let Some(out) = y.get_mut(idx) {
+        *out = x[i] + BIAS.get();
     }
 }
 
