@@ -24,7 +24,7 @@ from ._flat import (
     scalar_layout,
     u64,
 )
-from ._syntax_tables import ARRAY_PROMISES, IDENT, LIST_PROMISES
+from ._syntax_tables import ARRAY_PROMISES, IDENT, LIST_PROMISES, TENSOR_PROMISES
 from .dtypes import DTYPES
 from .elements import disjoint_slice_of, slice_of, units_per_element
 from .errors import AbiMismatchError
@@ -231,9 +231,12 @@ def _lower_tile_tensor(name: str, t: TileTensor, conv: Convention, source: int) 
 
 
 TILE_TENSOR = KindEntry(
-    TileTensor, "tile_tensor", {"dtype": "dtype", "rank": "int", "partition": "bool"},
+    TileTensor, "tile_tensor", {
+        "dtype": "dtype", "rank": "int", "partition": "bool", "static_shape": "opt_ints",
+        "static_stride": "opt_ints", "shape_divisible_by": "ints", "stride_divisible_by": "ints",
+        "base_align": "int", "own_strides": "bool"},
     syntax=Generic({"Tensor": {"partition": False}, "Partition": {"partition": True}},
-                   (_DTYPE, Arg("rank", "int", "the number of dimensions"))),
+                   (_DTYPE, Arg("rank", "int", "the number of dimensions")), TENSOR_PROMISES),
     lower=_lower_tile_tensor, binding=lambda t, conv: "partition" if t.partition else "tensor",
     access=lambda t, conv: _WRITES if t.partition else _READS,  # &mut Tensor / &Tensor
     tensor=TensorRule(tensor_rules.tile_tensor))

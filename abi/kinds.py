@@ -166,14 +166,39 @@ class TileTensor:
 
     Lowers to pointer, rank i32 dims, rank i32 strides; a partition adds rank
     i32 partition dims and rank i32 partition strides.
+
+    The specialisation the kernel was compiled under, unchecked by the kernel
+    (cutile-rs ``kernel_entry_generator.rs``): per axis ``static_shape`` (the
+    tensor's dims; a partition's tile dims) and ``static_stride`` (None =
+    dynamic), ``shape_divisible_by`` / ``stride_divisible_by`` (in elements, 1 =
+    none), ``base_align`` in bytes, and for partitions ``own_strides``: the
+    partition strides are the tensor's own (as cutile-rs's ``partition`` makes them).
     """
 
     dtype: DType
     rank: int
     partition: bool = False
+    static_shape: tuple[int | None, ...] = ()
+    static_stride: tuple[int | None, ...] = ()
+    shape_divisible_by: tuple[int, ...] = ()
+    stride_divisible_by: tuple[int, ...] = ()
+    base_align: int = 1
+    own_strides: bool = False
 
     def __post_init__(self) -> None:
         _check_ndim("TileTensor.rank", self.rank)
+        for name in ("static_shape", "static_stride", "shape_divisible_by", "stride_divisible_by"):
+            value = getattr(self, name)
+            if value and len(value) != self.rank:
+                raise ValueError(f"TileTensor.{name} needs one entry per axis ({self.rank}) "
+                                 f"(got {len(value)})")
+        if self.own_strides and not self.partition:
+            raise ValueError("TileTensor.own_strides is a promise about partition strides (got a Tensor)")
+
+    def axis_promise(self, name: str, axis: int, default: int | None) -> int | None:
+        """The promise ``name`` on ``axis``, or ``default`` when none was made."""
+        value = getattr(self, name)
+        return value[axis] if value else default
 
 
 @dataclass(frozen=True, slots=True)

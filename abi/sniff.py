@@ -8,6 +8,7 @@ cubin     ELF with ``e_machine == EM_CUDA`` (190)
 fatbin    magic ``0xBA55ED50``, or a host ELF with ``.nv_fatbin`` /
           ``__nv_relfatbin`` (read both with :func:`read_fatbin`)
 oxart     a cuda-oxide blob (``OXIDEART``) or a host ELF with ``.oxart``
+cutile-cache  a cutile-rs JIT cache entry (``CUTILECUBIN\\0``, a header then a cubin)
 ltoir     NVVM LTO-IR magic ``0x7F4E43ED`` (what NVRTC ``-dlto`` and
           ``fatbinary kind=nvvm`` images start with; measured, CUDA 13.5)
 nvvm      LLVM bitcode ``BC\\xC0\\xDE`` or its wrapper ``0x0B17C0DE``, or LLVM IR
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 import struct
 
+from ptxbridge.abi.cutile_cache import CUTILE_CACHE_MAGIC
 from ptxbridge.abi.elf import EM_CUDA, is_elf, read_elf
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.fatbin import FATBIN_MAGIC
@@ -67,6 +69,8 @@ def sniff(data: bytes, source: str = "<bytes>") -> str:
         return "nvvm"
     if bytes(data[:8]) == OXART_MAGIC:
         return "oxart"
+    if bytes(data[:12]) == CUTILE_CACHE_MAGIC:
+        return "cutile-cache"
     head = bytes(data[:65536]).lstrip(b"\xef\xbb\xbf")
     if _PTX_HEAD.match(head):
         return "ptx"

@@ -143,9 +143,23 @@ def tile_array(info: TensorFacts, t: TileArray) -> tuple[int, ...]:
 
 
 def tile_tensor(info: TensorFacts, t: TileTensor) -> tuple[int, ...]:
+    """A cutile-rs tensor: rank, the i32 range, and the specialisation it was compiled under."""
     _ndim(info, t.rank)
     if t.partition:
         raise TensorProblem("is a partition: pass (tensor, partition_dims, partition_strides)")
+    if t.base_align > 1 and info.ptr % t.base_align:
+        raise TensorProblem(f"data must be aligned to {t.base_align} bytes (got address {info.ptr:#x})")
+    for axis, (dim, stride) in enumerate(zip(info.shape, info.strides, strict=False)):
+        for what, value, divisor, static in (
+                ("dim", dim, t.axis_promise("shape_divisible_by", axis, 1),
+                 t.axis_promise("static_shape", axis, None)),
+                ("stride", stride, t.axis_promise("stride_divisible_by", axis, 1),
+                 t.axis_promise("static_stride", axis, None))):
+            if static is not None and value != static:
+                raise TensorProblem(f"{what} {axis} must be {static} (got {value}; {_shape_text(info)})")
+            if divisor and divisor > 1 and value % divisor:
+                raise TensorProblem(f"{what} {axis} must be divisible by {divisor} (got {value}; "
+                                    f"{_shape_text(info)})")
     _fits(info.shape, _S32, "dim", "i32")
     _fits(info.strides, _S32, "stride", "i32")
     return (info.ptr, *info.shape, *info.strides)

@@ -156,6 +156,8 @@ def _kind(data: bytes, source: str) -> CodeKind:
         return CodeKind.OBJECT
     if found == "oxart":
         raise FormatError("a cuda-oxide artifact: read it with ptxbridge.oxide.load", source=source)
+    if found == "cutile-cache":
+        raise FormatError("a cutile-rs JIT cache entry: read it with ptxbridge.tile.load", source=source)
     return CodeKind(found)
 
 

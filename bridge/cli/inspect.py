@@ -23,6 +23,7 @@ from typing import Any
 
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
+from ptxbridge.abi.cutile_cache import read_cache_entry
 from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import ArgumentError, FormatError, PtxBridgeError
 from ptxbridge.abi.fatbin import read_fatbin
@@ -162,6 +163,11 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
         return _ptx(read_ptx(data, source), sigs)
     if kind == "cubin":
         return _cubin(read_cubin(data, source), sigs)
+    if kind == "cutile-cache":
+        entry = read_cache_entry(data, source)
+        return {**_cubin(read_cubin(entry.cubin, source), sigs),
+                "note": f"cutile-rs JIT cache entry: compiled for {entry.gpu_name} by tileiras "
+                        f"{entry.tileiras_fingerprint!r} at opt level {entry.opt_level}"}
     if kind == "fatbin":
         return _fatbin(data, source, sigs)
     if kind == "oxart":
