@@ -1,24 +1,18 @@
 """cutile-rs artifacts as they persist: JIT cache entries, and the specialisation a cubin assumes.
 
-Cache entries are made here as cutile-rs makes them (``cutile-compiler/src/jit_cache.rs``):
-Tile IR bytecode (exported by cuda.tile), tileiras run on it with ``--gpu-name`` and
-``--opt-level``, the cubin wrapped in the ``CUTILECUBIN`` header with the GPU name and
-``tileiras --version``.  The specialisation checks run on a cutile-rs-shaped kernel (NVRTC,
-PTX for the CPU loader) whose signature states the promises.
+Cache entries are made as cutile-rs makes them (``tests/_cutile_cache.py``).  The specialisation
+checks run on a cutile-rs-shaped kernel (NVRTC, PTX for the CPU loader) whose signature states
+the promises; tests/gpu/test_gpu_tile_cache.py runs both on a GPU.
 """
 
 from __future__ import annotations
-
-import hashlib
-import io
-import subprocess
 
 import numpy as np
 import pytest
 
 ct = pytest.importorskip("cuda.tile", reason="cutile-rs cache tests need the tile extra (cuda-tile)")
-from _toolchain import nvrtc_compile, tool
-from cuda.tile import compilation as tc
+from _cutile_cache import CUTILE_RS, PROMISED, VADD, cache_entry
+from _toolchain import nvrtc_compile
 
 import ptxbridge
 import ptxbridge.tile as pt
@@ -32,37 +26,6 @@ from ptxbridge.cli.inspect import format_report, inspect_path
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@ct.kernel
-def vadd(a, b, c, tile: ct.Constant[int]):
-    bid = ct.bid(0)
-    ct.store(c, index=(bid,), tile=ct.load(a, index=(bid,), shape=(tile,)) + ct.load(b, index=(bid,),
-                                                                                     shape=(tile,)))
-
-
-ARRAY = tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-                           may_alias_internally=False)
-VADD = tc.KernelSignature([ARRAY] * 3 + [128], tc.CallingConvention.cutile_python_v1())
-
-
-def cache_entry(folder, gpu="sm_90", opt_level=3):
-    """A cutile-rs JIT cache entry for ``vadd``, made as cutile-rs makes one; returns its path."""
-    bytecode = io.BytesIO()
-    tc.export_kernel(vadd, [VADD], bytecode, gpu_code=gpu, output_format="tileir_bytecode")
-    tileiras = tool("tileiras")
-    (folder / "k.bc").write_bytes(bytecode.getvalue())
-    subprocess.run([tileiras, "--gpu-name", gpu, "--opt-level", str(opt_level), "-o", str(folder / "k.cubin"),
-                    str(folder / "k.bc")], check=True, capture_output=True)
-    version = subprocess.run([tileiras, "--version"], check=True, capture_output=True, text=True)
-    fingerprint = version.stdout.strip()  # what cutile-rs's tileiras_fingerprint() records
-    entry = CutileCacheEntry(gpu, fingerprint, opt_level, hashlib.sha256(bytecode.getvalue()).digest(),
-                             (folder / "k.cubin").read_bytes())
-    key = hashlib.sha256(b"cutile-jit-cubin-v1\0" + bytecode.getvalue() + gpu.encode()).hexdigest()
-    path = folder / key[:2] / f"{key}.cubin"
-    path.parent.mkdir()
-    path.write_bytes(write_cache_entry(entry))
-    return path
 
 
 def test_cache_entry_loads_with_its_header_read_and_checked(tmp_path):
@@ -101,23 +64,6 @@ def test_damaged_or_mislabelled_entries_are_format_errors(tmp_path):
                                                          entry.bytecode_sha256, entry.cubin)))
     with pytest.raises(FormatError, match=r"says it was compiled for sm_100 but its cubin is sm_90a code"):
         pt.load(wrong)
-
-
-# A kernel with cutile-rs's entry parameters: x: &Tensor<f32, {[-1, -1]}>, y: &mut Tensor (a partition).
-# Block (bx, by) writes y's tile: y = x + 1 over the partition's dims, through the strides given.
-CUTILE_RS = """extern "C" __global__ void add_entry(const float* x, int xd0, int xd1, int xs0, int xs1,
-                                     float* y, int yd0, int yd1, int ys0, int ys1,
-                                     int pd0, int pd1, int ps0, int ps1) {
-    for (int i = 0; i < pd0; i++)
-        for (int j = 0; j < pd1; j++) {
-            int r = blockIdx.x * pd0 + i, c = blockIdx.y * pd1 + j;
-            if (r < yd0 && c < yd1) y[r * ps0 + c * ps1] = x[r * xs0 + c * xs1] + 1.0f;
-        }
-}
-"""
-PROMISED = ("#[convention(cutile-rs)] kernel add_entry("
-            "x: Tensor<f32, 2>{static_stride: [_, 1], shape_div: [16, 16]}, "
-            "y: Partition<f32, 2>{static_shape: [16, 16], static_stride: [_, 1], own_strides})")
 
 
 @pytest.fixture(scope="module")
