@@ -280,7 +280,7 @@ class _Parser:
                 continue
             names.append(part[0].text)
             if len(part) > 2 and part[1].text == ":":
-                bounds.append((part[0].text, " ".join(t.text for t in part[2:])))
+                bounds.append((part[0].text, _spell(part[2:])))
         return tuple(names), tuple(consts), bounds
 
     def split_angle(self) -> list[list[Token]]:
@@ -323,7 +323,7 @@ class _Parser:
             self.pos += 1
             for part in split_commas(self.until("{", ";")):
                 if len(part) > 2 and part[1].text == ":" and part[0].kind == "ident":
-                    bounds.append((part[0].text, " ".join(t.text for t in part[2:])))
+                    bounds.append((part[0].text, _spell(part[2:])))
         if self.at("{"):
             self.group()
         else:
@@ -521,6 +521,16 @@ def split_commas(tokens: list[Token]) -> list[list[Token]]:
                 continue
         parts[-1].append(tok)
     return [p for p in parts if p]
+
+
+def _spell(tokens: list[Token]) -> str:
+    """Tokens as Rust is written: ``Fn(*mut T) -> u32 + Copy`` (for messages)."""
+    out = ""
+    for prev, tok in zip([None, *tokens], tokens, strict=False):
+        spaced = prev is not None and (tok.text in ("+", "->", "=") or prev.text in ("+", "->", "=", ",")
+                                       or (prev.kind != "punct" and tok.kind != "punct"))
+        out += (" " if spaced else "") + tok.text
+    return out
 
 
 def _top_level(tokens: list[Token], text: str) -> int | None:
