@@ -272,6 +272,8 @@ def test_choose_arch_and_lto():
     assert linker.choose_arch("sm_80", "sm_89", []) == "sm_80"
     assert linker.choose_arch(None, "sm_90", ["sm_90a", "sm_80"]) == "sm_90a"
     assert linker.choose_arch("sm_100", None, ["sm_90a"]) == "sm_100"
+    assert linker.choose_arch(None, None, ["sm_80", "sm_100"]) == "sm_100"  # no GPU: what the inputs need
+    assert linker.choose_arch(None, "sm_90", ["sm_100"]) == "sm_90"  # a GPU decides (the link then says why)
     assert linker.use_lto([CodeKind.PTX, CodeKind.LTOIR]) and not linker.use_lto([CodeKind.PTX])
 
 

@@ -10,6 +10,7 @@ the same images on a GPU.
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -189,6 +190,25 @@ def test_ltoir_and_nvvm_inputs_run_on_the_cpu_loader_and_cubins_say_why_not(tmp_
     run_wave(module)  # the LTO-IR kernels run; the cubin's kernel says why it cannot
     with pytest.raises(EmulatorError, match=r"zero: the CPU loader cannot run this kernel: it comes from"):
         module.zero(np.zeros(4, np.float32), grid=1, block=4)
+
+
+def test_nvvm_ir_bitcode_in_the_modern_dialect(tmp_path):
+    """cuda-oxide's NVVM IR for sm_100+ (opaque pointers), as bitcode in a bundle: the same kernels."""
+    llvm_as = shutil.which("llvm-as-22") or shutil.which("llvm-as")
+    if llvm_as is None:
+        pytest.skip("llvm-as not found (it assembles the bitcode fixture)")
+    bitcode = tmp_path / "libm.bc"
+    subprocess.run([llvm_as, str(OXIDE / "libm_sm100.ll"), "-o", str(bitcode)], check=True,
+                   capture_output=True)
+    assert bitcode.read_bytes()[:4] == b"BC\xc0\xde"
+    path = tmp_path / "app"
+    entries = tuple(OxartEntry(EntryKind.KERNEL, k) for k in sorted(KERNELS))
+    path.write_bytes(write_oxart([OxartBundle("libm", "sm_100", (
+        OxartPayload(PayloadKind.NVVM_IR, "libm.bc", bitcode.read_bytes()),), entries)]))
+    art = ox.load(path, LIBM_RS)
+    assert art.kind is CodeKind.NVVM and art.arch == "sm_100" and set(art.kernels) == KERNELS
+    x, y = run_wave(ptxbridge.link([art]).load("cpu"))
+    assert_wave(x, y)
 
 
 CPP_USER = '''
