@@ -43,6 +43,7 @@ class ImageFile:
     device_functions: Mapping[str, Signature] = field(default_factory=dict)
     created_by: str = ""
     version: int = IMAGE_VERSION
+    offsets: tuple[int, ...] = ()  # where each section (cubin first, then PTX) starts in the file; read only
 
 
 def is_image_file(data: bytes) -> bool:
@@ -96,7 +97,7 @@ def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
         raise FormatError(f"header of {header_size} bytes runs past the end of the file", source=source,
                           where="12")
     header = _header(body[:header_size], source)
-    return _parse(header, body[header_size:], source)
+    return _parse(header, body[header_size:], source, _FIXED.size + header_size)
 
 
 def _fail(path: str, message: str, source: str) -> FormatError:
@@ -119,27 +120,30 @@ def _header(raw: bytes, source: str) -> dict[str, Any]:
     return header
 
 
-def _parse(header: dict[str, Any], payload: bytes, source: str) -> ImageFile:
+def _parse(header: dict[str, Any], payload: bytes, source: str, start: int) -> ImageFile:
     arch = header["arch"]
     if arch is not None and not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
         raise _fail("arch", f"must be null or look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
                     source)
     if not isinstance(header["created_by"], str):
         raise _fail("created_by", f"must be a string (got {reprlib.repr(header['created_by'])})", source)
-    cubin, ptx = _sections(header["sections"], payload, source)
+    cubin, ptx, offsets = _sections(header["sections"], payload, source)
     if not isinstance(header["signatures"], dict):
         raise _fail("signatures", "must be a signature manifest object (docs/manifest.md)", source)
     signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
     kernels = {s.name: s for s in signatures if s.kind == "kernel"}
     device = {s.name: s for s in signatures if s.kind == "device"}
-    return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"])
+    return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"],
+                     offsets=tuple(start + offset for offset in offsets))
 
 
-def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...]]:
-    """The cubin (at most one) and the PTX modules, cut from ``payload`` in table order."""
+def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...], list[int]]:
+    """The cubin (at most one), the PTX modules, and where each starts in ``payload``
+    (cubin first, as :func:`image_file_sections` orders them)."""
     if not isinstance(table, list):
         raise _fail("sections", f"must be a list (got {reprlib.repr(table)})", source)
     cubin, ptx, offset = None, [], 0
+    starts: dict[str, list[int]] = {"cubin": [], "ptx": []}
     for i, entry in enumerate(table):
         where = f"sections[{i}]"
         if not isinstance(entry, dict) or set(entry) != {"kind", "size"}:
@@ -154,6 +158,7 @@ def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tu
             raise _fail(f"{where}.size", f"must be an integer from 0 to the {left} bytes left "
                                          f"(got {reprlib.repr(size)})", source)
         data = payload[offset:offset + size]
+        starts[kind].append(offset)
         offset += size
         if kind == "ptx":
             ptx.append(data)
@@ -163,7 +168,7 @@ def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tu
             cubin = data
     if offset != len(payload):
         raise _fail("sections", f"sections cover {offset} bytes but {len(payload)} follow the header", source)
-    return cubin, tuple(ptx)
+    return cubin, tuple(ptx), starts["cubin"] + starts["ptx"]
 
 
 def image_file_sections(image: ImageFile) -> Iterable[tuple[str, bytes]]:

@@ -4,7 +4,8 @@
 launch plan cached for the tuple of argument types (in C when the optional
 extension is built: ``Kernel``'s base is then ``_fastlaunch.Launcher``, whose
 vectorcall runs the C plan and calls ``Kernel._call_python`` for anything
-else); a plan holds one binder
+else, or ``Kernel._call_keywords`` for parameters passed by name, unknown
+keywords and a missing ``grid=``: :mod:`ptxbridge.launch.call_form`); a plan holds one binder
 per argument (:mod:`ptxbridge.launch.args`), the packer, how to find the caller's
 stream, and the loader's launch function.  Building a plan does everything
 that depends only on types; a launch reads pointers, packs, and makes one
@@ -26,6 +27,7 @@ stream is synchronized.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -33,6 +35,7 @@ from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 from ptxbridge.loaders import open_backend
@@ -43,6 +46,18 @@ __all__ = ["Module", "Kernel", "Globals", "dim3"]
 Dim3 = tuple[int, int, int]
 _DIM_LIMIT = 1 << 31
 _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
+_LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
+
+
+class _KernelDoc:
+    """``Kernel.__doc__``: the class docstring on the class, the kernel's own call form on an instance
+    (what ``help(kernel)`` and notebooks show)."""
+
+    def __init__(self, class_doc: str):
+        self.class_doc = class_doc
+
+    def __get__(self, kernel: Kernel | None, owner: type) -> str:
+        return self.class_doc if kernel is None else kernel._form().doc()
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -123,10 +138,12 @@ class _Plan:
 class Kernel(_KernelBase):
     """One kernel of a loaded module; call it with tensors and scalars:
     ``kernel(*args, grid=, block=None, shared_mem=0, stream=None)`` launches on ``grid`` x ``block``;
-    ``block`` defaults to the kernel's ``.reqntid``."""
+    arguments go by position or by parameter name; ``block`` defaults to the kernel's ``.reqntid``.
+    ``inspect.signature(kernel)`` and ``help(kernel)`` show the kernel's own parameters."""
 
-    __slots__ = ("_backend", "_cooperative", "_default_block", "_function", "_module", "_plans", "name",
-                 "signature")
+    __doc__ = _KernelDoc(__doc__)
+    __slots__ = ("_backend", "_call_form", "_cooperative", "_default_block", "_function", "_module", "_plans",
+                 "name", "signature")
 
     def __init__(self, module: Module, name: str, signature: Signature):
         self._module = module
@@ -134,6 +151,7 @@ class Kernel(_KernelBase):
         self.name = name
         self.signature = signature
         self._function = module.backend.function(name)
+        self._call_form: CallForm | None = None
         self._plans: dict[tuple[type, ...], _Plan] = {}
         self._cooperative = name in module.backend.cooperative_kernels
         reqntid = signature.launch.reqntid
@@ -187,8 +205,27 @@ class Kernel(_KernelBase):
                 raise
             sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
 
-    if _KernelBase is object:  # no C launcher: calls go straight to the Python implementation
-        __call__ = _call_python
+    def _call_keywords(self, *args: Any, **kwargs: Any) -> None:
+        """A call in any other spelling (parameters by name, no ``grid=``, unknown keywords): put in
+        order, or the ArgumentError that shows the expected call."""
+        args, launch = self._form().bind(args, kwargs)
+        self._call_python(*args, **launch)
+
+    if _KernelBase is object:  # no C launcher: the common spelling goes straight to the Python path
+        def __call__(self, *args: Any, **kwargs: Any) -> None:
+            if "grid" in kwargs and kwargs.keys() <= _LAUNCH_KEYWORDS:
+                return self._call_python(*args, **kwargs)
+            return self._call_keywords(*args, **kwargs)
+
+    def _form(self) -> CallForm:
+        if self._call_form is None:
+            self._call_form = CallForm(self.name, self.signature, self._default_block is not None)
+        return self._call_form
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The kernel's parameters and the launch keywords, for ``inspect.signature`` and IDEs."""
+        return self._form().inspect_signature()
 
     def _launch_failed(self, code: int, grid3: Dim3, block3: Dim3, shared_mem: int) -> NoReturn:
         """Raise the loader's error for a launch the driver refused (the C launcher calls this too)."""
