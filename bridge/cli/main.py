@@ -75,7 +75,7 @@ def _cmd_link(args: argparse.Namespace) -> int:
         image = link(artifacts, arch=args.arch, lto=args.lto)
         image.save(args.output)
     except PtxBridgeError as exc:
-        sys.stderr.write(error_text(args.output, exc))
+        sys.stderr.write(error_text("ptxbridge link", exc))
         return 1
     print(f"wrote {args.output}: {image!r}")
     return 0
