@@ -107,9 +107,11 @@ class CallForm:
         """The ``help(kernel)`` text: the signature, the expected call and what each keyword does."""
         block = ("defaults to the kernel's .reqntid" if self.default_block
                  else "is required (the kernel declares no .reqntid)")
+        positional = [n for n in self.names if n not in self.by_name]
+        only = f" ({', '.join(dict.fromkeys(positional))}: by position only)" if positional else ""
         return (f"{self.signature}\n\n"
                 f"Launch: {self.usage()}\n"
-                "Arguments go by position or by parameter name, in the types above.\n"
+                f"Arguments go by position or by parameter name{only}, in the types above.\n"
                 "grid, block: an int or a tuple of up to 3 ints (blocks in the grid, threads in a block); "
                 f"block {block}.\n"
                 "shared_mem: bytes of dynamic shared memory (default 0).\n"
