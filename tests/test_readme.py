@@ -31,13 +31,17 @@ def test_readme_python_block_runs(monkeypatch: pytest.MonkeyPatch):
     np.testing.assert_array_equal(y, np.full(1024, 9.0, np.float32))  # (2*1 + 1)**2
 
 
-def test_readme_quotes_the_real_argument_error():
+def test_readme_quotes_the_real_argument_errors():
     quoted = re.search(r"`(saxpy: argument 'y' [^`]*)`", README).group(1)
     module = ptxbridge.load([ptxbridge.rust.compile(Path(__file__).parents[1] / "examples/kernels/scale.rs")],
                             device="cpu")
     with pytest.raises(ptxbridge.ArgumentError) as info:
         module.saxpy(2.0, np.ones(4, np.float32), np.ones(4, np.float64), 4, grid=1, block=4)
     assert str(info.value) == quoted
+    call = re.search(r"`(saxpy: grid= is required; [^`]*)`", README).group(1)
+    with pytest.raises(ptxbridge.ArgumentError) as info:
+        module.saxpy(2.0, np.ones(4, np.float32), np.ones(4, np.float32), 4, block=4)
+    assert str(info.value) == call
 
 
 # --- the two commands the README opens with, and what they install --------------------------------
