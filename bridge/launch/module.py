@@ -27,7 +27,6 @@ stream is synchronized.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -49,15 +48,17 @@ _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
 _LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
 
 
-class _KernelDoc:
-    """``Kernel.__doc__``: the class docstring on the class, the kernel's own call form on an instance
-    (what ``help(kernel)`` and notebooks show)."""
+class _PerKernel:
+    """An attribute that is ``on_class`` on the class and ``of(kernel)`` on a kernel: ``__doc__`` and
+    ``__signature__``, so ``help(kernel)``, ``inspect.signature(kernel)`` and notebooks show the kernel's
+    own call while the class keeps its docstring and ``inspect.signature(Kernel)`` its constructor."""
 
-    def __init__(self, class_doc: str):
-        self.class_doc = class_doc
+    def __init__(self, on_class: Any, of: Any):
+        self.on_class = on_class
+        self.of = of
 
-    def __get__(self, kernel: Kernel | None, owner: type) -> str:
-        return self.class_doc if kernel is None else kernel._form().doc()
+    def __get__(self, kernel: Kernel | None, owner: type) -> Any:
+        return self.on_class if kernel is None else self.of(kernel._form())
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -141,7 +142,8 @@ class Kernel(_KernelBase):
     arguments go by position or by parameter name; ``block`` defaults to the kernel's ``.reqntid``.
     ``inspect.signature(kernel)`` and ``help(kernel)`` show the kernel's own parameters."""
 
-    __doc__ = _KernelDoc(__doc__)
+    __doc__ = _PerKernel(__doc__, CallForm.doc)
+    __signature__ = _PerKernel(None, CallForm.inspect_signature)
     __slots__ = ("_backend", "_call_form", "_cooperative", "_default_block", "_function", "_module", "_plans",
                  "name", "signature")
 
@@ -221,11 +223,6 @@ class Kernel(_KernelBase):
         if self._call_form is None:
             self._call_form = CallForm(self.name, self.signature, self._default_block is not None)
         return self._call_form
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        """The kernel's parameters and the launch keywords, for ``inspect.signature`` and IDEs."""
-        return self._form().inspect_signature()
 
     def _launch_failed(self, code: int, grid3: Dim3, block3: Dim3, shared_mem: int) -> NoReturn:
         """Raise the loader's error for a launch the driver refused (the C launcher calls this too)."""
