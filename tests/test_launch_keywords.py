@@ -107,7 +107,8 @@ def test_inspect_signature_and_help_show_the_kernels_parameters(module):
     assert "    Launch: saxpy(a, x, y, n, grid=..., block=...)\n" in text
     assert "block is required (the kernel declares no .reqntid)" in text
     assert "One kernel of a loaded module" in type(module.saxpy).__doc__  # the class keeps its own
-    assert str(inspect.signature(ptxbridge.Kernel)) == "(module: 'Module', name: 'str', signature: 'Signature')"
+    constructor = "(module: 'Module', name: 'str', signature: 'Signature')"
+    assert str(inspect.signature(ptxbridge.Kernel)) == constructor
 
 
 def test_a_parameter_named_like_a_launch_keyword_goes_by_position_and_reqntid_is_the_default_block():
