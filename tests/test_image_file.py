@@ -282,6 +282,10 @@ def test_link_on_the_command_line_then_inspect_the_saved_file(tmp_path, capsys):
     facts = (report["format"], report["format_version"], report["arch"], report["ok"])
     assert facts == ("image", 1, "sm_90", True)
     assert [c["image"]["kind"] for c in report["children"]] == ["elf", "ptx"]
+    assert main(["link", str(source), "-o", str(out), "--arch", "sm_80"]) == 0  # sources compiled for it too
+    capsys.readouterr()
+    older = ptxbridge.Image.open(out)
+    assert older.arch == "sm_80" and b".target sm_80" in older.ptx[0]
     out.write_bytes(out.read_bytes()[:-3])
     assert main(["inspect", str(out)]) == 1
     assert capsys.readouterr().err == f"{out}: error: {CORRUPT}\n"

@@ -143,15 +143,16 @@ def is_source(path: Path) -> bool:
     return path.suffix in (".rs", ".cu") or (path.is_dir() and (path / "Cargo.toml").is_file())
 
 
-def compile_source(path: Path) -> Artifact:
-    """The PTX artifact a frontend makes from ``path`` (the frontends cache it on disk)."""
+def compile_source(path: Path, arch: str | None = None) -> Artifact:
+    """The PTX artifact a frontend makes from ``path`` for ``arch`` (default: the frontends'), through
+    the frontends' disk cache."""
     if path.suffix == ".cu":
         from ptxbridge.nvrtc import frontend as nvrtc
 
-        return nvrtc.compile(path, output="ptx")
+        return nvrtc.compile(path, arch=arch, output="ptx")
     from ptxbridge.rust import frontend as rust
 
-    return rust.compile(path)
+    return rust.compile(path, arch=arch)
 
 
 def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,

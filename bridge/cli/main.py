@@ -67,7 +67,7 @@ def _cmd_link(args: argparse.Namespace) -> int:
     for name in args.inputs:
         path = Path(name)
         try:
-            artifacts.append(compile_source(path) if is_source(path) else artifact_from_file(path))
+            artifacts.append(compile_source(path, args.arch) if is_source(path) else artifact_from_file(path))
         except (PtxBridgeError, OSError) as exc:
             sys.stderr.write(error_text(name, exc))
             return 1
