@@ -109,6 +109,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("linking.md", 0): nvrtc_setup,
     ("linking.md", 1): link_setup,
     ("linking.md", 2): GPU,
+    ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),
