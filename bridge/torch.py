@@ -198,6 +198,10 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, launch: Callable[[Modu
         spec.derive(values, only=spec.shape_reads)
         return _result(_allocate(spec, values, args[anchor].device, fake=True))
 
+    namespace, _, opname = name.partition("::")
+    if hasattr(getattr(torch.ops, namespace), opname):  # torch would silently re-point the existing op
+        raise ArgumentError(f"{spec.name}: the op name {name!r} is taken in this process; pass "
+                            "name='namespace::unique_name'")
     try:
         custom = torch.library.custom_op(name, impl, mutates_args=spec.mutated, schema=schema(spec))
     except (RuntimeError, ValueError) as exc:
