@@ -29,14 +29,15 @@ import numpy as np
 from ptxbridge.abi.devices import DLPACK_CPU
 from ptxbridge.abi.dtypes import DTYPES, DType, from_numpy
 from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import NumbaArray
 from ptxbridge.abi.syntax import format_type
+from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.image import Image
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
-from ptxbridge.launch.tensor_checks import TensorProblem, check_layout
-from ptxbridge.opspec import Modules, OpSpec, Output, element_type, is_tensor, kernel_op, shape_numel
+from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
 from ptxbridge.xla_ffi import TARGET, Packed, cpu_attributes, cuda_attributes, register
 
 __all__ = ["JaxOp", "Output", "op"]
@@ -87,12 +88,12 @@ class JaxOp:
         values = spec.bind(args, kwargs)
         operands = []
         for param in spec.inputs:
-            if is_tensor(param.type):
+            if param.name in spec.tensors:
                 values[param.name] = jax.numpy.asarray(values[param.name])
                 operands.append(values[param.name])
             else:
                 values[param.name] = _static(spec.name, param.name, values[param.name])
-        sources = {p.name: i for i, p in enumerate(p for p in spec.inputs if is_tensor(p.type))}
+        sources = {p.name: i for i, p in enumerate(p for p in spec.inputs if p.name in spec.tensors)}
         spec.derive(values)
         for output in spec.outputs:
             dt = _jax_dtype(output.dtype) if output.dtype is not None else values[output.like].dtype
@@ -173,7 +174,7 @@ def _tensor_values(spec: OpSpec, index: int, value: Any) -> tuple:
     shape = tuple(int(n) for n in value.shape)
     info = TensorInfo(0, dt, np.dtype(value.dtype).name, shape, _c_strides(shape), DLPACK_CPU, 0, False, None)
     try:
-        return check_layout(info, param.type)
+        return KINDS.entry_of(param.type).tensor.values(info, param.type)
     except TensorProblem as problem:
         where = f"{spec.name}: argument '{param.name}' ({format_type(param.type)})"
         raise ArgumentError(f"{where} {problem}") from None
@@ -186,7 +187,7 @@ def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int]) -> P
     flat: tuple = ()
     for index, param in enumerate(signature.params):
         value = values[param.name]
-        if is_tensor(param.type):
+        if param.name in spec.tensors:
             flat += _tensor_values(spec, index, value)
             continue
         binder = make_binder(context, param, type(value))
@@ -197,7 +198,7 @@ def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int]) -> P
     layout = signature.layout
     slots, spans = [], []
     for index, param in enumerate(signature.params):
-        if not is_tensor(param.type):
+        if param.name not in spec.tensors:
             continue
         slot = param.name + ".data" if isinstance(param.type, NumbaArray) else param.name
         offset = next(p.offset for p in layout.params if p.param.source == index and p.param.name == slot)

@@ -13,7 +13,8 @@ parameter      becomes
 ``derived``    not an argument: a value computed from the arguments (``"numel x"``,
                ``"len x"``, a callable of named arguments, or a constant); constants of
                cuTile kernels are derived automatically
-other tensor   an argument; *mutated* when the kernel may write it (:func:`written`)
+other tensor   an argument; *mutated* when the kernel may write it (the access trait,
+               :func:`ptxbridge.abi.memory_access.access`)
 other scalar   an argument (torch ``int`` / ``float`` / ``bool`` / ``complex``)
 ============== ==========================================================================
 
@@ -32,54 +33,34 @@ from typing import Any
 
 from ptxbridge.abi.dtypes import DType, dtype
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    TileArray,
-    TileList,
-    TileTensor,
-)
+from ptxbridge.abi.kind_entries import KINDS
+from ptxbridge.abi.kinds import Constant, ParamType
+from ptxbridge.abi.memory_access import access
+from ptxbridge.abi.params import Convention
 from ptxbridge.abi.signature import Param, Signature
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.module import Module
 
-__all__ = ["Modules", "OpSpec", "Output", "Rule", "element_type", "is_tensor", "kernel_op", "op_spec",
-           "written"]
-
-_TENSOR_KINDS = (Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileTensor)
+__all__ = ["Modules", "OpSpec", "Output", "Rule", "contiguous_only", "element_type", "kernel_op", "op_spec",
+           "shape_numel"]
 
 
-def written(t: ParamType) -> bool:
-    """Whether a kernel may write through a parameter of type ``t``.
-
-    ``*mut`` / ``T*`` pointers, ``&mut`` slices, ``DisjointSlice``, cutile-rs partitions and cuTile
-    arrays and lists are written; numba arrays are taken as written (a numba signature does not
-    mark read-only arrays), which is safe: an op that declares a mutation it does not make only
-    loses an optimization.
-    """
-    if isinstance(t, (Pointer, Slice)):
-        return t.mutable
-    if isinstance(t, TileTensor):
-        return t.partition
-    return isinstance(t, (DisjointSlice, NumbaArray, TileArray, TileList))
-
-
-def is_tensor(t: ParamType) -> bool:
-    """Whether an op argument of type ``t`` is one tensor (a partition is a tensor plus ints)."""
-    return isinstance(t, _TENSOR_KINDS) and not (isinstance(t, TileTensor) and t.partition)
+def _family(t: ParamType, convention: Convention) -> str:
+    """The call path's binding family of ``t`` (``tensor``, ``scalar``, ``by-value``...)."""
+    return KINDS.entry_of(t).binding(t, convention)
 
 
 def element_type(t: ParamType) -> DType | None:
     """The element type a tensor parameter demands, or None (``*mut void``)."""
-    if isinstance(t, Pointer):
-        return t.pointee.dtype if isinstance(t.pointee, Scalar) else None
-    return t.dtype
+    rule = KINDS.entry_of(t).tensor
+    return None if rule is None else rule.dtype(t)
+
+
+def contiguous_only(t: ParamType) -> bool:
+    """Whether a tensor parameter takes only C-contiguous memory (raw pointers, slices)."""
+    rule = KINDS.entry_of(t).tensor
+    return rule is not None and rule.contiguous(t) is not None
 
 
 def shape_numel(shape: Sequence[Any]) -> Any:
@@ -220,11 +201,13 @@ class OpSpec:
     """One kernel (or launcher function) as a framework op.
 
     ``inputs`` are the op's arguments in signature order; ``outputs`` the allocated results;
-    ``derived`` values computed per call; ``mutated`` the tensor inputs the kernel may write.
+    ``derived`` values computed per call; ``tensors`` the parameters that take one tensor;
+    ``mutated`` the tensor inputs the kernel may write.
     """
 
     signature: Signature
     inputs: tuple[Param, ...]
+    tensors: frozenset[str]
     outputs: tuple[OutputRule, ...]
     derived: tuple[tuple[str, Rule], ...]
     mutated: tuple[str, ...]
@@ -312,14 +295,16 @@ def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
     for param in signature.params:
         if isinstance(param.type, Constant) and param.name not in derived:
             derived[param.name] = param.type.value
+    families = {p.name: _family(p.type, signature.convention) for p in signature.params}
+    tensors = frozenset(name for name, family in families.items() if family == "tensor")
     inputs = []
     for param in signature.params:
         if param.name in outputs:
-            if not is_tensor(param.type):
+            if param.name not in tensors:
                 raise ArgumentError(f"{kernel}: output '{param.name}' ({format_type(param.type)}) is not a "
                                     "tensor parameter")
         elif param.name not in derived:
-            if not (is_tensor(param.type) or isinstance(param.type, Scalar)):
+            if families[param.name] not in ("tensor", "scalar"):
                 raise ArgumentError(f"{kernel}: parameter '{param.name}' ({format_type(param.type)}) cannot "
                                     "be a framework op argument; give its value in derived=")
             inputs.append(param)
@@ -327,16 +312,17 @@ def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
     derived_rules = tuple((name, _derived_rule(f"{kernel}: derived '{name}'", spec, input_names))
                           for name, spec in derived.items())
     seen = input_names + [n for n, _ in derived_rules]
-    tensors = [p.name for p in inputs if is_tensor(p.type)]
-    output_rules = tuple(_output_rule(kernel, by_name[name], spec, tensors, seen)
+    tensor_inputs = [p.name for p in inputs if p.name in tensors]
+    output_rules = tuple(_output_rule(kernel, by_name[name], spec, tensor_inputs, seen)
                          for name, spec in outputs.items())
     everything = [p.name for p in signature.params]
-    mutated = tuple(p.name for p in inputs if is_tensor(p.type) and written(p.type))
+    mutated = tuple(p.name for p in inputs
+                    if p.name in tensors and access(p.type, signature.convention).writes)
 
     def geometry(what: str, spec: Any) -> Rule | None:
         return None if spec is None else rule(f"{kernel}: {what}", spec, everything)
 
-    return OpSpec(signature, tuple(inputs), output_rules, derived_rules, mutated,
+    return OpSpec(signature, tuple(inputs), tensors, output_rules, derived_rules, mutated,
                   geometry("grid", grid), geometry("block", block), geometry("shared_mem", shared_mem))
 
 

@@ -22,17 +22,15 @@ from typing import Any
 import torch
 
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import DisjointSlice, Pointer, Slice
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
-from ptxbridge.opspec import Modules, OpSpec, Output, element_type, is_tensor, kernel_op, op_spec
+from ptxbridge.opspec import Modules, OpSpec, Output, contiguous_only, element_type, kernel_op, op_spec
 
 __all__ = ["Output", "function", "op", "schema"]
 
-_CONTIGUOUS_KINDS = (Pointer, Slice, DisjointSlice)  # what the call path takes only C-contiguous
 _TO_TORCH = {dt: t for t, dt in torch_dtype_map(torch).items()}
 _DEVICE_TYPES = ("cpu", "cuda")
 
@@ -118,7 +116,7 @@ def schema(spec: OpSpec) -> str:
         if not param.name.isidentifier():
             raise ArgumentError(f"{spec.name}: parameter name {param.name!r} cannot be a torch schema "
                                 "argument")
-        if is_tensor(param.type):
+        if param.name in spec.tensors:
             kind = f"Tensor(a{index}!)" if param.name in spec.mutated else "Tensor"
         else:
             dt = param.type.dtype
@@ -140,7 +138,7 @@ def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
     """Dtype errors at trace time, in the call path's words (the binders check again per launch)."""
     for param in spec.inputs:
         value = values[param.name]
-        if is_tensor(param.type) and isinstance(value, torch.Tensor):
+        if param.name in spec.tensors and isinstance(value, torch.Tensor):
             want = element_type(param.type)
             if want is not None and _TO_TORCH.get(want) is not value.dtype:
                 raise ArgumentError(f"{spec.name}: argument '{param.name}' ({format_type(param.type)}) got "
@@ -169,10 +167,10 @@ def _result(outs: list) -> Any:
 def _custom_op(spec: OpSpec, modules: Modules, name: str, launch: Callable[[Module, dict], None],
                backward: Callable[..., Mapping[str, Any]] | None) -> Any:
     names = [p.name for p in spec.inputs]
-    anchor = next((i for i, p in enumerate(spec.inputs) if is_tensor(p.type)), None)
+    anchor = next((i for i, p in enumerate(spec.inputs) if p.name in spec.tensors), None)
     if anchor is None:
         raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
-    contiguous = [p.name for p in spec.inputs if isinstance(p.type, _CONTIGUOUS_KINDS)]
+    contiguous = [p.name for p in spec.inputs if p.name in spec.tensors and contiguous_only(p.type)]
     mutated = set(spec.mutated)
 
     def impl(*args: Any) -> Any:
@@ -219,7 +217,7 @@ def _register_backward(custom: Any, spec: OpSpec, backward: Callable[..., Mappin
         raise ArgumentError(f"{spec.name}: backward= needs an op that returns outputs and mutates no "
                             f"argument (it mutates {mutates}); declare written tensors as outputs=")
     names = [p.name for p in spec.inputs]
-    differentiable = {p.name for p in spec.inputs if is_tensor(p.type)}
+    differentiable = {p.name for p in spec.inputs if p.name in spec.tensors}
     out_names = [o.param.name for o in spec.outputs]
 
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
