@@ -20,7 +20,8 @@ Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plai
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -47,7 +48,8 @@ _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
 
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
-       outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None) -> JaxOp:
+       outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
+       read_only: Sequence[str] = ()) -> JaxOp:
     """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
 
     Parameters
@@ -59,16 +61,17 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     grid, block, shared_mem
         Launch geometry: an int / tuple, or a callable of named op values (shapes are static
         under ``jax.jit``).  ``block=None`` takes the kernel's ``.reqntid``.
-    outputs, derived
-        As in :func:`ptxbridge.torch.op`: ``{"y": "like x"}``, ``{"n": "numel x"}``.
+    outputs, derived, read_only
+        As in :func:`ptxbridge.torch.op`: ``{"y": "like x"}``, ``{"n": "numel x"}``; a tensor named
+        in ``read_only`` (a numba array the kernel only reads) is neither aliased nor returned.
 
     Returns
     -------
     JaxOp
         ``f(*args, **kwargs)``: one array, or a tuple when the kernel writes several tensors.
     """
-    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, grid=grid, block=block,
-                              shared_mem=shared_mem)
+    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
+                              grid=grid, block=block, shared_mem=shared_mem)
     return JaxOp(spec, modules)
 
 
@@ -156,14 +159,6 @@ def _jax_dtype(dt: DType) -> Any:
     return jax.numpy.dtype(name)
 
 
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
-
-
 def _tensor_values(spec: OpSpec, index: int, value: Any) -> tuple:
     """The flat values of a tensor parameter for a dense row-major buffer at address 0."""
     param = spec.signature.params[index]
@@ -172,7 +167,9 @@ def _tensor_values(spec: OpSpec, index: int, value: Any) -> tuple:
         raise ArgumentError(f"{spec.name}: argument '{param.name}' ({format_type(param.type)}) got "
                             f"{np.dtype(value.dtype).name} array; expected {want.numpy_name or want.name}")
     shape = tuple(int(n) for n in value.shape)
-    info = TensorInfo(0, dt, np.dtype(value.dtype).name, shape, _c_strides(shape), DLPACK_CPU, 0, False, None)
+    steps = itertools.accumulate(reversed(shape[1:]), lambda step, n: step * max(n, 1), initial=1)
+    dense = tuple(steps)[::-1] if shape else ()  # row-major strides in elements: XLA's buffers are dense
+    info = TensorInfo(0, dt, np.dtype(value.dtype).name, shape, dense, DLPACK_CPU, 0, False, None)
     try:
         return KINDS.entry_of(param.type).tensor.values(info, param.type)
     except TensorProblem as problem:

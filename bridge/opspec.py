@@ -280,13 +280,20 @@ def _run(found: Rule, values: Mapping[str, Any]) -> Any:
 
 
 def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
-            derived: Mapping[str, Any] | None = None, grid: Any = None, block: Any = None,
-            shared_mem: Any = None) -> OpSpec:
-    """Check the rules against ``signature`` and resolve them (see the module docstring)."""
+            derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (), grid: Any = None,
+            block: Any = None, shared_mem: Any = None) -> OpSpec:
+    """Check the rules against ``signature`` and resolve them (see the module docstring).
+
+    ``read_only`` names tensor arguments the kernel only reads where its signature cannot say so
+    (a numba array is writable to numba): the caller's promise, which drops them from the
+    mutated arguments.
+    """
     outputs, derived = dict(outputs or {}), dict(derived or {})
     kernel = signature.name
     by_name = {p.name: p for p in signature.params}
-    for name in [*outputs, *derived]:
+    if isinstance(read_only, str):
+        read_only = (read_only,)
+    for name in [*outputs, *derived, *read_only]:
         if name not in by_name:
             raise ArgumentError(f"{kernel}: no parameter {name!r} (parameters: {', '.join(by_name)})")
     both = set(outputs) & set(derived)
@@ -316,8 +323,12 @@ def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
     output_rules = tuple(_output_rule(kernel, by_name[name], spec, tensor_inputs, seen)
                          for name, spec in outputs.items())
     everything = [p.name for p in signature.params]
-    mutated = tuple(p.name for p in inputs
-                    if p.name in tensors and access(p.type, signature.convention).writes)
+    for name in read_only:
+        if name not in tensor_inputs:
+            raise ArgumentError(f"{kernel}: read_only names '{name}', which is not a tensor argument of the "
+                                "op")
+    mutated = tuple(p.name for p in inputs if p.name in tensors and p.name not in read_only
+                    and access(p.type, signature.convention).writes)
 
     def geometry(what: str, spec: Any) -> Rule | None:
         return None if spec is None else rule(f"{kernel}: {what}", spec, everything)

@@ -16,7 +16,7 @@ any warm-up), since a module load is not a stream operation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -37,7 +37,8 @@ _DEVICE_TYPES = ("cpu", "cuda")
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
-       name: str | None = None, backward: Callable[..., Mapping[str, Any]] | None = None) -> Any:
+       read_only: Sequence[str] = (), name: str | None = None,
+       backward: Callable[..., Mapping[str, Any]] | None = None) -> Any:
     """Kernel ``kernel`` of ``source`` as a torch custom op.
 
     Parameters
@@ -56,6 +57,9 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     derived
         Parameters computed per call instead of passed: ``{"n": "numel x"}``, ``"len x"``, a
         callable of named arguments, or a constant (structs as dicts).
+    read_only
+        Tensor arguments the kernel only reads although its signature lets it write them (numba
+        arrays): your promise, which keeps them out of ``mutates_args``.
     name
         ``"namespace::name"``; default ``"ptxbridge::<kernel>"``.
     backward
@@ -75,8 +79,8 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
         A rule names an unknown parameter, a parameter cannot be an op argument, or the name is
         taken.
     """
-    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, grid=grid, block=block,
-                              shared_mem=shared_mem)
+    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
+                              grid=grid, block=block, shared_mem=shared_mem)
 
     def launch(module: Module, values: dict[str, Any]) -> None:
         grid3, block3, shared = spec.geometry(values)
@@ -86,18 +90,18 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
 
 
 def function(source: Image | Module, signature: str | Signature, *, outputs: Mapping[str, Any] | None = None,
-             derived: Mapping[str, Any] | None = None, name: str | None = None,
+             derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (), name: str | None = None,
              backward: Callable[..., Mapping[str, Any]] | None = None) -> Callable[[Callable], Any]:
     """Decorator: a Python function launching bridged kernels, as one torch custom op.
 
     ``signature`` (text as in ``docs/signature-syntax.md``, e.g.
     ``"kernel step(x: *const f32, out: *mut f32, n: u32)"``) says what the function reads and
-    writes, as a kernel's would; ``outputs``, ``derived``, ``name`` and ``backward`` are as in
-    :func:`op`.  The function is called as ``fn(kernels, *values)``: ``kernels`` is
+    writes, as a kernel's would; ``outputs``, ``derived``, ``read_only``, ``name`` and ``backward``
+    are as in :func:`op`.  The function is called as ``fn(kernels, *values)``: ``kernels`` is
     ``source`` loaded on the tensors' device, ``values`` every signature parameter in order.
     """
     parsed = Signature.parse(signature) if isinstance(signature, str) else signature
-    spec = op_spec(parsed, outputs=outputs, derived=derived)
+    spec = op_spec(parsed, outputs=outputs, derived=derived, read_only=read_only)
     modules = Modules(source)
 
     def decorate(fn: Callable) -> Any:

@@ -56,8 +56,8 @@ def make_ops(image: ptxbridge.Image) -> dict:
         "saxpy": ptxbridge.torch.op(
             image, "saxpy", name="example::saxpy", derived={"n": "numel x"},
             grid=lambda n: cover(n, 256), block=256),
-        "silu": ptxbridge.torch.op(
-            image, "silu", name="example::silu", outputs={"out": "like x"},
+        "silu": ptxbridge.torch.op(  # numba arrays are writable to numba: promise x is only read
+            image, "silu", name="example::silu", outputs={"out": "like x"}, read_only=("x",),
             grid=lambda x: (cover(x.shape[0], 16), cover(x.shape[1], 16)), block=(16, 16)),
     }
 

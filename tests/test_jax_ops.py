@@ -125,6 +125,29 @@ def test_bad_arguments_are_refused_at_trace_time(ops):
         ops["vadd"](x)
 
 
+def test_a_numba_kernel_gets_its_array_descriptors_from_the_traced_shapes():
+    cuda = pytest.importorskip("numba.cuda")
+    import ptxbridge.numba as pn
+
+    def scale_rows(x, out, alpha):
+        i, j = cuda.grid(2)
+        if i < x.shape[0] and j < x.shape[1]:
+            out[i, j] = alpha * x[i, j] + i
+
+    kernel = pn.compile(scale_rows, "void(float32[:, ::1], float32[:, ::1], float32)", name="scale_rows")
+    image = ptxbridge.link([kernel])
+    rules = {"outputs": {"out": "like x"}, "grid": lambda x: (x.shape[0], cover(x.shape[1])),
+             "block": (1, BLOCK)}
+    x = np.arange(6 * 200, dtype=np.float32).reshape(6, 200)
+    expected = 2.0 * x + np.arange(6)[:, None]
+    # meminfo, parent, nitems, itemsize, data, shape, strides (bytes): data is the pointer slot
+    written, out = jax.jit(lambda x: pj.op(image, "scale_rows", **rules)(x, 2.0))(x)
+    np.testing.assert_array_equal(written, x)  # a numba array may be written: returned, aliased
+    np.testing.assert_allclose(out, expected)
+    only_read = pj.op(image, "scale_rows", read_only=("x",), **rules)  # the caller's promise
+    np.testing.assert_allclose(jax.jit(lambda x: only_read(x, 2.0))(x), expected)
+
+
 def test_a_kernel_writing_nothing_is_refused(image):
     with pytest.raises(ArgumentError, match="vadd: writes no tensor"):
         pj.op(image, "vadd", derived={"n": "numel a", "c": 0}, grid=1, block=BLOCK)

@@ -78,7 +78,7 @@ def ops(image):
                       grid=lambda n: cover(n), block=BLOCK),
         "scale_": pt.op(image, "scale_", name=f"{NS}::scale_", derived=n_rule, grid=lambda n: cover(n),
                         block=BLOCK),
-        "silu": pt.op(image, "silu", name=f"{NS}::silu", outputs={"out": "like x"},
+        "silu": pt.op(image, "silu", name=f"{NS}::silu", outputs={"out": "like x"}, read_only=("x",),
                       grid=lambda x: (cover(x.shape[0]), x.shape[1]), block=(BLOCK, 1)),
         "affine": pt.op(image, "affine", name=f"{NS}::affine", outputs={"y": "like x"},
                         derived={"p": {"scale": 2.0, "shift": 1.0}, **n_rule}, grid=lambda n: cover(n),
@@ -127,6 +127,7 @@ def test_schemas_say_what_each_kernel_reads_and_writes(ops):
     assert schemas["vadd"] == f"{NS}::vadd(Tensor a, Tensor b) -> Tensor"
     assert schemas["scale_"] == f"{NS}::scale_(Tensor(a0!) x, float s) -> ()"
     assert schemas["histogram"] == f"{NS}::histogram(Tensor x) -> Tensor"
+    assert schemas["silu"] == f"{NS}::silu(Tensor x) -> Tensor"  # a numba array, promised read_only
     assert schemas["mul"] == f"{NS}::mul(Tensor a, Tensor b, float s) -> Tensor"
     assert schemas["add_twice"] == f"{NS}::add_twice(Tensor a, Tensor b) -> Tensor"
 
@@ -222,6 +223,8 @@ def test_rules_are_checked_against_the_signature(image):
         make(kernel="affine")
     with pytest.raises(ArgumentError, match="is not a tensor parameter"):
         make(outputs={"n": "like a"})
+    with pytest.raises(ArgumentError, match="read_only names 'c', which is not a tensor argument"):
+        make(outputs={"c": "like a"}, read_only=("c",))
     with pytest.raises(ArgumentError, match="the image has no kernel 'nope'"):
         make(kernel="nope")
     with pytest.raises(ArgumentError, match="backward= needs an op that returns outputs and mutates no "):
