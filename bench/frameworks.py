@@ -111,13 +111,16 @@ def reference(torch, x, y):
 
 def make_ops(image):
     import ptxbridge.torch as pt
+    from ptxbridge.abi.kinds import NumbaArray
 
     def make(kernel: str, source: str, output: str | None, name: str | None = None):
         """The op of ``kernel``: ``output`` shaped like argument ``source``, ``n`` its element count."""
         outputs = {} if output is None else {output: f"like {source}"}
-        counted = "n" in [p.name for p in image.kernels[kernel].params]
+        params = image.kernels[kernel].params
+        numba = isinstance(params[0].type, NumbaArray)  # writable to numba; these kernels only read x
         return pt.op(image, kernel, name=f"bench::{name or kernel}", outputs=outputs, grid=GRID, block=BLOCK,
-                     derived={"n": f"numel {source}"} if counted else {})
+                     derived={"n": f"numel {source}"} if "n" in [p.name for p in params] else {},
+                     read_only=(source,) if numba else ())
 
     ops = {"add": make("add", "a", "c"), "add_into": make("add", "a", None, "add_into"),
            "mul": make("mul", "a", "c"), "affine": make("affine", "x", "y"), "relu": make("relu", "x", "out"),
