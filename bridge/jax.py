@@ -112,19 +112,24 @@ class JaxOp:
         register()
         branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
         if _has_cuda():
-            facts = self._cuda_facts()
+            facts = self._cuda_facts(packed.geometry[6])
             branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
         found = branches["cpu"](*operands) if len(branches) == 1 else jax.lax.platform_dependent(
             *operands, **branches)
         return found[0] if len(found) == 1 else tuple(found)
 
-    def _cuda_facts(self) -> dict[str, Any]:
+    def _cuda_facts(self, shared_mem: int) -> dict[str, Any]:
         """The CUDA loader's launch facts of the kernel (its CUkernel serves every GPU's context)."""
+        name = self.spec.name
         backend = self.modules.get("cuda:0").backend
-        facts = backend.native_facts(backend.function(self.spec.name), self.spec.name)
-        if self.spec.name in backend.cooperative_kernels:
-            raise ArgumentError(f"{self.spec.name}: a cooperative (grid-sync) kernel cannot run inside "
-                                "jax.jit (the handler launches with cuLaunchKernel)")
+        facts = backend.native_facts(backend.function(name), name)
+        if name in backend.cooperative_kernels:
+            raise ArgumentError(f"{name}: a cooperative (grid-sync) kernel cannot run inside jax.jit (the "
+                                "handler launches with cuLaunchKernel)")
+        if shared_mem > facts["max_shared"]:
+            raise ArgumentError(f"{name}: {shared_mem} bytes of dynamic shared memory need an opt-in the "
+                                "handler does not make; declare #[shared(dynamic = N)] in the signature so "
+                                "the loader opts in when it loads the image")
         return facts
 
     def __repr__(self) -> str:

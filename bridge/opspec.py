@@ -146,7 +146,7 @@ def _text_rule(what: str, text: str, forms: Mapping[str, Callable[[Any], Any]],
     return Rule(f"{what} {text!r}", (name,), lambda values: read(values[name]))
 
 
-def rule(what: str, spec: Any, known: Sequence[str]) -> Rule:
+def _rule(what: str, spec: Any, known: Sequence[str]) -> Rule:
     """A :class:`Rule` from a callable or a constant (geometry, derived values)."""
     if callable(spec) and not isinstance(spec, type):
         return _callable_rule(what, spec, known)
@@ -162,7 +162,7 @@ _DERIVED_FORMS: dict[str, Callable[[Any], Any]] = {
 def _derived_rule(what: str, spec: Any, known: Sequence[str]) -> Rule:
     if isinstance(spec, str):
         return _text_rule(what, spec, _DERIVED_FORMS, known)
-    return rule(what, spec, known)
+    return _rule(what, spec, known)
 
 
 def _output_rule(kernel: str, param: Param, spec: Any, tensors: Sequence[str],
@@ -331,7 +331,7 @@ def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
                     and access(p.type, signature.convention).writes)
 
     def geometry(what: str, spec: Any) -> Rule | None:
-        return None if spec is None else rule(f"{kernel}: {what}", spec, everything)
+        return None if spec is None else _rule(f"{kernel}: {what}", spec, everything)
 
     return OpSpec(signature, tuple(inputs), tensors, output_rules, derived_rules, mutated,
                   geometry("grid", grid), geometry("block", block), geometry("shared_mem", shared_mem))

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.syntax import format_type
@@ -125,7 +126,7 @@ def schema(spec: OpSpec) -> str:
         else:
             dt = param.type.dtype
             kind = ("bool" if dt.name == "bool" else "SymInt" if dt.is_integer
-                    else "complex" if dt.name.startswith("c") else "float")
+                    else "complex" if dt.code == KDL_COMPLEX else "float")
         parts.append(f"{kind} {param.name}")
     count = len(spec.outputs)
     returns = "()" if count == 0 else "Tensor" if count == 1 else f"({', '.join(['Tensor'] * count)})"
