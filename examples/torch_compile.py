@@ -110,7 +110,7 @@ def main() -> None:
         compiled = torch.compile(model, fullgraph=True, **options)
         for _ in range(3):  # reduce-overhead records its CUDA graph on a later call
             result = compiled(x)
-        torch.testing.assert_close(result, eager, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(result, eager, rtol=1e-4, atol=1e-5)  # inductor may order the matmul
     settings = ", ".join(f"{k}={v!r}" for k, v in options.items())
     print(f"torch.compile(fullgraph=True, {settings}) on {device}: matches eager")
 
