@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptxbridge.abi.errors import FormatError
+from ptxbridge.rust.cursor import spell, split_commas, strip_attrs, strip_vis, top_level
 from ptxbridge.rust.syntax import (
     Attr,
     RustEnum,
@@ -29,29 +30,22 @@ from ptxbridge.rust.syntax import (
     RustStatic,
     RustStruct,
     RustType,
-    TArray,
-    TFnPtr,
     TNoAbi,
     Token,
-    TPath,
-    TPtr,
-    TRef,
-    TSlice,
-    TTuple,
     tokenize,
 )
+from ptxbridge.rust.type_syntax import TypeReader, ident
 
 __all__ = ["parse_source", "read_crate", "split_commas"]
 
-_OPEN = {"(": ")", "[": "]", "{": "}"}
 _QUALIFIERS = {"pub", "unsafe", "safe", "const", "async", "default", "extern", "auto"}
 
 
-class _Parser:
+class _Parser(TypeReader):
     """Recursive descent over the token list; errors name the file and line."""
 
     def __init__(self, tokens: list[Token], source: str):
-        self.toks, self.pos, self.source = tokens, 0, source
+        super().__init__(tokens, source)
         self.functions: list[RustFn] = []
         self.structs: dict[str, RustStruct] = {}
         self.enums: dict[str, RustEnum] = {}
@@ -60,82 +54,6 @@ class _Parser:
         self.statics: list[RustStatic] = []
         self.submodules: list[str] = []
         self.cuda_module: str | None = None  # the enclosing #[cuda_module] module's name
-
-    # -- token helpers -------------------------------------------------------------
-    def peek(self, ahead: int = 0) -> Token | None:
-        index = self.pos + ahead
-        return self.toks[index] if index < len(self.toks) else None
-
-    def at(self, text: str, ahead: int = 0) -> bool:
-        tok = self.peek(ahead)
-        return tok is not None and tok.text == text and tok.kind in ("punct", "ident")
-
-    def next(self) -> Token:
-        tok = self.peek()
-        if tok is None:
-            last = self.toks[-1].line if self.toks else 1
-            raise FormatError("unexpected end of Rust source", source=self.source, where=f"line {last}")
-        self.pos += 1
-        return tok
-
-    def expect(self, text: str) -> Token:
-        tok = self.next()
-        if tok.text != text:
-            self.fail(f"expected {text!r} (got {tok.text!r})", tok)
-        return tok
-
-    def fail(self, message: str, tok: Token | None = None) -> None:
-        tok = tok or self.peek() or (self.toks[-1] if self.toks else Token("punct", "", 1))
-        raise FormatError(message, source=self.source, where=f"line {tok.line}")
-
-    def group(self) -> list[Token]:
-        """Consume a balanced ``(..)``/``[..]``/``{..}`` group; returns the tokens inside."""
-        opener = self.next()
-        closer, depth, start = _OPEN[opener.text], 1, self.pos
-        while depth:
-            tok = self.next()
-            if tok.kind == "punct" and tok.text in _OPEN:
-                depth += 1
-            elif tok.kind == "punct" and tok.text in (")", "]", "}"):
-                depth -= 1
-                if depth == 0 and tok.text != closer:
-                    self.fail(f"mismatched {tok.text!r} closing {opener.text!r} from line {opener.line}", tok)
-        return self.toks[start:self.pos - 1]
-
-    def skip_item(self) -> None:
-        """Skip to the end of an item: a top-level ``;`` or a closing brace group."""
-        while True:
-            tok = self.peek()
-            if tok is None:
-                return
-            if tok.text == ";":
-                self.pos += 1
-                return
-            if tok.text == "{":
-                self.group()
-                if not self.at(";"):
-                    return
-            elif tok.text in ("(", "["):
-                self.group()
-            else:
-                self.pos += 1
-
-    def until(self, *stops: str, types: bool = True) -> list[Token]:
-        """Consume tokens up to (not including) a top-level ``stops`` token; groups nest, and so do
-        ``<..>`` when ``types`` (in an expression ``<`` may be a comparison or a shift)."""
-        start, angles = self.pos, 0
-        while (tok := self.peek()) is not None:
-            if angles == 0 and tok.text in stops and tok.kind in ("punct", "ident"):
-                break
-            if tok.kind == "punct" and tok.text in _OPEN:
-                self.group()
-                continue
-            if tok.kind == "punct" and tok.text in (")", "]", "}"):
-                break
-            if types:
-                angles += (tok.text == "<") - (tok.text == ">" and angles > 0)
-            self.pos += 1
-        return self.toks[start:self.pos]
 
     # -- items ---------------------------------------------------------------------
     def items(self, until_brace: bool = False) -> None:
@@ -169,7 +87,7 @@ class _Parser:
                   None)
         self.skip_item()
         if fn is not None:
-            name = _ident(head[fn + 1].text)
+            name = ident(head[fn + 1].text)
             self.functions.append(RustFn(name, _symbol(attrs, name, False), None, (), None, (), tuple(attrs),
                                          head[fn].line, broken=exc.reason, source=self.source))
 
@@ -230,7 +148,7 @@ class _Parser:
 
     def const(self) -> None:
         self.expect("const")
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         self.expect(":")
         self.until("=", ";")
         if self.at("="):
@@ -247,7 +165,7 @@ class _Parser:
         self.expect(":")
         declared = self.sub_type(self.until("=", ";"), tok)
         self.skip_item()
-        self.statics.append(RustStatic(_ident(tok.text), declared, tuple(attrs), tok.line, tok.col,
+        self.statics.append(RustStatic(ident(tok.text), declared, tuple(attrs), tok.line, tok.col,
                                        self.cuda_module))
 
     def foreign_block(self, abi: str, block_attrs: list[Attr]) -> None:
@@ -280,38 +198,12 @@ class _Parser:
                 continue
             names.append(part[0].text)
             if len(part) > 2 and part[1].text == ":":
-                bounds.append((part[0].text, _spell(part[2:])))
+                bounds.append((part[0].text, spell(part[2:])))
         return tuple(names), tuple(consts), bounds
-
-    def split_angle(self) -> list[list[Token]]:
-        """Consume ``<...>``, returning its top-level comma-separated parts."""
-        self.expect("<")
-        parts: list[list[Token]] = [[]]
-        depth = 1
-        while True:
-            tok = self.peek()
-            if tok is None:
-                self.fail("unterminated '<'")
-            if tok.text in _OPEN:
-                start = self.pos
-                self.group()
-                parts[-1].extend(self.toks[start:self.pos])
-                continue
-            self.pos += 1
-            if tok.text == "<":
-                depth += 1
-            elif tok.text == ">":
-                depth -= 1
-                if depth == 0:
-                    return parts
-            elif tok.text == "," and depth == 1:
-                parts.append([])
-                continue
-            parts[-1].append(tok)
 
     def function(self, attrs: list[Attr], abi: str | None, *, foreign: bool) -> None:
         line = self.expect("fn").line
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         generics, consts, bounds = self.generics()
         parts = split_commas(self.group())
         params = [self.param(part, index) for index, part in enumerate(parts)]
@@ -323,7 +215,7 @@ class _Parser:
             self.pos += 1
             for part in split_commas(self.until("{", ";")):
                 if len(part) > 2 and part[1].text == ":" and part[0].kind == "ident":
-                    bounds.append((part[0].text, _spell(part[2:])))
+                    bounds.append((part[0].text, spell(part[2:])))
         if self.at("{"):
             self.group()
         else:
@@ -334,125 +226,25 @@ class _Parser:
                                      param_lines=tuple(p[0].line for p in parts)))
 
     def param(self, part: list[Token], index: int) -> tuple[str, RustType]:
-        part = _strip_attrs(part)
-        colon = _top_level(part, ":")
+        part = strip_attrs(part)
+        colon = top_level(part, ":")
         if colon is None:
             if part and part[-1].text == "self":
                 return "self", TNoAbi("a method receiver (self)")
             self.fail(f"parameter {index} has no type", part[0] if part else None)
         pattern = [t for t in part[:colon] if t.text not in ("mut", "ref")]
         simple = len(pattern) == 1 and pattern[0].kind == "ident" and pattern[0].text != "_"
-        name = _ident(pattern[0].text) if simple else f"arg{index}"
+        name = ident(pattern[0].text) if simple else f"arg{index}"
         return name, self.sub_type(part[colon + 1:], part[colon])
-
-    def sub_type(self, tokens: list[Token], near: Token) -> RustType:
-        """The type spelled by ``tokens``; a :class:`TNoAbi` with the reason when it cannot be read."""
-        if not tokens:
-            return TNoAbi(f"no type after line {near.line}")
-        try:
-            return _Parser(tokens, self.source).whole_type()
-        except FormatError as exc:
-            return TNoAbi(exc.reason)
-
-    def whole_type(self) -> RustType:
-        parsed = self.type()
-        if self.peek() is not None:
-            self.fail(f"unexpected {self.peek().text!r} after a type")
-        return parsed
-
-    def rest_has_no_abi(self, reason: str, fat: bool = False) -> TNoAbi:
-        self.pos = len(self.toks)  # the rest of this (sub-)type belongs to the unreadable part
-        return TNoAbi(reason, fat)
-
-    def type(self) -> RustType:
-        tok = self.next()
-        text = tok.text
-        if text == "&":
-            if (life := self.peek()) is not None and life.kind == "life":
-                self.pos += 1
-            mutable = self.at("mut")
-            self.pos += mutable
-            return TRef(self.type(), mutable)
-        if text == "*":
-            qualifier = self.next().text
-            if qualifier not in ("const", "mut"):
-                self.fail(f"raw pointer needs 'const' or 'mut' (got {qualifier!r})", tok)
-            return TPtr(self.type(), qualifier == "mut")
-        if text == "(":
-            self.pos -= 1
-            inside = self.group()
-            parts = split_commas(inside)
-            if len(parts) == 1 and inside[-1].text != ",":  # `(T)` is T
-                return _Parser(parts[0], self.source).whole_type()
-            return TTuple(tuple(_Parser(p, self.source).whole_type() for p in parts))
-        if text == "[":
-            self.pos -= 1
-            inside = self.group()
-            semi = _top_level(inside, ";")
-            inner = _Parser(inside[:semi] if semi is not None else inside, self.source).whole_type()
-            if semi is None:
-                return TSlice(inner)
-            return TArray(inner, " ".join(t.text for t in inside[semi + 1:]))
-        if text == "for" and self.at("<"):  # `for<'a> fn(&'a T)`: the binder changes no layout
-            self.split_angle()
-            return self.type()
-        if text in ("unsafe", "extern") or text == "fn":
-            while not self.at("("):
-                self.next()
-            self.group()
-            if self.at("->"):
-                self.pos += 1
-                self.type()
-            return TFnPtr()
-        if text == "!":
-            return TTuple(())
-        if text == "dyn":
-            return self.rest_has_no_abi("a trait object ('dyn Trait') has no fixed ABI", fat=True)
-        if text == "impl":
-            return self.rest_has_no_abi("'impl Trait' stands for a type the compiler picks: no fixed ABI")
-        if text == "_":
-            return TNoAbi("an inferred type ('_') has no fixed ABI")
-        if text == "<":
-            return self.rest_has_no_abi("a qualified path type ('<T as Trait>::X') is not resolved here")
-        if tok.kind != "ident" and text != "::":
-            self.fail(f"expected a type (got {text!r})", tok)
-        self.pos -= 1
-        path = self.path_type()
-        if self.at("!"):
-            return self.rest_has_no_abi(f"a macro type ('{path.name}!') is expanded only by rustc")
-        return path
-
-    def path_type(self) -> TPath:
-        segments: list[str] = []
-        args: tuple[RustType | str, ...] = ()
-        if self.at("::"):
-            self.pos += 1
-        while True:
-            segments.append(_ident(self.next().text))
-            if self.at("::") and self.at("<", 1):
-                self.pos += 1
-            if self.at("<"):
-                args = tuple(self.generic_arg(part) for part in self.split_angle() if part
-                             and part[0].kind != "life")
-            if not self.at("::"):
-                return TPath(tuple(segments), args)
-            self.pos += 1
-
-    def generic_arg(self, part: list[Token]) -> RustType | str:
-        if part[0].kind in ("num", "str", "char") or part[0].text in ("{", "-", "true", "false"):
-            return " ".join(t.text for t in part)
-        if len(part) > 1 and part[1].text in ("=", ":"):  # associated type binding or bound
-            return " ".join(t.text for t in part)
-        return self.sub_type(part, part[0])
 
     def struct(self, attrs: list[Attr]) -> None:
         keyword = self.next()
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         generics = self.generics()[0]
         fields: list[tuple[str, RustType]] = []
         if self.at("("):
             for index, part in enumerate(split_commas(self.group())):
-                part = _strip_vis(_strip_attrs(part))
+                part = strip_vis(strip_attrs(part))
                 fields.append((str(index), self.sub_type(part, keyword)))
         while self.at("where"):
             self.until("{", ";")
@@ -466,20 +258,20 @@ class _Parser:
     def named_fields(self, owner: str) -> list[tuple[str, RustType]]:
         fields = []
         for part in split_commas(self.group()):
-            part = _strip_vis(_strip_attrs(part))
+            part = strip_vis(strip_attrs(part))
             if len(part) < 3 or part[1].text != ":":
                 self.fail(f"{owner}: expected 'field: Type'", part[0] if part else None)
-            fields.append((_ident(part[0].text), self.sub_type(part[2:], part[1])))
+            fields.append((ident(part[0].text), self.sub_type(part[2:], part[1])))
         return fields
 
     def enum(self, attrs: list[Attr]) -> None:
         line = self.next().line
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         self.generics()
         self.until("{")
         variants = []
         for part in split_commas(self.group()):
-            inner = _Parser(_strip_attrs(part), self.source)
+            inner = _Parser(strip_attrs(part), self.source)
             inner.next()  # the variant's name
             fields: list[tuple[str, RustType]] = []
             if inner.at("("):
@@ -492,7 +284,7 @@ class _Parser:
 
     def alias(self) -> None:
         tok = self.expect("type")
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         generic = self.at("<")
         if generic:
             self.split_angle()
@@ -504,68 +296,6 @@ class _Parser:
         self.skip_item()
         if not generic:  # only trivial (non-generic) aliases are resolved
             self.aliases[name] = self.sub_type(value, tok)
-
-
-def split_commas(tokens: list[Token]) -> list[list[Token]]:
-    """Top-level comma-separated parts of a token list (nesting by brackets and angles)."""
-    parts: list[list[Token]] = [[]]
-    depth = 0
-    for tok in tokens:
-        if tok.kind == "punct":
-            if tok.text in ("(", "[", "{", "<"):
-                depth += 1
-            elif tok.text in (")", "]", "}", ">"):
-                depth -= 1
-            elif tok.text == "," and depth == 0:
-                parts.append([])
-                continue
-        parts[-1].append(tok)
-    return [p for p in parts if p]
-
-
-def _spell(tokens: list[Token]) -> str:
-    """Tokens as Rust is written: ``Fn(*mut T) -> u32 + Copy`` (for messages)."""
-    out = ""
-    for prev, tok in zip([None, *tokens], tokens, strict=False):
-        spaced = prev is not None and (tok.text in ("+", "->", "=") or prev.text in ("+", "->", "=", ",")
-                                       or (prev.kind != "punct" and tok.kind != "punct"))
-        out += (" " if spaced else "") + tok.text
-    return out
-
-
-def _top_level(tokens: list[Token], text: str) -> int | None:
-    """Index of the first ``text`` token outside any bracket or angle group."""
-    depth = 0
-    for i, tok in enumerate(tokens):
-        if tok.kind != "punct":
-            continue
-        if tok.text in ("(", "[", "{", "<"):
-            depth += 1
-        elif tok.text in (")", "]", "}", ">"):
-            depth -= 1
-        elif tok.text == text and depth == 0:
-            return i
-    return None
-
-
-def _strip_attrs(part: list[Token]) -> list[Token]:
-    while len(part) > 1 and part[0].text == "#" and part[1].text == "[":
-        depth, i = 0, 1
-        for i in range(1, len(part)):
-            depth += part[i].text == "["
-            depth -= part[i].text == "]"
-            if depth == 0:
-                break
-        part = part[i + 1:]
-    return part
-
-
-def _strip_vis(part: list[Token]) -> list[Token]:
-    if part and part[0].text == "pub":
-        part = part[1:]
-        if part and part[0].text == "(":  # pub(crate), pub(in path): no nested parentheses
-            part = part[next(i for i, t in enumerate(part) if t.text == ")") + 1:]
-    return part
 
 
 def _attr(body: list[Token]) -> Attr:
@@ -602,10 +332,6 @@ def _symbol(attrs: list[Attr], name: str, foreign: bool) -> str | None:
 
 def _unquote(text: str) -> str:
     return text[1:-1] if text.startswith('"') else text.split('"', 1)[1].rsplit('"', 1)[0]
-
-
-def _ident(text: str) -> str:
-    return text[2:] if text.startswith("r#") else text
 
 
 def parse_source(text: str, source: str = "<rust>") -> RustSource:
