@@ -43,8 +43,8 @@ _MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
-    "nvvm": "NVVM IR (LLVM bitcode): kernels cannot be listed without libNVVM/nvJitLink "
-            "(compile it to PTX or a cubin, then inspect that)",
+    "nvvm": "NVVM IR (LLVM text or bitcode): kernels cannot be listed without libNVVM/nvJitLink "
+            "(ptxbridge.oxide.load reads cuda-oxide's with its Rust source; or link it, then inspect)",
     "object": "a host ELF with no device code (neither .nv_fatbin nor .oxart)",
 }
 
