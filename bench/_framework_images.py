@@ -13,12 +13,11 @@ multiply-add is a device function: written in numba itself (``lto_one``), CUDA C
 frontend makes LTO-IR (``lto_rust``).
 
 The GPU host has no rustc: build here with ``--save DIR`` and measure there with ``--images DIR``
-(the store format of ``tests/gpu/_images.py``).
+(saved with ``Image.save``, as the GPU suite saves its images).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ ARCH = "sm_90"
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests" / "gpu"))
 
-import _images  # noqa: E402  (the GPU suite's image store: save / load)
+import _images  # noqa: E402  (the GPU suite's sources: RUST_DIR)
 
 CPP_STEP = r"""
 extern "C" __global__ void add(const float* a, const float* b, float* c, int n) {
@@ -148,19 +147,21 @@ def images(store: Path | None) -> dict[str, object]:
     """Every image: from ``store`` where saved there, else built here (and saved when ``store`` is
     given).  An image that cannot be built here (a missing toolchain or frontend feature) maps to
     the reason, as a string."""
+    from ptxbridge import Image
     from ptxbridge.linker import link
 
     found: dict[str, object] = {}
     for name, builder in BUILDERS.items():
-        if store is not None and (store / f"{name}.json").exists():
-            os.environ["PTXBRIDGE_GPU_IMAGES"] = str(store)
-            found[name] = _images.image(name)
+        saved = None if store is None else store / f"{name}.ptxb"
+        if saved is not None and saved.is_file():
+            found[name] = Image.open(saved)
             continue
         try:
             found[name] = link(builder(), arch=ARCH)
         except Exception as exc:  # e.g. the Rust frontend has no output="ltoir" yet
             found[name] = f"not built: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
             continue
-        if store is not None:
-            _images.save(name, found[name], store)
+        if saved is not None:
+            store.mkdir(parents=True, exist_ok=True)
+            found[name].save(saved)
     return found
