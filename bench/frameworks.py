@@ -331,11 +331,14 @@ def sass_calls(image) -> int | str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "image.cubin"
         path.write_bytes(image.cubin)
-        sass = subprocess.run([tool, "-sass", "-fun", "fma_loop", str(path)], capture_output=True, text=True,
-                              env=env, check=True).stdout
-    if "fma_loop" not in sass:
+        done = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return f"cuobjdump -sass failed: {(done.stderr or done.stdout).strip()[:120]}"
+    functions = re.split(r"\n\s*Function : ", done.stdout)
+    body = next((f for f in functions if f.startswith("fma_loop")), None)
+    if body is None:
         return "fma_loop not in the SASS"
-    return len(re.findall(r"\bCALL\b", sass))
+    return len(re.findall(r"\bCALL\b", body))
 
 
 def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
