@@ -11,8 +11,9 @@ binders; nothing from the arguments reaches the source text.
 When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
 arguments are all torch tensors on pointers/slices and plain int/float
 scalars also get a C plan (:func:`native_specs`): it reads tensors through
-the DLPack C exchange API, packs on the stack and calls the driver; on any
-check failure it declines and this module's Python function runs.  Set
+the DLPack C exchange API, checks the byte ranges of tensors the signature
+promises not to overlap (:mod:`.aliasing`), packs on the stack and calls the
+driver; on any check failure it declines and this module's Python function runs.  Set
 ``PTXBRIDGE_FASTLAUNCH=0`` to turn the C plan off.
 """
 
@@ -92,10 +93,11 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
     return tuple(specs)
 
 
-def native_plan(size: int, specs: tuple, **launch: Any) -> Any:
+def native_plan(size: int, specs: tuple, alias_pairs: tuple[tuple[int, int], ...] = (), **launch: Any) -> Any:
     """A ``_fastlaunch.Plan``; ``launch`` is the loader's ``native_facts`` (the kernel handle, the
-    context and the driver's entry points, see bridge/launch/_fastlaunch.c)."""
-    return _fastlaunch.Plan(size, specs, **launch)
+    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias_pairs``: argument
+    index pairs whose tensors must not overlap (the plan declines when they do)."""
+    return _fastlaunch.Plan(size, specs, alias_pairs=alias_pairs, **launch)
 
 
 def _inline_tensor(i: int, test: str, ptr: str, numel: str, kind: str) -> tuple[list[str], str]:
@@ -133,11 +135,13 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
     return [test, f"        v{i} = a{i}", "    else:", f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
 
 
-def compile_launch(binders: Sequence[Binder], launch: Callable[..., None]) -> Callable[..., None]:
-    """``f(args, grid, block, shared_mem, stream)`` binding every argument, then ``launch``."""
-    names: dict[str, Any] = {"launch": launch}
+def compile_launch(binders: Sequence[Binder], launch: Callable[..., None],
+                   check: Callable[[tuple], None] | None = None) -> Callable[..., None]:
+    """``f(args, grid, block, shared_mem, stream, check_aliasing=True)`` binding every argument,
+    then ``check(args)`` (the no-alias promises, :mod:`.aliasing`) unless told not to, then ``launch``."""
+    names: dict[str, Any] = {"launch": launch, "check": check}
     count = len(binders)
-    lines = ["def bound_launch(args, grid, block, shared_mem, stream):"]
+    lines = ["def bound_launch(args, grid, block, shared_mem, stream, check_aliasing=True):"]
     if count:
         lines.append(f"    {', '.join(f'a{i}' for i in range(count))}, = args")
     values = []
@@ -146,6 +150,8 @@ def compile_launch(binders: Sequence[Binder], launch: Callable[..., None]) -> Ca
         body, expression = _inline(i, binder.inline, names)
         lines += body
         values.append(expression)
+    if check is not None:
+        lines.append("    if check_aliasing: check(args)")
     lines.append(f"    launch(({', '.join(values)}{',' if len(values) == 1 else ''}), grid, block, "
                  "shared_mem, stream)")
     namespace: dict[str, Any] = dict(names)
