@@ -1,0 +1,344 @@
+"""No-alias promises checked at launch (bridge/launch/aliasing.py, docs/safety.md).
+
+Extents from data pointer, shape, strides and element size; which signatures promise what;
+refusals naming kernel, both parameters and the bytes, on the CPU loader for each convention;
+the C plan declining overlapping tensors; the opt-outs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+import ptxbridge
+from ptxbridge.abi import ArgumentError, Signature
+from ptxbridge.abi.devices import DLPACK_CPU
+from ptxbridge.image import Image
+from ptxbridge.launch.aliasing import alias_check
+from ptxbridge.launch.dlpack import extractor_for
+from ptxbridge.launch.extents import ENUMERATE_LIMIT, Extent, Undecided, extent_of, overlap, self_overlap
+from ptxbridge.launch.module import Module
+from ptxbridge.loaders.base import Backend
+
+OPT_OUT = "pass tensors that do not overlap, or check_aliasing=False to take that responsibility"
+SLICES = "#[convention(oxide)] kernel vadd_slices(a: &[f32], b: &[f32], c: &mut [f32])"
+SLICES_CU = r"""
+extern "C" __global__ void vadd_slices(const float* a, unsigned long long na, const float* b,
+                                       unsigned long long nb, float* c, unsigned long long nc) {
+    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < na && i < nb && i < nc) c[i] = a[i] + b[i];
+}
+"""
+
+
+def extent(a: np.ndarray) -> Extent:
+    return extent_of(extractor_for(type(a))(a, None), a.itemsize)
+
+
+def span(a: np.ndarray, lo: int, hi: int) -> str:
+    """The text of bytes [lo, hi) of ``a``'s buffer, as the messages write it."""
+    base = a.__array_interface__["data"][0]
+    return f"[{base + lo:#x}, {base + hi:#x}) ({hi - lo} bytes)"
+
+
+# --- extents -------------------------------------------------------------------------------------
+
+def test_extents_reach_below_the_pointer_for_negative_strides():
+    x = np.zeros((4, 6), np.float32)
+    base = x.ctypes.data
+    e = extent(x[::-1, 1::2])  # data pointer at row 3, column 1
+    assert (e.lo, e.hi, e.dense) == (base + 4, base + 96, False)  # x[0, 1] .. x[3, 5]
+    empty = extent(x[2:2])
+    assert empty.lo == empty.hi and overlap(empty, extent(x)) is None  # no bytes at all
+    assert extent(x.T).dense and (extent(x.T).lo, extent(x.T).hi) == (base, base + 96)
+
+
+def test_interleaved_views_share_no_bytes_but_shifted_ones_do():
+    x = np.zeros((8, 8), np.float32)
+    evens, odds = extent(x[:, 0::2]), extent(x[:, 1::2])
+    assert (evens.lo, evens.hi) != (0, 0) and evens.lo < odds.hi and odds.lo < evens.hi  # spans overlap
+    assert overlap(evens, odds) is None
+    assert overlap(extent(x[:4]), extent(x[4:])) is None
+    base = x.ctypes.data
+    assert overlap(extent(x[:5]), extent(x[4:])) == (base + 128, base + 160)
+    assert overlap(extent(x[::-1, ::2]), extent(x[3, 2:3])) == (base + 104, base + 108)
+    bytes_view = x.view(np.uint8)[0, 30:31]  # one byte inside x[0, 7]
+    assert overlap(extent(x[0, 7:8]), extent(bytes_view)) == (base + 30, base + 31)
+
+
+def test_self_overlap_finds_two_indices_with_one_address():
+    y = np.zeros(100, np.float32)
+    assert self_overlap(extent(np.broadcast_to(y[:4], (3, 4)))) == ((0, 0), (1, 0))
+    windows = as_strided(y, (5, 4), (4, 4))  # sliding windows: x[i, j] = y[i + j]
+    assert self_overlap(extent(windows)) == ((0, 1), (1, 0))
+    assert self_overlap(extent(as_strided(y, (3, 3), (8, 8)))) == ((0, 1), (1, 0))
+    interleaved = as_strided(y, (3, 2), (8, 12))  # offsets 0 2 4 / 3 5 7: distinct though not nested
+    assert self_overlap(extent(interleaved)) is None
+    assert self_overlap(extent(y.reshape(10, 10)[::-1, ::3].T)) is None
+
+
+def test_irregular_views_too_large_to_search_are_undecided_and_refused():
+    n = ENUMERATE_LIMIT // 2 + 1
+    y = np.zeros(2 * n + 2, np.float32)
+    irregular = as_strided(y, (n, 2), (8, 12))  # offsets 2i + 3j: distinct, but not shown so cheaply
+    with pytest.raises(Undecided):
+        self_overlap(extent(irregular))
+    check = alias_check(Signature.parse("#[convention(cutile)] kernel k(x: TileArray<f32, 2>)"))
+    with pytest.raises(ArgumentError, match=rf"^k: argument 'x' \(TileArray<f32, 2, i32>\) cannot be shown "
+                                            rf"free of self-overlap \(shape \({n}, 2\), strides \(2, 3\) "):
+        check((irregular,))
+
+
+# --- which signatures promise what -----------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "kernel k(a: *const f32, b: *mut f32, c: *mut f32)",  # raw pointers promise nothing
+    "#[convention(numba)] kernel k(a: Array<f32, 1, C>, b: Array<f32, 1, C>)",
+    "#[convention(oxide)] kernel k(a: &[f32], b: &[f32], n: u32)",  # shared borrows may overlap
+    "#[convention(cutile)] kernel k(a: TileArray<f32, 1>{alias: 0x1, internal_alias}, "
+    "b: TileArray<f32, 1>{alias: 0x1, internal_alias})",
+    "#[convention(cutile-rs)] kernel k(a: Tensor<f32, 1>, b: Tensor<f32, 1>)",
+])
+def test_signatures_without_promises_to_check(text):
+    assert alias_check(Signature.parse(text)) is None
+
+
+@pytest.mark.parametrize(("text", "pairs"), [
+    ("#[convention(oxide)] kernel k(a: &[f32], c: &mut [f32], x: *const f32, n: u32)", ((1, 0), (1, 2))),
+    ("#[convention(oxide)] kernel k(a: &[f32], c: DisjointSlice<f32>)", ((1, 0),)),
+    ("#[convention(oxide)] kernel k(a: &[f32], w: *mut f32, r: *const f32)", ((0, 1),)),
+    ("#[convention(cutile)] kernel k(a: TileArray<f32, 1>{alias: 0x1, internal_alias}, "
+     "b: TileArray<f32, 1>{alias: 0x3, internal_alias}, c: TileArray<f32, 1>{alias: 0x2, internal_alias})",
+     ((0, 2),)),
+])
+def test_pairs_the_c_plan_checks(text, pairs):
+    assert alias_check(Signature.parse(text)).argument_pairs() == pairs
+
+
+def test_promises_inside_lists_partitions_and_tuples_are_python_only():
+    for text in ("#[convention(cutile)] kernel k(xs: TileList<TileArray<f32, 1>>)",
+                 "#[convention(cutile-rs)] kernel k(x: Tensor<f32, 1>, y: Partition<f32, 1>)",
+                 "#[convention(cutile)] kernel k(p: (TileArray<f32, 1>, TileArray<f32, 1>))"):
+        check = alias_check(Signature.parse(text))
+        assert check is not None and check.argument_pairs() is None, text
+
+
+# --- the checks, one launch's arguments at a time ---------------------------------------------------
+
+def refusal(text: str, args: tuple) -> str:
+    with pytest.raises(ArgumentError) as error:
+        alias_check(Signature.parse(text))(args)
+    return str(error.value)
+
+
+def test_cutile_groups_lists_and_tuples():
+    x = np.zeros((8, 8), np.float32)
+    groups = ("#[convention(cutile)] kernel k(a: TileArray<f32, 2>{alias: 0x1}, "
+              "b: TileArray<f32, 2>{alias: 0x1}, c: TileArray<f32, 2>)")
+    alias_check(Signature.parse(groups))((x, x, x[:, :0]))  # same group; nothing in c
+    assert refusal(groups, (x[:4], x[:4], x[3:])) == (
+        f"k: argument 'a' (TileArray<f32, 2, i32>{{alias: 0x1}}) overlaps argument 'c' "
+        f"(TileArray<f32, 2, i32>) in bytes {span(x, 96, 128)}: the kernel was compiled for them in "
+        f"different cuTile alias groups (or none); {OPT_OUT}")
+    lists = "#[convention(cutile)] kernel k(xs: TileList<TileArray<f32, 1>>, y: TileArray<f32, 1>)"
+    alias_check(Signature.parse(lists))(([x[0], x[1], x[2, ::-1]], x[3]))
+    assert refusal(lists, ([x[0], x[1], x[1, 3:]], x[3])).startswith(
+        "k: argument 'xs[1]' (TileList<TileArray<f32, 1, i32>>) overlaps argument 'xs[2]' (TileList<")
+    assert "list items that do not overlap each other" in refusal(lists, ([x[0], x[1], x[1, 3:]], x[3]))
+    assert refusal(lists, ([x[0]], x[0, 1:])).startswith(
+        "k: argument 'xs[0]' (TileList<TileArray<f32, 1, i32>>) overlaps argument 'y' (TileArray<f32, 1")
+    tuples = "#[convention(cutile)] kernel k(p: (TileArray<f32, 1>, TileArray<f32, 1>))"
+    assert refusal(tuples, ((x[0], x[0, ::2]),)).startswith("k: argument 'p.0' (TileArray<f32, 1, i32>) "
+                                                            "overlaps argument 'p.1'")
+
+
+def test_cutile_internal_aliasing_and_partitions():
+    row = np.zeros(4, np.float32)
+    broadcast = np.broadcast_to(row, (3, 4))
+    text = "#[convention(cutile)] kernel k(x: TileArray<f32, 2>)"
+    assert refusal(text, (broadcast,)) == (
+        f"k: argument 'x' (TileArray<f32, 2, i32>) overlaps itself: indices (0, 0) and (1, 0) both address "
+        f"{row.ctypes.data:#x} (shape (3, 4), strides (0, 1) elements): the kernel was compiled for an array "
+        f"that does not alias internally (may_alias_internally=False); pass a tensor whose indices address "
+        f"distinct elements (e.g. .contiguous()), or check_aliasing=False to take that responsibility")
+    alias_check(Signature.parse("#[convention(cutile)] kernel k(x: TileArray<f32, 2>, y: TileArray<f32, 1>{"
+                                "internal_alias})"))((np.zeros((3, 4), np.float32), broadcast[:, 0]))
+    rs = "#[convention(cutile-rs)] kernel k(x: Tensor<f32, 2>, y: Partition<f32, 2>)"
+    whole = np.zeros((4, 4), np.float32)
+    alias_check(Signature.parse(rs))((whole[:2], (whole[2:], (1, 4), (4, 1))))
+    assert "'y' is a &mut Tensor partition, which no other argument may overlap" in refusal(
+        rs, (whole[:3], (whole[2:], (1, 4), (4, 1))))
+    assert "partition (written tile by tile)" in refusal(rs, (whole[:0], (broadcast, (1, 4), (4, 1))))
+
+
+def test_raw_integer_addresses_in_structs_have_no_extent():
+    x = np.zeros(4, np.float32)
+    text = "#[convention(oxide)] kernel k(s: struct S { p: &[f32], n: u64 }, c: &mut [f32])"
+    check = alias_check(Signature.parse(text))
+    check(({"p": x.ctypes.data, "n": 4}, x))  # an int address: the caller's business
+    assert refusal(text, ({"p": x, "n": 4}, x[1:])).startswith("k: argument 'c' (&mut [f32]) overlaps "
+                                                               "argument 's.p' (&[f32]) in bytes")
+
+
+# --- end to end on the CPU loader ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slices_module():
+    from ptxbridge import nvrtc
+
+    art = nvrtc.compile(SLICES_CU, arch="sm_80", signatures={"vadd_slices": SLICES})
+    with ptxbridge.link([art]).load("cpu") as module:
+        yield module
+
+
+def test_rust_slices_on_the_cpu_loader(slices_module):
+    buf = np.arange(16, dtype=np.float32)
+    kernel = slices_module.vadd_slices
+    kernel(buf[:8], buf[:8], buf[8:], grid=1, block=8)  # shared borrows overlap; c is a disjoint view
+    assert buf[8:].tolist() == [2.0 * i for i in range(8)]
+    with pytest.raises(ArgumentError) as error:
+        kernel(buf[:8], buf[8:], buf[4:12], grid=1, block=8)
+    assert str(error.value) == (
+        f"vadd_slices: argument 'c' (&mut [f32]) overlaps argument 'a' (&[f32]) in bytes "
+        f"{span(buf, 16, 32)}: 'c' is a &mut borrow, which no other argument may overlap; {OPT_OUT}")
+    assert buf[8:].tolist() == [2.0 * i for i in range(8)], "a refused launch wrote memory"
+
+
+def test_opt_outs_per_call_and_per_module(slices_module):
+    buf = np.ones(8, dtype=np.float32)
+    kernel = slices_module.vadd_slices
+    kernel(buf, buf, buf, grid=1, block=8, check_aliasing=False)
+    assert buf.tolist() == [2.0] * 8
+    with pytest.raises(ArgumentError, match="overlaps argument"):
+        kernel(buf, buf, buf, grid=1, block=8)
+    slices_module.check_aliasing = False
+    try:
+        kernel(buf, buf, buf, grid=1, block=8)
+        assert buf.tolist() == [4.0] * 8
+    finally:
+        slices_module.check_aliasing = True
+    with pytest.raises(ArgumentError, match="overlaps argument"):
+        kernel(buf, buf, buf, grid=1, block=8)
+
+
+def test_numba_promises_nothing_on_the_cpu_loader():
+    from numba import cuda
+
+    import ptxbridge.numba as pn
+
+    def add(a, b, c):
+        i = cuda.grid(1)
+        if i < c.size:
+            c[i] = a[i] + b[i]
+
+    art = pn.compile(add, "void(float32[::1], float32[::1], float32[::1])", arch="sm_80", name="add")
+    buf = np.ones(8, dtype=np.float32)
+    with ptxbridge.link([art]).load("cpu") as module:
+        module.add(buf, buf, buf, grid=1, block=8)
+    assert buf.tolist() == [2.0] * 8
+
+
+class _Recorder(Backend):
+    """A CPU loader stand-in for a cubin the interpreter cannot run: each launch's values are recorded."""
+
+    device_type, device_id = DLPACK_CPU, 0
+
+    def __init__(self):
+        self.launched: list[tuple] = []
+
+    def function(self, name):
+        return name
+
+    def launch(self, function, grid, block, shared_mem, stream, params, buffers):
+        self.launched.append((function, params))
+
+    def global_address(self, name):
+        raise KeyError(name)
+
+    read_global = write_global = global_address
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tile_groups():
+    """A tileiras cubin of ``vadd`` whose a and b share alias group 0 and c is in none (cached on disk)."""
+    ct = pytest.importorskip("cuda.tile", reason="needs the tile extra (cuda-tile)")
+    vadd = pytest.importorskip("test_tile_frontend").vadd
+    from cuda.tile import compilation as tc
+
+    import ptxbridge.tile as pt
+
+    def array(*groups):
+        return tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0,
+                                  alias_groups=groups, may_alias_internally=False)
+
+    sig = tc.KernelSignature([array("in"), array("in"), array(), 16], tc.CallingConvention.cutile_python_v1())
+    return pt.export(vadd, sig)
+
+
+def test_cutile_cubin_with_alias_groups_refuses_overlap_across_groups(tile_groups):
+    (name,) = tile_groups.kernels
+    assert "_g0_" in name  # the mangled name carries the group
+    backend = _Recorder()
+    kernel = Module(Image(tile_groups.code, tile_groups.arch, tile_groups.kernels), backend)[name]
+    buf = np.zeros(64, np.float32)
+    kernel(buf[:32], buf[:32], buf[32:], 16, grid=2)  # a and b share group 0; c is disjoint
+    kernel(buf[:32], buf[16:48], buf[48:], 16, grid=1)
+    with pytest.raises(ArgumentError) as error:
+        kernel(buf[:32], buf[32:], buf[16:48], 16, grid=2)
+    assert str(error.value) == (
+        f"{name}: argument 'a' (TileArray<f32, 1, i32>{{stride_lb: [0], alias: 0x1}}) overlaps argument 'c' "
+        f"(TileArray<f32, 1, i32>{{stride_lb: [0]}}) in bytes {span(buf, 64, 128)}: the kernel was compiled "
+        f"for them in different cuTile alias groups (or none); {OPT_OUT}")
+    with pytest.raises(ArgumentError, match=r"argument 'c' .* overlaps itself: indices \(0,\) and \(1,\)"):
+        kernel(buf[:32], buf[:32], np.broadcast_to(buf[40:41], (32,)), 16, grid=2)
+    assert len(backend.launched) == 2
+    kernel(buf[:32], buf[32:], buf[16:48], 16, grid=2, check_aliasing=False)
+    assert len(backend.launched) == 3
+
+
+# --- the C plan: overlap declines, Python refuses ---------------------------------------------------
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """``vadd_slices`` over a CPU loader whose C plans launch into the recording stand-in driver of
+    tests/test_fastlaunch.py: (kernel, the driver's launches, the Python path's launches)."""
+    pytest.importorskip("torch")
+    fast = pytest.importorskip("test_fastlaunch")
+    if fast.fastpath._fastlaunch is None:
+        pytest.skip("ptxbridge.launch._fastlaunch not built")
+    monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "1")
+    driver = fast.RecordingDriver.current = fast.RecordingDriver()
+    backend = fast._RecordingCpu()
+    module = Module(Image(None, "sm_90", {"vadd_slices": Signature.parse(SLICES)}), backend)
+    return module, driver, backend.launched
+
+
+def test_c_plan_launches_disjoint_tensors_and_declines_overlapping_ones(recorded):
+    import torch
+
+    module, driver, python = recorded
+    kernel = module.vadd_slices
+    buf = torch.arange(16.0)
+    kernel(buf[:8], buf[:8], buf[8:], grid=1, block=8, stream=0)  # the miss builds the C plan, which launches
+    kernel(buf[:8], buf[:8], buf[8:], grid=1, block=8, stream=0)  # the hit runs in C
+    plan = next(iter(kernel._plans.values()))
+    assert plan.native is not None and len(driver) == 2 and python == []
+    with pytest.raises(ArgumentError) as error:
+        kernel(buf[:8], buf[8:], buf[7:15], grid=1, block=8, stream=0)
+    start = buf.data_ptr()
+    assert str(error.value) == (
+        f"vadd_slices: argument 'c' (&mut [f32]) overlaps argument 'a' (&[f32]) in bytes "
+        f"[{start + 28:#x}, {start + 32:#x}) (4 bytes): 'c' is a &mut borrow, which no other argument may "
+        f"overlap; {OPT_OUT}")
+    assert len(driver) == 2 and python == []
+    assert plan.native.pack((buf[:8], buf[8:], buf[7:15])) is False
+    assert plan.native.pack((buf[:8], buf[8:], buf[8:8])) is not False  # empty: overlaps nothing
+    kernel(buf[:8], buf[8:], buf[7:15], grid=1, block=8, stream=0, check_aliasing=False)
+    assert len(driver) == 2 and len(python) == 1  # the keyword is the Python path's
+    module.check_aliasing = False
+    kernel(buf[:8], buf[8:], buf[7:15], grid=1, block=8, stream=0)
+    assert len(driver) == 3 and len(python) == 1  # a C plan without pairs
