@@ -7,13 +7,26 @@ the C plan declining overlapping tensors; the opt-outs.
 
 from __future__ import annotations
 
+import _rust_fixtures
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import ptxbridge
-from ptxbridge.abi import ArgumentError, Signature
+from ptxbridge.abi import (
+    Access,
+    ArgumentError,
+    Convention,
+    Memory,
+    Pointer,
+    Promise,
+    Scalar,
+    Signature,
+    access,
+    dtype,
+)
 from ptxbridge.abi.devices import DLPACK_CPU
+from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.dlpack import extractor_for
@@ -21,6 +34,7 @@ from ptxbridge.launch.extents import ENUMERATE_LIMIT, Extent, Undecided, extent_
 from ptxbridge.launch.module import Module
 from ptxbridge.loaders.base import Backend
 
+toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
 OPT_OUT = "pass tensors that do not overlap, or check_aliasing=False to take that responsibility"
 SLICES = "#[convention(oxide)] kernel vadd_slices(a: &[f32], b: &[f32], c: &mut [f32])"
 SLICES_CU = r"""
@@ -181,7 +195,107 @@ def test_raw_integer_addresses_in_structs_have_no_extent():
                                                                "argument 's.p' (&[f32]) in bytes")
 
 
+def test_pointer_promises_follow_noalias_and_mutability():
+    f32 = Scalar(dtype("f32"))
+    assert access(Pointer(f32, True)) == Access(Memory.WRITE)
+    assert access(Pointer(f32, True, "borrow")) == access(Pointer(f32, True, "restrict")) == Access(
+        Memory.WRITE, Promise.EXCLUSIVE)
+    assert access(Pointer(f32, False, "restrict")) == Access(Memory.READ, Promise.SHARED_READ)
+    with pytest.raises(ValueError, match="noalias must be one of"):
+        Pointer(f32, True, "unique")
+
+
+def test_rust_references_record_their_borrow_unless_the_type_has_interior_mutability():
+    from ptxbridge.rust.source import parse_source
+    from ptxbridge.rust.types import read_signatures
+
+    source = """
+    use core::cell::Cell;
+    use core::sync::atomic::AtomicU32;
+    #[repr(C)] pub struct Counter { hits: Cell<u32> }
+    #[repr(C)] pub struct Plain { x: f32, next: *mut Counter }
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn k(a: &f32, b: &mut Counter, c: &Cell<f32>, d: &AtomicU32, e: &Counter,
+                                        f: &Plain, g: *const f32, h: Option<&[f32; 2]>, s: &mut [f32]) {}
+    """
+    sig = read_signatures([parse_source(source, "k.rs")], Convention.C).kernels["k"]
+    counter = "struct Counter { hits: u32 }"
+    assert [format_type(p.type) for p in sig.params] == [
+        "&f32", f"&mut {counter}", "*const f32", "*const void", f"*const {counter}",
+        f"&struct Plain {{ x: f32, next: *mut {counter} }}", "*const f32", "&opaque<8, align 4>",
+        "struct slice { ptr: &mut f32, len: u64 }"]
+
+
 # --- end to end on the CPU loader ----------------------------------------------------------------
+
+RUST_KERNEL = """
+#![no_std]
+#![feature(abi_ptx, stdarch_nvptx)]
+use core::arch::nvptx::{_block_dim_x, _block_idx_x, _thread_idx_x};
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! { loop {} }
+
+/// total += factor * sum(x[..n]), by thread 0.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn accumulate(total: &mut f32, factor: &f32, x: *const f32, n: usize) {
+    if _block_idx_x() * _block_dim_x() + _thread_idx_x() == 0 {
+        for i in 0..n { *total += *factor * unsafe { *x.add(i) }; }
+    }
+}
+
+#[unsafe(no_mangle)]
+#[allow(improper_ctypes_definitions)]
+pub unsafe extern "ptx-kernel" fn copy(x: &[f32], out: &mut [f32]) {
+    let i = (_block_idx_x() * _block_dim_x() + _thread_idx_x()) as usize;
+    if i < out.len() && i < x.len() { out[i] = x[i]; }
+}
+"""
+
+
+def test_plain_rustc_references_on_the_cpu_loader(sysroot):
+    import ptxbridge.rust as prust
+
+    art = prust.compile(RUST_KERNEL, progress=False)
+    assert str(art.kernels["accumulate"]).endswith("(total: &mut f32, factor: &f32, x: *const f32, n: u64)")
+    assert str(art.kernels["copy"]).endswith(
+        "(x: struct slice { ptr: &f32, len: u64 }, out: struct slice { ptr: &mut f32, len: u64 })")
+    buf = np.arange(8, dtype=np.float32)
+    with ptxbridge.link([art]).load("cpu") as module:
+        module.accumulate(buf[7:], buf[2:3], buf[:4], 4, grid=1, block=32)  # factor overlaps x: both read
+        assert buf[7] == 7.0 + 2.0 * (0 + 1 + 2 + 3)
+        with pytest.raises(ArgumentError) as error:
+            module.accumulate(buf[3:4], buf[2:3], buf[:4], 4, grid=1, block=32)
+        assert str(error.value) == (
+            f"accumulate: argument 'total' (&mut f32) overlaps argument 'x' (*const f32) in bytes "
+            f"{span(buf, 12, 16)}: 'total' is a &mut borrow, which no other argument may overlap; {OPT_OUT}")
+        with pytest.raises(ArgumentError, match=r"^copy: argument 'out.ptr' \(&mut f32\) overlaps argument "
+                                                r"'x.ptr' \(&f32\) in bytes"):
+            module.copy({"ptr": buf[:4], "len": 4}, {"ptr": buf[3:7], "len": 4}, grid=1, block=4)
+    assert buf[:7].tolist() == list(range(7)), "a refused launch wrote memory"
+
+
+def test_cuda_cpp_restrict_pointers_on_the_cpu_loader():
+    from ptxbridge import nvrtc
+
+    source = r"""
+    extern "C" __global__ void dot3(const float* __restrict__ a, const float* __restrict__ b,
+                                    float* __restrict__ out, const float* plain, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[i] = a[i] * b[i] + plain[i];
+    }"""
+    buf = np.arange(16, dtype=np.float32)
+    with ptxbridge.load([nvrtc.compile(source, arch="sm_80")], device="cpu") as module:
+        module.dot3(buf[:8], buf[:8], buf[8:], buf[4:12][:0], 0, grid=1, block=8)  # const restrict may share
+        with pytest.raises(ArgumentError) as error:
+            module.dot3(buf[:8], buf[:8], buf[8:], buf[6:10], 8, grid=1, block=8)
+        assert str(error.value) == (
+            f"dot3: argument 'out' (*mut restrict f32) overlaps argument 'plain' (*const f32) in bytes "
+            f"{span(buf, 32, 40)}: 'out' is a __restrict__ pointer, which no other argument may overlap; "
+            f"{OPT_OUT}")
+    shared = "'a' is a const __restrict__ pointer, which no argument the kernel may write may overlap"
+    assert shared in refusal("kernel k(a: *const restrict f32, w: *mut f32, r: *const f32)",
+                             (buf[:4], buf[2:6], buf[:4]))
 
 @pytest.fixture(scope="module")
 def slices_module():

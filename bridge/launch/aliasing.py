@@ -6,7 +6,7 @@ the language boundary the caller must keep them (docs/safety.md).  From the
 access trait of each parameter (:func:`ptxbridge.abi.access`) this module
 decides once per kernel which pieces of argument memory must not overlap:
 
-- an exclusive parameter (``&mut``, ``DisjointSlice``, a writable ``__restrict__``
+- an exclusive parameter (``&mut``, ``DisjointSlice``, a ``T* __restrict__``
   pointer, a cutile-rs partition) overlaps no other parameter that carries memory;
 - a shared-read parameter (``&``, a ``const __restrict__`` pointer) overlaps no
   parameter the kernel may write; shared-read parameters may overlap each other;
@@ -98,7 +98,9 @@ def _what(unit: _Unit) -> str:
     t = unit.type
     if isinstance(t, DisjointSlice):
         return "a DisjointSlice (each element written by one thread)"
-    if isinstance(t, Slice):
+    if isinstance(t, Pointer) and t.noalias == "restrict":
+        return "a __restrict__ pointer" if t.mutable else "a const __restrict__ pointer"
+    if isinstance(t, (Slice, Pointer)):
         return "a &mut borrow" if t.mutable else "a shared borrow (&)"
     if isinstance(t, TileTensor):
         return "a &mut Tensor partition" if t.partition else "a &Tensor (shared borrow)"
