@@ -456,3 +456,19 @@ def test_c_plan_launches_disjoint_tensors_and_declines_overlapping_ones(recorded
     module.check_aliasing = False
     kernel(buf[:8], buf[8:], buf[7:15], grid=1, block=8, stream=0)
     assert len(driver) == 3 and len(python) == 1  # a C plan without pairs
+
+
+def test_the_generated_python_plan_tests_byte_ranges_inline(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fast = pytest.importorskip("test_fastlaunch")
+    monkeypatch.setenv("PTXBRIDGE_FASTLAUNCH", "0")
+    backend = fast._RecordingCpu()
+    kernel = Module(Image(None, "sm_90", {"vadd_slices": Signature.parse(SLICES)}), backend).vadd_slices
+    buf = torch.arange(16.0)
+    kernel(buf[:8], buf[:8], buf[8:], grid=1, block=8, stream=0)
+    with pytest.raises(ArgumentError, match=r"^vadd_slices: argument 'c' \(&mut \[f32\]\) overlaps "
+                                            r"argument 'b'"):
+        kernel(buf[:4], buf[4:12], buf[11:], grid=1, block=8, stream=0)
+    kernel(buf[:4], buf[4:12], buf[11:], grid=1, block=8, stream=0, check_aliasing=False)
+    plan = next(iter(kernel._plans.values()))
+    assert plan.native is None and plan.bound is not None and len(backend.launched) == 2
