@@ -4,27 +4,21 @@ tensors, through the C fast path (a launch the C plan declines reaches Python, w
 from __future__ import annotations
 
 import pytest
+import test_fastlaunch  # skips this module without torch
+from test_aliasing import OPT_OUT, SLICES, SLICES_CU
 
 import ptxbridge
 from ptxbridge.abi import ArgumentError
-from ptxbridge.launch.module import Kernel
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
-OPT_OUT = "pass tensors that do not overlap, or check_aliasing=False to take that responsibility"
-SOURCE = r"""
-extern "C" __global__ void vadd_slices(const float* a, unsigned long long na, const float* b,
-                                       unsigned long long nb, float* c, unsigned long long nc) {
-    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < na && i < nb && i < nc) c[i] = a[i] + b[i];
-}
+SOURCE = SLICES_CU + r"""
 extern "C" __global__ void axpy(float s, const float* __restrict__ x, float* __restrict__ y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = s * x[i] + y[i];
 }
 """
-SLICES = "#[convention(oxide)] kernel vadd_slices(a: &[f32], b: &[f32], c: &mut [f32])"
 
 
 @pytest.fixture
@@ -36,13 +30,7 @@ def module():
         yield loaded
 
 
-@pytest.fixture
-def python_calls(monkeypatch):
-    """Calls that reached ``Kernel._call_python`` (the C launcher handles the others)."""
-    calls = []
-    real = Kernel._call_python
-    monkeypatch.setattr(Kernel, "_call_python", lambda self, *a, **k: calls.append(a) or real(self, *a, **k))
-    return calls
+python_calls = test_fastlaunch.python_calls  # calls that reached Kernel._call_python
 
 
 def bytes_of(t, lo: int, hi: int) -> str:
