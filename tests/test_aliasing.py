@@ -336,6 +336,17 @@ def test_opt_outs_per_call_and_per_module(slices_module):
         kernel(buf, buf, buf, grid=1, block=8)
 
 
+def test_load_can_switch_the_check_off():
+    from ptxbridge import nvrtc
+
+    art = nvrtc.compile(SLICES_CU, arch="sm_80", signatures={"vadd_slices": SLICES})
+    buf = np.ones(8, dtype=np.float32)
+    with ptxbridge.load([art], device="cpu", check_aliasing=False) as module:
+        assert module.check_aliasing is False
+        module.vadd_slices(buf, buf, buf, grid=1, block=8)
+    assert buf.tolist() == [2.0] * 8
+
+
 def test_numba_promises_nothing_on_the_cpu_loader():
     from numba import cuda
 
