@@ -206,8 +206,8 @@ def test_pointer_promises_follow_noalias_and_mutability():
 
 
 def test_rust_references_record_their_borrow_unless_the_type_has_interior_mutability():
+    from ptxbridge.rust.signatures import read_signatures
     from ptxbridge.rust.source import parse_source
-    from ptxbridge.rust.types import read_signatures
 
     source = """
     use core::cell::Cell;
@@ -221,8 +221,8 @@ def test_rust_references_record_their_borrow_unless_the_type_has_interior_mutabi
     sig = read_signatures([parse_source(source, "k.rs")], Convention.C).kernels["k"]
     counter = "struct Counter { hits: u32 }"
     assert [format_type(p.type) for p in sig.params] == [
-        "&f32", f"&mut {counter}", "*const f32", "*const void", f"*const {counter}",
-        f"&struct Plain {{ x: f32, next: *mut {counter} }}", "*const f32", "&opaque<8, align 4>",
+        "&f32", f"&mut {counter}", "*const f32", "*const u32", f"*const {counter}",
+        f"&struct Plain {{ x: f32, next: *mut {counter} }}", "*const f32", "&(f32, f32)",
         "struct slice { ptr: &mut f32, len: u64 }"]
 
 
