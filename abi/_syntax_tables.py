@@ -37,5 +37,5 @@ LIST_PROMISES = (
 )
 DIM3_ATTRIBUTES = (("reqntid", "reqntid"), ("maxntid", "maxntid"), ("cluster", "cluster"))
 # words of the grammar itself; with the kinds' start words, no declared struct may take them
-GRAMMAR_WORDS = frozenset(("kernel", "device", "fn", "struct", "const", "void", "mut"))
+GRAMMAR_WORDS = frozenset(("kernel", "device", "fn", "struct", "const", "void", "mut", "restrict"))
 ATTRIBUTE_NAMES = ("convention", *dict(DIM3_ATTRIBUTES), "minnctapersm", "shared")

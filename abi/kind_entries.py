@@ -85,17 +85,25 @@ def _parse_pointer(p: Any) -> Pointer:
     if not p.at("const", "mut"):
         raise p.error("'const' or 'mut'")
     mutable = p.next().text == "mut"
-    return Pointer(None if p.accept("void") else p.type(), mutable)
+    noalias = "restrict" if p.accept("restrict") else ""
+    return Pointer(None if p.accept("void") else p.type(), mutable, noalias)
+
+
+def _format_pointer(t: Pointer, fmt: Callable[[Any], str]) -> str:
+    pointee = "void" if t.pointee is None else fmt(t.pointee)
+    if t.noalias == "borrow":
+        return f"&{'mut ' if t.mutable else ''}{pointee}"
+    return f"*{'mut' if t.mutable else 'const'} {'restrict ' if t.noalias else ''}{pointee}"
 
 
 POINTER = KindEntry(
-    Pointer, "pointer", {"pointee": "opt_type", "mutable": "bool"},
-    syntax=Custom(("*",), _parse_pointer, lambda t, fmt: (
-        f"*{'mut' if t.mutable else 'const'} {'void' if t.pointee is None else fmt(t.pointee)}")),
+    Pointer, "pointer", {"pointee": "opt_type", "mutable": "bool", "noalias": "str"},
+    syntax=Custom(("*",), _parse_pointer, _format_pointer),  # a borrow's "&" is the slice entry's start
     lower=lambda name, t, conv, source: [u64(name, source)],
     binding=always("tensor"),
-    # a raw pointer promises nothing; a borrow or __restrict__ flag on Pointer would promise here
-    access=lambda t, conv: Access(Memory.WRITE if t.mutable else Memory.READ),
+    # a raw pointer promises nothing; a borrow or __restrict__ pointer as much as a slice of its mutability
+    access=lambda t, conv: (_WRITES if t.mutable else _READS) if t.noalias else Access(
+        Memory.WRITE if t.mutable else Memory.READ),
     by_value=lambda t: (8, 8), member="address",
     children=lambda t: () if t.pointee is None else (t.pointee,),
     tensor=TensorRule(tensor_rules.pointer,
@@ -122,10 +130,12 @@ def _element_text(t: Slice | DisjointSlice, fmt: Callable[[Any], str]) -> str:
     return t.dtype.name if t.element is None else fmt(t.element)
 
 
-def _parse_slice(p: Any) -> Slice:
+def _parse_reference(p: Any) -> Slice | Pointer:
+    """``&[T]`` / ``&mut [T]`` (a slice), else ``&T`` / ``&mut T`` (a borrowed pointer)."""
     p.expect("&")
     mutable = p.accept("mut")
-    p.expect("[", "'[' (a slice)")
+    if not p.accept("["):
+        return Pointer(None if p.accept("void") else p.type(), mutable, "borrow")
     element = _element(p)
     p.expect("]")
     return slice_of(element, mutable, KINDS.by_value)
@@ -142,7 +152,7 @@ def _slice_values(rule: Callable[..., tuple[int, ...]]) -> Callable[[Any, Any], 
 
 SLICE = KindEntry(
     Slice, "slice", {"dtype": "dtype", "mutable": "bool", "element": "opt_type"},
-    syntax=Custom(("&",), _parse_slice,
+    syntax=Custom(("&",), _parse_reference,
                   lambda t, fmt: f"&{'mut ' if t.mutable else ''}[{_element_text(t, fmt)}]"),
     lower=lambda name, t, conv, source: [u64(name, source), u64(f"{name}.len", source)],
     binding=always("tensor"), access=lambda t, conv: _WRITES if t.mutable else _READS,

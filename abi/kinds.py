@@ -16,6 +16,7 @@ from .dtypes import DType
 __all__ = [
     "INDEX_WIDTHS",
     "MAX_NDIM",
+    "NOALIAS",
     "Constant",
     "DisjointSlice",
     "NumbaArray",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 INDEX_WIDTHS = ("i32", "u32", "i64")
+NOALIAS = ("", "borrow", "restrict")  # Pointer.noalias: none, a Rust reference, C++ __restrict__
 MAX_NDIM = 64  # numpy's NPY_MAXDIMS; also bounds the flat parameters an array lowers to
 
 
@@ -50,10 +52,20 @@ class Scalar:
 
 @dataclass(frozen=True, slots=True)
 class Pointer:
-    """A raw device pointer (``*const T``, ``*mut T``, ``T*``); ``pointee`` None is ``void*``."""
+    """A device pointer (``*const T``, ``*mut T``, ``T*``); ``pointee`` None is ``void*``.
+
+    ``noalias`` records a no-alias promise: ``"borrow"`` for a Rust reference (``&T``,
+    ``&mut T``), ``"restrict"`` for a C++ ``__restrict__`` pointer, ``""`` for a raw pointer
+    (none).  With ``mutable`` it is exclusive (``&mut``) or shared-read (``&``) (docs/safety.md).
+    """
 
     pointee: ParamType | None
     mutable: bool = True
+    noalias: Literal["", "borrow", "restrict"] = ""
+
+    def __post_init__(self) -> None:
+        if self.noalias not in NOALIAS:
+            raise ValueError(f"Pointer.noalias must be one of {NOALIAS} (got {self.noalias!r})")
 
 
 def _scalar_element(owner: Slice | DisjointSlice) -> None:

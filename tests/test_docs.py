@@ -126,6 +126,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("numba.md", 2): needs("numba.cuda"),
     ("rust.md", 0): rust_setup,
     ("rust.md", 1): oxide_setup,
+    ("safety.md", 0): needs("cuda.bindings.nvrtc"),
     ("tile.md", 0): needs("cuda.tile"),
     ("tile.md", 1): "needs a cutile-rs cubin (tests/test_tile_frontend.py covers load)",
 }

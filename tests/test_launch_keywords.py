@@ -100,8 +100,8 @@ def test_the_pure_python_path_gives_the_same_errors_and_accepts_names(tmp_path):
 
 def test_inspect_signature_and_help_show_the_kernels_parameters(module):
     assert str(inspect.signature(module.saxpy)) == (
-        "(a: 'f32', x: '*const f32', y: '*mut f32', n: 'i32', *, grid, block, shared_mem=0, stream=None) "
-        "-> None")
+        "(a: 'f32', x: '*const f32', y: '*mut f32', n: 'i32', *, grid, block, shared_mem=0, stream=None, "
+        "check_aliasing=True) -> None")
     text = pydoc.render_doc(module.saxpy, renderer=pydoc.plaintext)
     assert "    #[convention(c)] kernel saxpy(a: f32, x: *const f32, y: *mut f32, n: i32)\n" in text
     assert "    Launch: saxpy(a, x, y, n, grid=..., block=...)\n" in text
@@ -118,7 +118,8 @@ def test_a_parameter_named_like_a_launch_keyword_goes_by_position_and_reqntid_is
     artifact = ptxbridge.Artifact.from_file(ptx, "#[reqntid(64)] kernel fill(x: *mut f32, grid: f32)")
     module = ptxbridge.load([artifact], device="cpu")
     assert str(inspect.signature(module.fill)) == (
-        "(x: '*mut f32', _1: 'f32', /, *, grid, block=None, shared_mem=0, stream=None) -> None")
+        "(x: '*mut f32', _1: 'f32', /, *, grid, block=None, shared_mem=0, stream=None, check_aliasing=True) "
+        "-> None")
     assert "Launch: fill(x, grid, grid=..., [block=...])\nArguments go by position or by parameter name " \
            "(grid: by position only)" in module.fill.__doc__
     assert "block defaults to the kernel's .reqntid" in module.fill.__doc__

@@ -230,7 +230,8 @@ def test_paths_are_read_by_content(tmp_path):
 def test_load_links_for_the_named_device(monkeypatch):
     seen = {}
     monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: {1: "sm_80"}.get(ordinal))
-    monkeypatch.setattr(Image, "load", lambda self, device=None: seen.setdefault("image", (self, device)))
+    monkeypatch.setattr(Image, "load", lambda self, device=None, check_aliasing=True: seen.setdefault(
+        "image", (self, device)))
     kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_80", "ptx")
     linker.load([kernel], device="cuda:1")
     image, device = seen["image"]

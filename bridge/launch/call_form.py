@@ -1,5 +1,5 @@
 """How a kernel call is spelled: its parameters by position or by name, then ``grid=``, ``block=``,
-``shared_mem=`` and ``stream=`` as keywords.
+``shared_mem=``, ``stream=`` and ``check_aliasing=`` as keywords.
 
 The C launcher and ``Kernel._call_python`` take the common spelling (parameters by position, the
 launch keywords, ``grid=`` given) without coming here.  Everything else does: parameters passed by
@@ -26,7 +26,7 @@ from ptxbridge.abi.syntax import format_type
 
 __all__ = ["LAUNCH_KEYWORDS", "CallForm"]
 
-LAUNCH_KEYWORDS = ("grid", "block", "shared_mem", "stream")
+LAUNCH_KEYWORDS = ("grid", "block", "shared_mem", "stream", "check_aliasing")
 _MISSING = object()
 
 
@@ -100,7 +100,8 @@ class CallForm:
         block = inspect.Parameter.empty if not self.default_block else None
         params += [kinds("grid", kinds.KEYWORD_ONLY), kinds("block", kinds.KEYWORD_ONLY, default=block),
                    kinds("shared_mem", kinds.KEYWORD_ONLY, default=0),
-                   kinds("stream", kinds.KEYWORD_ONLY, default=None)]
+                   kinds("stream", kinds.KEYWORD_ONLY, default=None),
+                   kinds("check_aliasing", kinds.KEYWORD_ONLY, default=True)]
         return inspect.Signature(params, return_annotation=None)
 
     def doc(self) -> str:
@@ -115,4 +116,6 @@ class CallForm:
                 "grid, block: an int or a tuple of up to 3 ints (blocks in the grid, threads in a block); "
                 f"block {block}.\n"
                 "shared_mem: bytes of dynamic shared memory (default 0).\n"
-                "stream: a stream object or handle (default: the tensors' framework's current stream).\n")
+                "stream: a stream object or handle (default: the tensors' framework's current stream).\n"
+                "check_aliasing: refuse arguments that break the kernel's no-alias promises (default True; "
+                "docs/safety.md).\n")

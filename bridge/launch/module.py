@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
+from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
@@ -74,7 +75,8 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
-    __slots__ = ("binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers", "stateful")
+    __slots__ = ("aliasing", "binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers",
+                 "stateful")
 
     def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
         signature, backend = kernel.signature, kernel._backend
@@ -86,6 +88,7 @@ class _Plan:
                           backend.pointer_device)
         pairs = zip(signature.params, arg_types, strict=True)
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
+        self.aliasing = alias_check(signature, kernel.name) if kernel._module.check_aliasing else None
         self.stateful = any(b.stateful for b in self.binders)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
@@ -97,13 +100,15 @@ class _Plan:
         self.fast = prepared is not None
         if prepared is not None:
             self.launch = prepared
-            self.bound = compile_launch(self.binders, prepared)
+            self.bound = compile_launch(self.binders, prepared, self.aliasing)
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         if self.fast and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, arg_types, signature.layout)
-            facts = None if specs is None else backend.native_facts(kernel._function, kernel.name)
+            pairs = () if self.aliasing is None else self.aliasing.argument_pairs()  # None: C cannot check
+            facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
+                                                                                     kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, **facts)
+                self.native = native_plan(packer.size, specs, pairs, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
@@ -123,7 +128,8 @@ class _Plan:
             return stream_handle(stream)
         return 0 if self.default_stream is None else self.default_stream(device_id)
 
-    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any) -> None:
+    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any,
+            check_aliasing: bool = True) -> None:
         """The general path: binders in a loop, memory ranges collected for the loader."""
         backend = kernel._backend
         handle = self.stream_of(stream, backend.device_id)
@@ -133,6 +139,8 @@ class _Plan:
             values += binder.values(arg, state if binder.stateful else handle)
             if self.need_buffers and binder.buffer is not None:
                 state.buffers.append(binder.buffer(arg, handle))
+        if self.aliasing is not None and check_aliasing:
+            self.aliasing(args)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
 
 
@@ -162,8 +170,9 @@ class Kernel(_KernelBase):
             self._configure(self._default_block, stream_handle)
 
     def _call_python(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
-                     stream: Any = None) -> None:
-        """The whole call in Python: what the C launcher does not take, and every error."""
+                     stream: Any = None, check_aliasing: bool = True) -> None:
+        """The whole call in Python: what the C launcher does not take, and every error.
+        ``check_aliasing=False`` skips the no-alias check for this call (docs/safety.md)."""
         key = tuple(map(type, args))
         plan = self._plans.get(key)
         if plan is None:
@@ -198,14 +207,15 @@ class Kernel(_KernelBase):
                     handle = 0 if reader is None else reader(self._backend.device_id)
                 else:
                     handle = stream if stream.__class__ is int else stream_handle(stream)
-                plan.bound(args, grid3, block3, shared_mem, handle)
+                plan.bound(args, grid3, block3, shared_mem, handle, check_aliasing)
             else:
-                plan.run(self, args, grid3, block3, shared_mem, stream)
+                plan.run(self, args, grid3, block3, shared_mem, stream, check_aliasing)
         except OtherDeviceError as moved:
             sibling = self._module._sibling(moved.device_id)
             if sibling is None:
                 raise
-            sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+            sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream,
+                               check_aliasing=check_aliasing)
 
     def _call_keywords(self, *args: Any, **kwargs: Any) -> None:
         """A call in any other spelling (parameters by name, no ``grid=``, unknown keywords): put in
@@ -237,6 +247,10 @@ class Kernel(_KernelBase):
     @cooperative.setter
     def cooperative(self, value: bool) -> None:
         self._cooperative = bool(value)
+        self._replan()
+
+    def _replan(self) -> None:
+        """Drop the cached plans (Python and C): the next call decides afresh."""
         self._plans.clear()
         if _KernelBase is not object:
             self._forget()
@@ -266,14 +280,32 @@ class Globals:
 
 
 class Module:
-    """An image loaded on one device: kernels as attributes and ``module["name"]``."""
+    """An image loaded on one device: kernels as attributes and ``module["name"]``.
 
-    def __init__(self, image: Any, backend: Backend):
+    ``check_aliasing`` (default True, settable): refuse launches whose arguments break the
+    signature's no-alias promises (Rust ``&mut``, ``DisjointSlice``, ``__restrict__``, cuTile
+    alias groups; docs/safety.md).  Per call: ``kernel(..., check_aliasing=False)``.
+    """
+
+    def __init__(self, image: Any, backend: Backend, *, check_aliasing: bool = True):
         self.image = image
         self.backend = backend
+        self._check_aliasing = bool(check_aliasing)
         self.globals = Globals(backend)
         self._kernels: dict[str, Kernel] = {}
         self._siblings: dict[int, Module] = {}
+
+    @property
+    def check_aliasing(self) -> bool:
+        return self._check_aliasing
+
+    @check_aliasing.setter
+    def check_aliasing(self, value: bool) -> None:
+        self._check_aliasing = bool(value)
+        for module in (self, *self._siblings.values()):
+            module._check_aliasing = self._check_aliasing
+            for kernel in module._kernels.values():
+                kernel._replan()
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -321,7 +353,8 @@ class Module:
             return None
         found = self._siblings.get(device_id)
         if found is None:
-            found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id))
+            found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id),
+                                                       check_aliasing=self._check_aliasing)
         return found
 
     def synchronize(self) -> None:

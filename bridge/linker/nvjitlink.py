@@ -251,9 +251,10 @@ def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifa
     return replace(found[0], arch=built)
 
 
-def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None,
-         **link_kwargs: Any) -> Any:
-    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`).
+def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None, *,
+         check_aliasing: bool = True, **link_kwargs: Any) -> Any:
+    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`;
+    ``check_aliasing=False``: no no-alias check at launch, docs/safety.md).
 
     With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
     no ``arch=``, the image is linked for that GPU's arch.
@@ -263,4 +264,4 @@ def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: An
     parsed = parse_device(device)
     if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
         link_kwargs["arch"] = device_arch(parsed[1])
-    return link(inputs, **link_kwargs).load(device)
+    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing)

@@ -65,6 +65,7 @@ _TRANSPARENT = {"MaybeUninit", "ManuallyDrop", "Cell", "UnsafeCell", "Wrapping",
 _ATOMIC = re.compile(r"(?:Device|Block|System)?Atomic(Bool|[UI](?:8|16|32|64|size)|F16|F32|F64)")
 _NONZERO = re.compile(r"NonZero([UI](?:8|16|32|64|128|size))")
 _RUNTIME_2D_SPACES = {"Runtime2DIndex", "RuntimeRowMajorTiles"}
+_INTERIOR = {"Cell", "UnsafeCell", "RefCell", "OnceCell", "SyncUnsafeCell"}  # and atomics: written through &
 _MAX_TUPLE_ARRAY = 32  # arrays up to this length are Tuples (typed items); longer ones Opaque
 _ZST = Opaque(0, 1)
 _C_INT = Scalar(dtype("i32"))  # the discriminant of a #[repr(C)] enum (RFC 2195)
@@ -328,15 +329,45 @@ class TypeMapper:
             raise Unsupported(f"a pointer to a trait object is a fat pointer: {inner.reason}")
         if isinstance(inner, TPath) and inner.name == "str" and len(inner.segments) == 1:
             inner = TSlice(TPath(("u8",)))
+        # a reference promises no aliasing (docs/safety.md); a shared one only to a type without UnsafeCell
+        borrow = "borrow" if isinstance(t, TRef) and (t.mutable or self._frozen(inner, subst, depth)) else ""
         if isinstance(inner, TSlice):
             if self.convention is Convention.OXIDE:
                 return slice_of(self._element(inner.inner, subst, depth), t.mutable, memory_layout)
             pointee = self._pointee(inner.inner, subst, depth)
-            return Struct("slice", (StructField("ptr", Pointer(pointee, t.mutable)),
+            return Struct("slice", (StructField("ptr", Pointer(pointee, t.mutable, borrow)),
                                     StructField("len", Scalar(dtype("u64")))))
         if isinstance(inner, TNoAbi) and isinstance(t, TRef):
             raise Unsupported(inner.reason)
-        return Pointer(self._pointee(inner, subst, depth), t.mutable)
+        return Pointer(self._pointee(inner, subst, depth), t.mutable, borrow)
+
+    def _frozen(self, t: RustType, subst: Subst, depth: int) -> bool:
+        """Whether ``t`` surely holds no ``UnsafeCell`` (Rust's ``Freeze``): only then does ``&t``
+        promise that nothing writes it.  Types from outside the source count as not frozen."""
+        if depth > 32:
+            return False
+        if isinstance(t, (TSlice, TArray)):
+            return self._frozen(t.inner, subst, depth + 1)
+        if isinstance(t, TTuple):
+            return all(self._frozen(item, subst, depth + 1) for item in t.items)
+        if not isinstance(t, TPath):
+            return True  # references, raw and fn pointers: what they point to is not part of t
+        name, args = t.name, [a for a in t.args if not isinstance(a, str)]
+        if len(t.segments) == 1 and not isinstance(subst.get(name, ""), str):
+            return self._frozen(subst[name], {}, depth + 1)  # type: ignore[arg-type]
+        if name in self.aliases:
+            return self._frozen(self.aliases[name], subst, depth + 1)
+        if name in self.structs:
+            s = self.structs[name]
+            inner = self._generic_args(s.generics, t, subst)
+            return all(self._frozen(ft, inner, depth + 1) for _, ft in s.fields)
+        if name in _INTERIOR or _ATOMIC.fullmatch(name) is not None:
+            return False
+        if (name in _PRIMITIVES or name in _WIDE or name in _ZSTS or name in self.enums or name == "c_void"
+                or _NONZERO.fullmatch(name) is not None):
+            return True
+        known = name in _TRANSPARENT or name in ("NonNull", "Option")
+        return known and all(self._frozen(a, subst, depth + 1) for a in args)
 
     def _pointee(self, t: RustType, subst: Subst, depth: int) -> ParamType | None:
         try:
