@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import reprlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Any
@@ -40,8 +41,9 @@ __all__ = ["MANIFEST_VERSION", "to_manifest", "from_manifest", "dumps", "loads",
 MANIFEST_VERSION = 1
 _MAX_DEPTH = 64
 
-# kind name -> (class, {field: form}); forms: dtype, type, opt_type, types, fields, ints,
-# opt_ints, int, opt_int, bool, str, value, dim3.  JSON keys are the dataclass field names.
+# kind name -> (class, {field: form}); forms: dtype, type, opt_type, tile_array (a type that must be a
+# tile_array, as the text syntax demands), types, fields, ints, opt_ints, int, opt_int, bool, str,
+# value, dim3.  JSON keys are the dataclass field names.
 KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = {
     "scalar": (Scalar, {"dtype": "dtype"}),
     "pointer": (Pointer, {"pointee": "opt_type", "mutable": "bool"}),
@@ -53,7 +55,7 @@ KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = {
         "stride_divisible_by": "ints", "static_shape": "opt_ints", "static_stride": "opt_ints",
         "stride_lower_bound": "opt_ints", "base_align": "int", "alias_groups": "int",
         "may_alias_internally": "bool"}),
-    "tile_list": (TileList, {"element": "type", "alias_groups": "int", "elements_may_alias": "bool"}),
+    "tile_list": (TileList, {"element": "tile_array", "alias_groups": "int", "elements_may_alias": "bool"}),
     "tile_tensor": (TileTensor, {"dtype": "dtype", "rank": "int", "partition": "bool"}),
     "struct": (Struct, {"name": "str", "fields": "fields"}),
     "opaque": (Opaque, {"size": "int", "align": "int"}),
@@ -70,7 +72,7 @@ _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 def _encode(value: Any, form: str) -> Any:
     if form == "dtype":
         return value.name
-    if form in ("type", "opt_type"):
+    if form in ("type", "opt_type", "tile_array"):
         return None if value is None else _encode_type(value)
     if form == "types":
         return [_encode_type(item) for item in value]
@@ -153,6 +155,11 @@ class _Reader:
             return None
         if form in ("type", "opt_type"):
             return self.type(value, path, depth + 1)
+        if form == "tile_array":
+            element = self.type(value, path, depth + 1)
+            if not isinstance(element, TileArray):
+                raise self.fail(path, f"must be a tile_array type (got a {_KIND_OF[type(element)]})")
+            return element
         if form == "types":
             items = self.want(value, list, path, "a list of types")
             return tuple(self.type(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(items))
@@ -235,13 +242,12 @@ def from_manifest(data: dict[str, Any] | str, *, source: str = "<manifest>") -> 
     reader = _Reader(source)
     top = reader.obj(data, "", {"ptxbridge_manifest", "signatures"}, set())
     version = top["ptxbridge_manifest"]
-    if version != MANIFEST_VERSION or isinstance(version, bool):
+    if type(version) is not int or version != MANIFEST_VERSION:  # neither true nor 1.0 is version 1
         raise reader.fail("ptxbridge_manifest", f"manifest version {reprlib.repr(version)} is not supported "
                                                 f"(this ptxbridge reads version {MANIFEST_VERSION})")
     items = reader.want(top["signatures"], list, "signatures", "a list")
     signatures = [reader.signature(item, f"signatures[{i}]") for i, item in enumerate(items)]
-    names = [sig.name for sig in signatures]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(name for name, count in Counter(sig.name for sig in signatures).items() if count > 1)
     if duplicates:
         raise reader.fail("signatures", f"signature names must be unique (got {duplicates[0]!r} twice)")
     return signatures
