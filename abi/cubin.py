@@ -128,7 +128,11 @@ def _records(elf: Elf, section: Section) -> tuple[NvInfoRecord, ...]:
 
 
 def _xyz(record: NvInfoRecord, source: str) -> tuple[int, int, int]:
+    """A launch dimension record (REQNTID, MAX_THREADS, CTA_PER_CLUSTER): three counts of at least 1."""
     x, y, z = sval_words(record, 3, source)
+    if 0 in (x, y, z):
+        raise FormatError(f"nv.info attribute {record.attr:#x}: launch dimensions must be >= 1 (got "
+                          f"{x}, {y}, {z})", source=source, where=f"offset {record.offset:#x}")
     return x, y, z
 
 

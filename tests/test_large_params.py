@@ -240,3 +240,4 @@ def test_on_a_gpu(many, big, monkeypatch, mode):
         assert int(out.cpu().numpy()[0]) == weighted(MANY_VALUES)
         module.big({"v": BIG_VALUES}, out, 11, grid=1, block=1)
         assert int(out.cpu().numpy()[0]) == weighted(BIG_VALUES, 11)
+
