@@ -8,9 +8,11 @@ wrong JSON types raise :class:`FormatError` with the JSON path of the culprit.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import reprlib
+import typing
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import MISSING, fields
@@ -18,22 +20,8 @@ from typing import Any
 
 from .dtypes import DTYPES
 from .errors import FormatError
-from .kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    StructField,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from .kind_entries import KINDS
+from .kinds import ParamType, StructField
 from .signature import Convention, LaunchMeta, Param, Signature
 
 __all__ = ["MANIFEST_VERSION", "to_manifest", "from_manifest", "dumps", "loads", "KIND_FIELDS"]
@@ -41,28 +29,10 @@ __all__ = ["MANIFEST_VERSION", "to_manifest", "from_manifest", "dumps", "loads",
 MANIFEST_VERSION = 1
 _MAX_DEPTH = 64
 
-# kind name -> (class, {field: form}); forms: dtype, type, opt_type, tile_array (a type that must be a
-# tile_array, as the text syntax demands), types, fields, ints, opt_ints, int, opt_int, bool, str,
-# value, dim3.  JSON keys are the dataclass field names.
-KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = {
-    "scalar": (Scalar, {"dtype": "dtype"}),
-    "pointer": (Pointer, {"pointee": "opt_type", "mutable": "bool"}),
-    "slice": (Slice, {"dtype": "dtype", "mutable": "bool"}),
-    "disjoint_slice": (DisjointSlice, {"dtype": "dtype", "rows_2d": "bool"}),
-    "numba_array": (NumbaArray, {"dtype": "dtype", "ndim": "int", "layout": "str"}),
-    "tile_array": (TileArray, {
-        "dtype": "dtype", "ndim": "int", "index": "str", "shape_divisible_by": "ints",
-        "stride_divisible_by": "ints", "static_shape": "opt_ints", "static_stride": "opt_ints",
-        "stride_lower_bound": "opt_ints", "base_align": "int", "alias_groups": "int",
-        "may_alias_internally": "bool"}),
-    "tile_list": (TileList, {"element": "tile_array", "alias_groups": "int", "elements_may_alias": "bool"}),
-    "tile_tensor": (TileTensor, {"dtype": "dtype", "rank": "int", "partition": "bool"}),
-    "struct": (Struct, {"name": "str", "fields": "fields"}),
-    "opaque": (Opaque, {"size": "int", "align": "int"}),
-    "tuple": (Tuple, {"items": "types"}),
-    "constant": (Constant, {"value": "value"}),
-}
-_KIND_OF = {cls: name for name, (cls, _) in KIND_FIELDS.items()}
+# kind name -> (class, {field: form}), from the kind table (live: a registered kind is included);
+# forms: dtype, type, opt_type, types, fields, ints, opt_ints, int, opt_int, bool, str, value, dim3.
+# JSON keys are the dataclass field names.
+KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = KINDS.manifest_fields
 _LAUNCH_FIELDS = {"reqntid": "dim3", "maxntid": "dim3", "minnctapersm": "opt_int", "cluster": "dim3",
                   "static_shared": "int", "dynamic_shared": "int"}
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -72,7 +42,7 @@ _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 def _encode(value: Any, form: str) -> Any:
     if form == "dtype":
         return value.name
-    if form in ("type", "opt_type", "tile_array"):
+    if form in ("type", "opt_type"):
         return None if value is None else _encode_type(value)
     if form == "types":
         return [_encode_type(item) for item in value]
@@ -86,9 +56,10 @@ def _encode(value: Any, form: str) -> Any:
 
 
 def _encode_type(t: ParamType) -> dict[str, Any]:
-    kind = _KIND_OF.get(type(t))
-    if kind is None:
-        raise TypeError(f"to_manifest: not a parameter kind (got {type(t).__name__})")
+    try:
+        kind = KINDS.entry_of(t).name
+    except TypeError as exc:
+        raise TypeError(f"to_manifest: {exc}") from None
     out: dict[str, Any] = {"kind": kind}
     for name, form in KIND_FIELDS[kind][1].items():
         out[name] = _encode(getattr(t, name), form)
@@ -118,6 +89,18 @@ def dumps(signatures: Iterable[Signature], *, indent: int | None = 2) -> str:
 
 
 # -- reading ------------------------------------------------------------------------
+@functools.cache
+def _field_kind(cls: type, name: str) -> type | None:
+    """The one kind class field ``name`` of ``cls`` is declared as (``TileList.element: TileArray``),
+    or None when it takes any kind (``ParamType``)."""
+    hint = typing.get_type_hints(cls).get(name)
+    return hint if isinstance(hint, type) and _kind_name(hint) is not None else None
+
+
+def _kind_name(cls: type) -> str | None:
+    return next((name for name, (kind, _) in KIND_FIELDS.items() if kind is cls), None)
+
+
 class _Reader:
     """Decodes with a JSON path in every error, e.g. ``signatures[2].params[0].type.ndim``."""
 
@@ -155,11 +138,6 @@ class _Reader:
             return None
         if form in ("type", "opt_type"):
             return self.type(value, path, depth + 1)
-        if form == "tile_array":
-            element = self.type(value, path, depth + 1)
-            if not isinstance(element, TileArray):
-                raise self.fail(path, f"must be a tile_array type (got a {_KIND_OF[type(element)]})")
-            return element
         if form == "types":
             items = self.want(value, list, path, "a list of types")
             return tuple(self.type(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(items))
@@ -199,6 +177,11 @@ class _Reader:
         self.obj(value, path, {"kind"} | (set(spec) - has_default), has_default)
         args = {name: self.decode(value[name], spec[name], f"{path}.{name}", depth)
                 for name in spec if name in value}
+        for name, item in args.items():  # a field declared as one kind takes only that kind, as in text
+            wanted = _field_kind(cls, name) if spec[name] == "type" else None
+            if wanted is not None and not isinstance(item, wanted):
+                raise self.fail(f"{path}.{name}", f"must be a {_kind_name(wanted)} type "
+                                                  f"(got a {_kind_name(type(item))})")
         try:
             return cls(**args)
         except ValueError as exc:

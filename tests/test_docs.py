@@ -106,9 +106,14 @@ def needs(module: str) -> Callable[[Path], dict]:
 GPU = "needs a GPU"
 # (doc, block index) -> setup, or a skip reason.  Blocks of one doc share a namespace, in order.
 BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
+    ("frameworks.md", 0): needs("torch"),
+    ("frameworks.md", 1): needs("torch"),
+    ("frameworks.md", 2): needs("torch"),
+    ("frameworks.md", 3): needs("ptxbridge._xla_ffi"),
     ("linking.md", 0): nvrtc_setup,
     ("linking.md", 1): link_setup,
     ("linking.md", 2): GPU,
+    ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_report", "printable"]
+__all__ = ["format_report", "printable", "printable_lines"]
 
 _INDENT = "  "
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -20,6 +20,11 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\
 def printable(text: str) -> str:
     """``text`` with terminal control characters and direction overrides escaped (``\\x1b``)."""
     return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` on each line of ``text``; the line breaks stay."""
+    return "".join(printable(line) + "\n" for line in text.splitlines())
 
 
 def format_report(report: Mapping[str, Any]) -> str:

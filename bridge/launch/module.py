@@ -4,7 +4,8 @@
 launch plan cached for the tuple of argument types (in C when the optional
 extension is built: ``Kernel``'s base is then ``_fastlaunch.Launcher``, whose
 vectorcall runs the C plan and calls ``Kernel._call_python`` for anything
-else); a plan holds one binder
+else, or ``Kernel._call_keywords`` for parameters passed by name, unknown
+keywords and a missing ``grid=``: :mod:`ptxbridge.launch.call_form`); a plan holds one binder
 per argument (:mod:`ptxbridge.launch.args`), the packer, how to find the caller's
 stream, and the loader's launch function.  Building a plan does everything
 that depends only on types; a launch reads pointers, packs, and makes one
@@ -33,6 +34,7 @@ from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 from ptxbridge.loaders import open_backend
@@ -43,6 +45,20 @@ __all__ = ["Module", "Kernel", "Globals", "dim3"]
 Dim3 = tuple[int, int, int]
 _DIM_LIMIT = 1 << 31
 _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
+_LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
+
+
+class _PerKernel:
+    """An attribute that is ``on_class`` on the class and ``of(kernel)`` on a kernel: ``__doc__`` and
+    ``__signature__``, so ``help(kernel)``, ``inspect.signature(kernel)`` and notebooks show the kernel's
+    own call while the class keeps its docstring and ``inspect.signature(Kernel)`` its constructor."""
+
+    def __init__(self, on_class: Any, of: Any):
+        self.on_class = on_class
+        self.of = of
+
+    def __get__(self, kernel: Kernel | None, owner: type) -> Any:
+        return self.on_class if kernel is None else self.of(kernel._form())
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -123,10 +139,13 @@ class _Plan:
 class Kernel(_KernelBase):
     """One kernel of a loaded module; call it with tensors and scalars:
     ``kernel(*args, grid=, block=None, shared_mem=0, stream=None)`` launches on ``grid`` x ``block``;
-    ``block`` defaults to the kernel's ``.reqntid``."""
+    arguments go by position or by parameter name; ``block`` defaults to the kernel's ``.reqntid``.
+    ``inspect.signature(kernel)`` and ``help(kernel)`` show the kernel's own parameters."""
 
-    __slots__ = ("_backend", "_cooperative", "_default_block", "_function", "_module", "_plans", "name",
-                 "signature")
+    __doc__ = _PerKernel(__doc__, CallForm.doc)
+    __signature__ = _PerKernel(None, CallForm.inspect_signature)
+    __slots__ = ("_backend", "_call_form", "_cooperative", "_default_block", "_function", "_module", "_plans",
+                 "name", "signature")
 
     def __init__(self, module: Module, name: str, signature: Signature):
         self._module = module
@@ -134,6 +153,7 @@ class Kernel(_KernelBase):
         self.name = name
         self.signature = signature
         self._function = module.backend.function(name)
+        self._call_form: CallForm | None = None
         self._plans: dict[tuple[type, ...], _Plan] = {}
         self._cooperative = name in module.backend.cooperative_kernels
         reqntid = signature.launch.reqntid
@@ -187,8 +207,22 @@ class Kernel(_KernelBase):
                 raise
             sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
 
-    if _KernelBase is object:  # no C launcher: calls go straight to the Python implementation
-        __call__ = _call_python
+    def _call_keywords(self, *args: Any, **kwargs: Any) -> None:
+        """A call in any other spelling (parameters by name, no ``grid=``, unknown keywords): put in
+        order, or the ArgumentError that shows the expected call."""
+        args, launch = self._form().bind(args, kwargs)
+        self._call_python(*args, **launch)
+
+    if _KernelBase is object:  # no C launcher: the common spelling goes straight to the Python path
+        def __call__(self, *args: Any, **kwargs: Any) -> None:
+            if "grid" in kwargs and kwargs.keys() <= _LAUNCH_KEYWORDS:
+                return self._call_python(*args, **kwargs)
+            return self._call_keywords(*args, **kwargs)
+
+    def _form(self) -> CallForm:
+        if self._call_form is None:
+            self._call_form = CallForm(self.name, self.signature, self._default_block is not None)
+        return self._call_form
 
     def _launch_failed(self, code: int, grid3: Dim3, block3: Dim3, shared_mem: int) -> NoReturn:
         """Raise the loader's error for a launch the driver refused (the C launcher calls this too)."""

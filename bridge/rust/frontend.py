@@ -134,6 +134,18 @@ def localize_panic_handler(ptx: bytes) -> bytes:
     return _PANIC_HANDLER.sub(rb"\1", ptx)
 
 
+def _require_stable_kernel_names(units: list[RustSource]) -> None:
+    """A FormatError for the first kernel rustc would mangle: it would be missing from the PTX."""
+    for unit in units:
+        for fn in unit.functions:
+            if fn.abi == "ptx-kernel" and fn.symbol is None and not fn.foreign:
+                raise FormatError(f"kernel {fn.name!r} has no #[unsafe(no_mangle)] (#[no_mangle] before "
+                                  "edition 2024): rustc mangles its name and leaves it out of the PTX, so it "
+                                  "could not be launched; add the attribute (or "
+                                  "#[unsafe(export_name = \"...\")])",
+                                  source=unit.path, where=str(fn.line))
+
+
 def checked_signatures(found: SourceSignatures, module: PtxModule,
                        ) -> tuple[dict[str, Signature], dict[str, Signature], dict[str, Signature]]:
     """Kernels, device functions and imports, each checked against the PTX.
@@ -180,9 +192,13 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
         The source uses a parameter type ptxbridge cannot type.
     AbiMismatchError
         A signature read from the source disagrees with the PTX.
+    FormatError
+        An ``extern "ptx-kernel"`` function has no ``#[unsafe(no_mangle)]`` (rustc would mangle its
+        name and drop it from the PTX, so it could never be launched).
     """
     arch = arch or default_arch()
     crate = _crate(path_or_source)
+    _require_stable_kernel_names(crate.units)
     options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
                             extra=tuple(extra_args))
     toolchain = rust_toolchain.find_toolchain()
