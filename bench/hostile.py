@@ -107,6 +107,8 @@ def mutate_json(rng: random.Random, data: bytes) -> bytes:
                 keys = list(node) if isinstance(node, dict) else range(len(node))
                 nodes += [(node, k) for k in keys]
                 stack += [node[k] for k in keys]
+        if not nodes:  # everything was dropped already
+            break
         parent, k = rng.choice(nodes)
         how = rng.random()
         if how < 0.6:
