@@ -72,7 +72,7 @@ def describe_code(kind: str, arch: str | None, size: int, kernels: Mapping[str, 
     return f"{kind} for {arch or 'any arch'}, {size} bytes, kernels: {shown or 'none'}"
 
 
-def _frozen(mapping: Mapping[str, Signature] | None) -> Mapping[str, Signature]:
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
@@ -83,6 +83,10 @@ class Artifact:
     ``kernels``: entry name -> signature.  ``device_functions``: the device
     functions it exports (callable from other artifacts).  ``imports``: the
     foreign device functions it calls, which the linker must find elsewhere.
+    ``link_options``: nvJitLink options the code must be finalised with (a
+    cuda-oxide bundle's ``-fma=0``, ``-lineinfo``, ``-g``).  ``unusable``:
+    kernels the code defines but that cannot be typed, each with the reason,
+    raised when the kernel is asked for on a loaded module.
     """
 
     code: bytes
@@ -93,10 +97,13 @@ class Artifact:
     imports: Mapping[str, Signature] = field(default_factory=dict)
     provenance: Provenance = field(default_factory=lambda: Provenance("unknown"))
     name: str = "<artifact>"
+    link_options: tuple[str, ...] = ()
+    unusable: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
-        for attr in ("kernels", "device_functions", "imports"):
+        object.__setattr__(self, "link_options", tuple(self.link_options))
+        for attr in ("kernels", "device_functions", "imports", "unusable"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 
     @classmethod
@@ -189,6 +196,8 @@ def _kind(data: bytes, source: str) -> CodeKind:
         return CodeKind.OBJECT
     if found == "oxart":
         raise FormatError("a cuda-oxide artifact: read it with ptxbridge.oxide.load", source=source)
+    if found == "cutile-cache":
+        raise FormatError("a cutile-rs JIT cache entry: read it with ptxbridge.tile.load", source=source)
     return CodeKind(found)
 
 

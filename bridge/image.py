@@ -41,8 +41,11 @@ class Image:
 
     ``cubin`` is the linked machine code for ``arch`` (None when only the CPU
     loader will run it); ``ptx`` keeps the PTX text of every PTX input so the
-    CPU loader can interpret the same program.  ``kernels`` and
-    ``device_functions`` map names to signatures (launch metadata included).
+    CPU loader can interpret the same program (LTO-IR inputs finalised to
+    PTX).  ``kernels`` and ``device_functions`` map names to signatures
+    (launch metadata included).  ``unusable``: kernels the image has but no
+    signature could be made for, each with the reason; ``cpu_unavailable``:
+    kernels without PTX for the CPU loader, each with the reason.
     """
 
     cubin: bytes | None
@@ -51,6 +54,8 @@ class Image:
     device_functions: Mapping[str, Signature] = field(default_factory=dict)
     ptx: tuple[bytes, ...] = ()
     log: str = ""
+    unusable: Mapping[str, str] = field(default_factory=dict)
+    cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
 
     def load(self, device: Any = None) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.

@@ -96,6 +96,12 @@ def rust_setup(tmp_path: Path) -> dict:
     return {}
 
 
+def oxide_setup(tmp_path: Path) -> dict:
+    """cuda-oxide's NVVM IR and its source: the fixtures tests/test_oxide_payloads.py uses."""
+    pytest.importorskip("cuda.bindings.nvvm")
+    return {"fixtures": str(Path(__file__).parent / "rust" / "oxide")}
+
+
 def needs(module: str) -> Callable[[Path], dict]:
     def setup(tmp_path: Path) -> dict:
         pytest.importorskip(module)
@@ -119,7 +125,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("numba.md", 1): needs("numba.cuda"),
     ("numba.md", 2): needs("numba.cuda"),
     ("rust.md", 0): rust_setup,
-    ("rust.md", 1): "needs cuda-oxide build outputs (tests/test_oxide.py covers load)",
+    ("rust.md", 1): oxide_setup,
     ("tile.md", 0): needs("cuda.tile"),
     ("tile.md", 1): "needs a cutile-rs cubin (tests/test_tile_frontend.py covers load)",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
 
 from ptxbridge import nvrtc
@@ -73,7 +74,10 @@ def test_lto_kernel_with_lto_device_function_from_a_separate_compile():
     assert image.kernels["addk"] == kernel.kernels["addk"]  # typed, maxntid(256) from the source
     assert image.kernels["addk"].launch.maxntid == (256, 1, 1)
     assert image.device_functions == {"my_add": device.device_functions["my_add"]}
-    assert "LTO" in image.log and image.ptx == ()
+    assert "LTO" in image.log and len(image.ptx) == 1  # both LTO-IR inputs, finalised to PTX together
+    x, y = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    image.load("cpu").addk(x, y, 8, grid=1, block=8)  # so the CPU loader runs what the GPU would
+    np.testing.assert_array_equal(y, x + 1)
 
 
 def test_ptx_with_ptx_keeps_the_ptx_texts_for_the_cpu_loader():
@@ -93,7 +97,10 @@ def test_cpp_lto_kernel_calls_a_rustc_ptx_function():
             if (i < n) x[i] = rs_scale(x[i], s);
         }''', "sm_90", "ltoir", name="scale.cu")
     image = link([kernel, RUSTC_PTX])
-    assert _kernels(image) == {"scale"} and image.ptx == (RUSTC_PTX,)
+    assert _kernels(image) == {"scale"} and image.ptx[0] == RUSTC_PTX and len(image.ptx) == 2
+    x = np.arange(8, dtype=np.float32)
+    image.load("cpu").scale(x, np.float32(3), 8, grid=1, block=8)  # LTO-IR as PTX calls the rustc PTX
+    np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) * 3)
     wrong = nvrtc.compile('extern "C" __device__ double rs_scale(double x, double s);\n'
                           'extern "C" __global__ void k(double* x) { x[0] = rs_scale(x[0], 2.0); }',
                           "sm_90", "ltoir", name="wrong.cu")
@@ -265,6 +272,8 @@ def test_choose_arch_and_lto():
     assert linker.choose_arch("sm_80", "sm_89", []) == "sm_80"
     assert linker.choose_arch(None, "sm_90", ["sm_90a", "sm_80"]) == "sm_90a"
     assert linker.choose_arch("sm_100", None, ["sm_90a"]) == "sm_100"
+    assert linker.choose_arch(None, None, ["sm_80", "sm_100"]) == "sm_100"  # no GPU: what the inputs need
+    assert linker.choose_arch(None, "sm_90", ["sm_100"]) == "sm_90"  # a GPU decides (the link then says why)
     assert linker.use_lto([CodeKind.PTX, CodeKind.LTOIR]) and not linker.use_lto([CodeKind.PTX])
 
 

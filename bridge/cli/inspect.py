@@ -24,6 +24,7 @@ from typing import Any
 
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
+from ptxbridge.abi.cutile_cache import read_cache_entry
 from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import ArgumentError, FormatError, PtxBridgeError
 from ptxbridge.abi.fatbin import read_fatbin
@@ -34,6 +35,7 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
 from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
+from ptxbridge.rust.payloads import bundle_choice, load_rule
 
 __all__ = ["compile_source", "format_report", "inspect_bytes", "inspect_path", "is_source"]
 
@@ -41,8 +43,8 @@ _MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
-    "nvvm": "NVVM IR (LLVM bitcode): kernels cannot be listed without libNVVM/nvJitLink "
-            "(compile it to PTX or a cubin, then inspect that)",
+    "nvvm": "NVVM IR (LLVM text or bitcode): kernels cannot be listed without libNVVM/nvJitLink "
+            "(ptxbridge.oxide.load reads cuda-oxide's with its Rust source; or link it, then inspect)",
     "object": "a host ELF with no device code (neither .nv_fatbin nor .oxart)",
 }
 
@@ -175,10 +177,17 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
         return _ptx(read_ptx(data, source), sigs)
     if kind == "cubin":
         return _cubin(read_cubin(data, source), sigs)
+    if kind == "cutile-cache":
+        entry = read_cache_entry(data, source)
+        return {**_cubin(read_cubin(entry.cubin, source), sigs),
+                "note": f"cutile-rs JIT cache entry: compiled for {entry.gpu_name} by tileiras "
+                        f"{entry.tileiras_fingerprint!r} at opt level {entry.opt_level}"}
     if kind == "fatbin":
         return _fatbin(data, source, sigs)
     if kind == "oxart":
-        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in read_oxart(data, source)]}
+        bundles = read_oxart(data, source)
+        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in bundles],
+                "load": load_rule(bundles)}
     return {"format": kind, "note": _NO_KERNELS[kind]}
 
 
@@ -308,7 +317,9 @@ def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, An
             child = {"format": form, "note": _NO_KERNELS[form]}
         children.append({"payload": {"kind": payload.kind.name.lower(), "name": payload.name}, **child})
     options = bundle.options
+    loads = bundle_choice(bundle)
     return {"name": bundle.name, "target": bundle.target, "version": bundle.version,
+            "loads": None if loads is None else loads.name.lower(),
             "options": {"no_fma": options.no_fma, "line_tables": options.line_tables, "debug": options.debug},
             "entries": [{"kind": e.kind.name.lower(), "symbol": e.symbol, "metadata": e.metadata}
                         for e in bundle.entries],

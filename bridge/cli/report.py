@@ -57,7 +57,7 @@ def _headline(report: Mapping[str, Any]) -> str:
     elif form == "fatbin":
         text = f"fatbin{' in a host ELF' if report['host_elf'] else ''}, {len(report['children'])} images"
     elif form == "oxart":
-        text = f"cuda-oxide .oxart, {len(report['bundles'])} bundles"
+        text = f"cuda-oxide .oxart, {len(report['bundles'])} bundles; {report['load']}"
     else:
         text = form
     source = report.get("compiled_from")
@@ -88,7 +88,8 @@ def _body(report: Mapping[str, Any], pad: str) -> list[str]:
         lines += _child(child, pad)
     for bundle in report.get("bundles", ()):
         options = ", ".join(k for k, v in bundle["options"].items() if v) or "default options"
-        lines.append(f"{pad}bundle {bundle['name']} (target {bundle['target'] or '?'}, {options})")
+        loads = f", loads {bundle['loads']}" if bundle["loads"] else ", nothing loadable"
+        lines.append(f"{pad}bundle {bundle['name']} (target {bundle['target'] or '?'}, {options}{loads})")
         for entry in bundle["entries"]:
             meta = "" if entry["metadata"] is None else f" metadata {entry['metadata']:#x}"
             lines.append(f"{pad}{_INDENT}entry {entry['kind']} {entry['symbol']}{meta}")

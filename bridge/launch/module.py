@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ptxbridge.abi.devices import DLPACK_CUDA
-from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
@@ -282,6 +282,8 @@ class Module:
     def __getitem__(self, name: str) -> Kernel:
         found = self._kernels.get(name)
         if found is None:
+            if name in getattr(self.image, "unusable", {}):
+                raise AbiMismatchError(self.image.unusable[name])
             signature = self.image.kernels.get(name)
             if signature is None:
                 raise KeyError(f"the image has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
@@ -289,6 +291,8 @@ class Module:
         return found
 
     def __getattr__(self, name: str) -> Kernel:
+        if not name.startswith("_") and name in getattr(self.image, "unusable", {}):
+            raise AbiMismatchError(self.image.unusable[name])
         if name.startswith("_") or name not in self.image.kernels:
             raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
         return self[name]

@@ -25,9 +25,9 @@ from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import toolchain as rust_toolchain
+from ptxbridge.rust.signatures import SourceSignatures, read_signatures
 from ptxbridge.rust.source import parse_source, read_crate
 from ptxbridge.rust.syntax import RustSource
-from ptxbridge.rust.types import SourceSignatures, read_signatures
 
 __all__ = ["compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
@@ -204,9 +204,10 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     toolchain = rust_toolchain.find_toolchain()
     code = localize_panic_handler(_compile_ptx(crate, options, toolchain, progress))
     module = read_ptx(code, crate.root)
-    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    found = read_signatures(crate.units, Convention.C)
+    kernels, device, imports = checked_signatures(found, module)
     return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
-                    imports=imports, name=crate.name,
+                    imports=imports, name=crate.name, unusable=found.unusable,
                     provenance=Provenance(str(toolchain.rustc), toolchain.version_line, options, arch))
 
 
@@ -222,9 +223,10 @@ def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
         raise ArgumentError(f"rust.from_ptx: cannot read PTX file {str(ptx_path)!r}: {exc.strerror}") from exc
     module = read_ptx(code, str(ptx_path))
     crate = _crate(Path(source_path))
-    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    found = read_signatures(crate.units, Convention.C)
+    kernels, device, imports = checked_signatures(found, module)
     arch = module.target[0] if module.target else None
     return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
-                    imports=imports, name=ptx_path.stem,
+                    imports=imports, name=ptx_path.stem, unusable=found.unusable,
                     provenance=Provenance("rustc (prebuilt PTX)", f"PTX ISA {module.version[0]}."
                                           f"{module.version[1]}", (), arch))
