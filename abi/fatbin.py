@@ -74,6 +74,11 @@ class FatbinEntry:
     def compressed(self) -> bool:
         return self.compression is not None
 
+    @property
+    def encoded(self) -> bool:
+        """Compressed LTO-IR in fatbinary's own encoding (flag 0x10000): only nvJitLink reads it."""
+        return bool(self.flags & FLAG_ENCODED)
+
     def text(self) -> str:
         """PTX text (NUL padding dropped); only for decompressed PTX images."""
         if self.kind != "ptx" or not self.decompressed:

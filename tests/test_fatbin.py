@@ -13,9 +13,10 @@ import ptxbridge
 from ptxbridge.abi import fatbin
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import FormatError
-from ptxbridge.abi.fatbin import FLAG_ENCODED, FLAG_LZ4, FLAG_ZSTD, lz4_block_decompress, read_fatbin
+from ptxbridge.abi.fatbin import FLAG_LZ4, FLAG_ZSTD, lz4_block_decompress, read_fatbin
 from ptxbridge.abi.syntax import parse_signatures
 from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def test_bad_magic_and_overrunning_sizes(images):
 
 
 @pytest.mark.parametrize(("mode", "compression"), [("default", "zstd"), ("speed", "lz4")])
-def test_lto_ir_images_that_fatbinary_compresses_are_read_and_linked(images, mode, compression):
+def test_lto_ir_images_that_fatbinary_compresses_are_read_and_linked(images, mode, compression, capsys):
     """``fatbinary kind=nvvm`` encodes compressed LTO-IR (flag 0x10000): no zstd frame, no LZ4 block.
     The reader lists the image without decoding it; nvJitLink links the fatbin as it is."""
     data = fatbinary(images["work"], [("nvvm", "90", images["ltoir"])], f"--compress-mode={mode}",
@@ -121,11 +122,15 @@ def test_lto_ir_images_that_fatbinary_compresses_are_read_and_linked(images, mod
     (entry,) = read_fatbin(data, "lto.fatbin").entries
     assert (entry.kind, entry.arch, entry.compression, entry.decompressed) == ("ltoir", "sm_90", compression,
                                                                               False)
-    assert entry.flags & FLAG_ENCODED and entry.data[:4] not in (b"\x28\xb5\x2f\xfd", images["ltoir"][:4])
+    assert entry.encoded and entry.data[:4] not in (b"\x28\xb5\x2f\xfd", images["ltoir"][:4])
     signature = parse_signatures("kernel saxpy(a: f32, x: *const f32, y: *mut f32, n: i32)")
     artifact = artifact_from_bytes(data, signature, source="lto.fatbin")
     image = ptxbridge.link([artifact], arch="sm_90", lto=True)
     assert "saxpy" in {k.name for k in read_cubin(image.cubin).kernels}
+    path = images["work"] / f"lto_{mode}.fatbin"
+    path.write_bytes(data)
+    assert main(["inspect", str(path)]) == 0
+    assert "compressed LTO-IR that only nvJitLink reads" in capsys.readouterr().out
 
 
 def _one_image(payload: bytes, flags: int, size: int, count: int = 1) -> bytes:
