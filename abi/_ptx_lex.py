@@ -2,8 +2,9 @@
 
 PTX ISA 9.x section 4 ("Syntax"): ``//`` and ``/* */`` comments, quoted
 strings only in ``.file`` and ``.pragma``.  Comments are blanked to spaces
-(newlines kept) so every offset and line number in the result is the file's
-own.  Every scan is a forward ``str.find`` or a match of a regex whose
+(newlines kept, one space per byte) so every line number in the result is the
+file's own, and every offset its byte offset up to the first non-ASCII
+string.  Every scan is a forward ``str.find`` or a match of a regex whose
 quantifiers never backtrack into one another, so the work is linear in the
 input (``tests/test_redos.py`` checks every regex of the readers).
 """
@@ -75,7 +76,6 @@ class Cursor:
         """``data``: UTF-8 PTX (checked by the caller)."""
         self.source = source
         self.line_pos, self.line_no = 0, 1  # incremental line counting keeps it linear
-        self.text = ""
         self.text = _blank_comments(data, self._fail_in(data)).decode("utf-8")
         self.pos = 0
         self.peeked: tuple[str, str, int] | None = None

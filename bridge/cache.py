@@ -273,8 +273,15 @@ def _entries(root: Path) -> list[Path]:
 def info() -> CacheInfo:
     """How many entries the cache holds (what :func:`clear` would remove) and the bytes it takes."""
     root = cache_dir()
-    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
-    return CacheInfo(root, len(_entries(root)), total)
+    return CacheInfo(root, len(_entries(root)), sum(map(_size, root.rglob("*"))) if root.is_dir() else 0)
+
+
+def _size(path: Path) -> int:
+    """A file's size; 0 for a directory or a file another process removed meanwhile."""
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
 
 
 def clear() -> int:
