@@ -90,8 +90,7 @@ def _sites() -> tuple[dict[tuple, set[str]], list[str]]:
             for node in tree.body:  # NAME = re.compile(...) at module level: the compiled object
                 if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                         and ast.unparse(node.value.func) == "re.compile"):
-                    module = importlib.import_module(_module_name(path))
-                    module_patterns.update({t.id: getattr(module, t.id) for t in node.targets})
+                    module_patterns.update({t.id: _compiled(path, t.id, node.value) for t in node.targets})
             used: dict[str, set[str]] = {name: set() for name in module_patterns}
             for node in ast.walk(tree):
                 if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
@@ -118,6 +117,18 @@ def _sites() -> tuple[dict[tuple, set[str]], list[str]]:
             for name, compiled in module_patterns.items():
                 add(compiled.pattern, compiled.flags, used[name] or {"match", "search"})
     return found, unlisted
+
+
+def _compiled(path: Path, name: str, call: ast.Call) -> re.Pattern:
+    """The module's compiled pattern; where an optional dependency keeps the module from importing,
+    the pattern compiled from its literal (a pattern built at import time then fails the test)."""
+    try:
+        return getattr(importlib.import_module(_module_name(path)), name)
+    except ImportError as exc:
+        literal = _literal(call.args[0])
+        if literal is None:
+            pytest.fail(f"{path}: {name} is built at import time and the module does not import ({exc})")
+        return re.compile(literal, _flags(call, 1))
 
 
 def _module_level(tree: ast.Module) -> set[ast.AST]:
