@@ -34,8 +34,10 @@ __all__ = ["LTOIR_MAGIC", "BITCODE_MAGIC", "BITCODE_WRAPPER_MAGIC", "sniff"]
 LTOIR_MAGIC = struct.pack("<I", 0x7F4E43ED)
 BITCODE_MAGIC = b"BC\xc0\xde"
 BITCODE_WRAPPER_MAGIC = struct.pack("<I", 0x0B17C0DE)
-_PTX_HEAD = re.compile(rb"\A(?:\s+|//[^\n]*\n|/\*.*?\*/)*\.version\s+\d+\.\d+", re.DOTALL)
-_LL_HEAD = re.compile(rb"\A(?:\s+|;[^\n]*\n)*(?:source_filename|target\s+(?:datalayout|triple))\s*=")
+# Possessive quantifiers: once a run of blanks or comments is read it is never split another way, so a
+# mismatch costs one pass (``(?:\s+|...)*`` backtracked exponentially on a run of newlines).
+_PTX_HEAD = re.compile(rb"\A(?:\s++|//[^\n]*+\n|/\*.*?\*/)*+\.version\s++\d++\.\d", re.DOTALL)
+_LL_HEAD = re.compile(rb"\A(?:\s++|;[^\n]*+\n)*+(?:source_filename|target\s++(?:datalayout|triple))\s*+=")
 
 
 def _elf_kind(data: bytes, source: str) -> str:

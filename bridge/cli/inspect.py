@@ -282,6 +282,9 @@ def _fatbin(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
         if entry.decompressed:
             child = inspect_bytes(entry.data if entry.kind != "ptx" else entry.text().encode(), where, sigs,
                                   nested=True)
+        elif entry.encoded:
+            child = {"format": entry.kind, "note": "compressed LTO-IR that only nvJitLink reads (link it "
+                     "with lto=True, then inspect the cubin)"}
         else:
             child = {"format": entry.kind, "note": f"{entry.compression}-compressed and this Python cannot "
                      "decompress it (zstd needs the zstandard package or Python 3.14)"}

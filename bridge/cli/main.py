@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.errors import FormatError, PtxBridgeError
+from ptxbridge.cli.report import printable_lines
 
 __all__ = ["error_text", "main"]
 
@@ -29,7 +30,8 @@ def error_text(path: str, exc: PtxBridgeError | OSError) -> str:
         where = path
         if first.startswith(f"{path}: "):
             first = first[len(path) + 2:]
-    return f"{where}: error: {first}\n" + (f"{rest.rstrip()}\n" if rest.strip() else "")
+    text = f"{where}: error: {first}\n" + (f"{rest.rstrip()}\n" if rest.strip() else "")
+    return printable_lines(text)  # names from files cannot drive the terminal
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

@@ -7,9 +7,10 @@
  * dtype, device and contiguity, range-checks Python int / float scalars,
  * checks that tensors the signature promises not to alias do not overlap
  * (bridge/launch/aliasing.py decides which pairs), packs the parameter
- * buffer on the stack and calls cuLaunchKernel through the entry points
- * the CUDA loader gives each plan (this file never loads libcuda: the
- * loader is the only code that touches the driver).
+ * buffer (on the stack up to 4 KiB, on the heap up to the driver's 32,764
+ * bytes) and calls cuLaunchKernel through the entry points the CUDA loader
+ * gives each plan (this file never loads libcuda: the loader is the only
+ * code that touches the driver).
  *
  * The C side never raises for user input: whenever a check fails it returns
  * False ("declined") and the Python path runs, which either accepts what
@@ -61,8 +62,9 @@ typedef int (*SetCurrentFn)(void *context);
 
 /* --- plans ---------------------------------------------------------------------------------- */
 enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
-#define MAX_PARAMS 4096 /* bytes: the driver's limit is 32764, the C path takes the common case */
-#define MAX_SLOTS 256
+#define MAX_PARAMS 32764  /* bytes: the driver's limit (CUDA 12.1+), abi/layout.py MAX_PARAM_BYTES */
+#define STACK_PARAMS 4096 /* larger buffers go on the heap: threads may have small stacks */
+#define STACK_SLOTS 256   /* kernelParams pointers kept on the stack */
 #define MAX_ALIAS_SLOTS 64 /* tensors with a no-alias promise a C plan checks; more: the Python path */
 
 typedef struct {
@@ -91,7 +93,7 @@ typedef struct {
     SetCurrentFn set_current_fn; /* cuCtxSetCurrent */
     int pointers;                /* kernelParams instead of extra */
     int nslots;
-    int slots[MAX_SLOTS];        /* kernelParams: flat parameter offsets */
+    int *slots;                  /* kernelParams: flat parameter offsets (nslots of them) */
     long max_shared;
     PyObject *function_obj;      /* re-read max_dynamic_shared when a launch asks for more */
     PyObject *backend, *name;    /* backend.last_kernel = name after each launch */
@@ -341,7 +343,13 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
         if (seq == NULL) goto fail;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        if (n > MAX_SLOTS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many parameters"); goto fail; }
+        self->slots = n > MAX_PARAMS ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
+        if (self->slots == NULL) {
+            Py_DECREF(seq);
+            if (n > MAX_PARAMS) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
+            else PyErr_NoMemory();
+            goto fail;
+        }
         for (Py_ssize_t i = 0; i < n; ++i) {
             self->slots[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
             if (self->slots[i] < 0 || self->slots[i] >= (self->size ? self->size : 1)) {
@@ -366,9 +374,11 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
 fail: /* leave an empty plan behind: packing it writes nothing and launches nothing */
     PyMem_Free(self->args);
     PyMem_Free(self->pairs);
+    PyMem_Free(self->slots);
     self->args = NULL;
     self->pairs = NULL;
     self->npairs = 0;
+    self->slots = NULL;
     self->nargs = 0;
     self->size = 0;
     self->stream_api = NULL;
@@ -378,6 +388,7 @@ fail: /* leave an empty plan behind: packing it writes nothing and launches noth
 static void plan_dealloc(Plan *self) {
     PyMem_Free(self->args);
     PyMem_Free(self->pairs);
+    PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->function_obj);
     Py_XDECREF(self->backend);
@@ -385,12 +396,34 @@ static void plan_dealloc(Plan *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* One launch's parameter buffer: on the stack up to STACK_PARAMS bytes, else on the heap (per launch:
+ * a plan may launch from several threads at once, each packing its own buffer). */
+typedef struct {
+    char stack[STACK_PARAMS];
+    char *data;
+} ParamBuffer;
+
+static char *buffer_open(ParamBuffer *b, int size) {
+    b->data = size <= STACK_PARAMS ? b->stack : PyMem_Malloc((size_t)size);
+    return b->data;
+}
+
+static void buffer_close(ParamBuffer *b) {
+    if (b->data != b->stack) PyMem_Free(b->data);
+}
+
 /* Plan.pack(args) -> bytes, or False when declined (the CPU-testable half of launch). */
 static PyObject *plan_pack(Plan *self, PyObject *args) {
-    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
-    if (!PyTuple_CheckExact(args) || !pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
-        Py_RETURN_FALSE;
-    return PyBytes_FromStringAndSize(buf, self->size);
+    ParamBuffer b;
+    char *buf = buffer_open(&b, self->size);
+    PyObject *out = Py_False;
+    if (buf == NULL) Py_RETURN_FALSE; /* no memory: the Python path will say so */
+    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
+        out = PyBytes_FromStringAndSize(buf, self->size);
+    else
+        Py_INCREF(out);
+    buffer_close(&b);
+    return out;
 }
 
 int parse_dim(PyObject *value, unsigned out[3]) {
@@ -430,7 +463,6 @@ static int shared_allowed(Plan *self, long shared) {
 int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsigned grid[3],
              const unsigned block[3], long shared, PyObject *stream_arg, int *code) {
     Plan *self = (Plan *)plan;
-    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
     void *stream = NULL;
     if (self->launch_fn == NULL || self->set_current_fn == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
         || !shared_allowed(self, shared))
@@ -448,11 +480,18 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     } else {
         return 0;
     }
-    if (!pack(self, argv, nargs, buf)) return 0;
+    ParamBuffer b;
+    void *stack_params[STACK_SLOTS];
+    char *buf = buffer_open(&b, self->size);
+    void **params = self->nslots <= STACK_SLOTS ? stack_params : PyMem_Malloc(self->nslots * sizeof(void *));
+    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf)) {
+        if (params != stack_params) PyMem_Free(params);
+        if (buf != NULL) buffer_close(&b);
+        return 0;
+    }
     size_t size = (size_t)self->size;
     void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
                       (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
-    void *params[MAX_SLOTS];
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
@@ -462,6 +501,8 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
                           (unsigned)shared, stream, self->pointers ? params : NULL,
                           self->pointers ? NULL : extra);
     Py_END_ALLOW_THREADS
+    if (params != stack_params) PyMem_Free(params);
+    buffer_close(&b);
     if (self->backend != Py_None && PyObject_SetAttr(self->backend, str_last_kernel, self->name) < 0)
         return -1;
     return 1;
@@ -526,7 +567,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
+    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAMS) < 0
+        || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);
         return NULL;
