@@ -5,7 +5,7 @@ is a list of :class:`DeclaredParam` records, each (ordinal, offset, size), made
 from a PTX ``.entry``/``.func`` here, or from a cubin's ``EIATTR_KPARAM_INFO``
 records by the cubin reader.  Types are not compared: the same 4 bytes are
 ``.f32`` in numba PTX, ``.b32`` in a ``.func`` and ``.u32`` for an ``int`` in
-NVRTC PTX, and the driver only sees offsets and sizes (FRONTENDS.md 7).
+NVRTC PTX, and the driver only sees offsets and sizes (docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations

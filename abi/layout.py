@@ -2,7 +2,7 @@
 
 Parameters are packed in order, each at the next multiple of its alignment;
 the buffer size is the end of the last parameter, *not* rounded up to the
-largest alignment (the driver rejects a rounded size, FRONTENDS.md 7).
+largest alignment (the driver rejects a rounded size, docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One run, one kernel (``vadd3(const float*, const float*, float*, int)``, 1024
 elements, grid 4 x block 256), one non-default stream.  Figure: host time per
 launch, median of 30 batches of 500 launches, synchronized between batches
-(the method of ``shared/design/BASELINES.md``).  Because the host drifts by
+(one batch is timed end to end, so queueing and the launch call count).  Because the host drifts by
 up to 30% within a run, the headline ratio is also measured in interleaved
 rounds (C loop, then the checked launch, back to back; median of the per-round
 ratios).  Also: cold link + load of a mixed NVRTC + numba image against a warm

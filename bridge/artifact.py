@@ -333,7 +333,7 @@ def _kparam_only(kernel: Kernel) -> Signature:
 
 def _cubin_launch(sig: Signature, kernel: Kernel) -> LaunchMeta:
     """Launch demands from the cubin; a tile kernel (Tile IR, cutile-rs) with no REQNTID takes
-    block (1,1,1) only (FRONTENDS.md 3)."""
+    block (1,1,1) only (docs/conventions.md, "cutile")."""
     launch = sig.launch
     if None not in (kernel.reqntid, launch.reqntid) and kernel.reqntid != launch.reqntid:
         raise AbiMismatchError(f"{kernel.name}: the signature's reqntid is {launch.reqntid} but the cubin "

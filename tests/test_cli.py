@@ -30,7 +30,7 @@ from ptxbridge.abi.oxart import write_oxart
 from ptxbridge.abi.signature import Signature
 from ptxbridge.cli import main
 
-NUMBA_PARAMS = 1 + (5 + 2 * 1) + (5 + 2 * 2)  # f32, then 1-D and 2-D arrays (FRONTENDS.md 4)
+NUMBA_PARAMS = 1 + (5 + 2 * 1) + (5 + 2 * 2)  # f32, then 1-D and 2-D arrays (docs/conventions.md, numba)
 
 
 def axpy(a, x, y):

@@ -160,7 +160,8 @@ def test_tileiras_cubin_is_tile_ir_with_host_code_and_embedded_ptx(tile):
                      "vadd_Kt1_A1f16_1l0_w_A1f16_1l0_w_A1f16_1l0_w_Si64_I128"}
     narrow = cubin.kernel("vadd_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_Si32_I256")
     wide = cubin.kernel("vadd_Kt1_A1f16_1l0_w_A1f16_1l0_w_A1f16_1l0_w_Si64_I128")
-    # FRONTENDS.md 3: array -> u64 pointer, shape, stride (u32 for int32 index, u64 for int64), then n.
+    # docs/conventions.md, cutile: array -> u64 pointer, shape, stride (u32 for an int32 index, u64 for
+    # int64), then n.
     assert [p.size for p in narrow.params] == [8, 4, 4] * 3 + [4]
     assert [p.size for p in wide.params] == [8, 8, 8] * 3 + [8]
     assert narrow.reqntid == wide.reqntid == (128, 1, 1)

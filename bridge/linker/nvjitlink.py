@@ -7,7 +7,7 @@ layouts (a :class:`LinkError` naming both sides, not an nvJitLink log);
 refuse PTX newer than nvJitLink reads; then link with nvJitLink (pip wheel,
 ``cuda.bindings.nvjitlink``), through the disk cache.  The result is always
 a cubin for the exact arch, so PTX newer than the driver never reaches the
-driver (FRONTENDS.md 4, BASELINES.md "What loads on this driver").
+driver (docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations

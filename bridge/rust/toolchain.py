@@ -3,7 +3,7 @@
 Debian's ``rustc-web`` package has a rustc whose LLVM includes the NVPTX
 backend, and ``rust-web-src`` the library sources, but no prebuilt ``core``
 for the target.  :func:`sysroot` builds ``core`` and ``compiler_builtins``
-once per (rustc, sources) into the ptxbridge cache (FRONTENDS.md 1).  A rustup
+once per (rustc, sources) into the ptxbridge cache (docs/conventions.md, "c").  A rustup
 rustc (``~/.cargo/bin``, ``~/.rustup``) is never picked up implicitly: its
 targets depend on what that user installed.
 """
