@@ -477,14 +477,21 @@ def test_every_ballot_lane_and_lanemask():
 
 # -- errors ------------------------------------------------------------------------------------
 
-def test_unsupported_instruction_fails_at_load_with_its_line():
+def test_unsupported_instruction_fails_at_launch_with_its_line_and_spares_the_other_kernels():
     from ptxbridge.abi.errors import UnsupportedInstructionError
 
     body = "mov.u32 %r1, 1;\ntex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];\nret;"
     text = kernel_ptx(body, regs=".reg .b32 %r<2>; .reg .f32 %f<5>;")
+    fine = kernel_ptx("ld.param.u64 %rd1, [out];\nst.global.u32 [%rd1], 7;\nret;", regs=".reg .b64 %rd<2>;",
+                      name="fine").split(".address_size 64")[1]
     line = text.splitlines().index("tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];") + 1
-    with pytest.raises(UnsupportedInstructionError, match=rf"k, PTX line {line}: `tex\.1d"):
-        backend(text)
+    be = backend(text + fine)  # loads: only a launch of `k` needs the instruction
+    out = np.zeros(1, np.uint32)
+    launch(be, "fine", [ptr("u32")], [out.ctypes.data], grid=1, block=1, arrays=[out])
+    assert out[0] == 7
+    with pytest.raises(UnsupportedInstructionError, match=rf"kernel 'k' cannot run on the CPU loader: "
+                                                          rf"k, PTX line {line}: `tex\.1d"):
+        launch(be, "k", [ptr("u8")], [0], grid=1, block=1)
 
 
 def test_trap_names_kernel_line_and_thread():

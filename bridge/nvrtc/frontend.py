@@ -42,25 +42,38 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+# The runtime headers (cuda_fp16.h ...), CCCL (<cooperative_groups.h> needs its <nv/target> and
+# cuda/std; CUB, Thrust) and cuRAND (<curand_kernel.h>), from their wheels or the toolkit.
+_HEADER_LIBRARIES = ("cudart", "cccl", "curand")
+
+
 @functools.cache
-def _include_dir() -> str | None:
-    """The CUDA headers (cuda_fp16.h ...) of the nvidia-cuda-runtime wheel or toolkit, if any."""
+def _include_dirs() -> tuple[str, ...]:
+    """The header folders of the installed CUDA wheels (or toolkit), in search order, each once."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
-
-        return find_nvidia_header_directory("cudart")
-    except Exception:  # headers are optional: sources without #include compile without them
-        return None
+    except ImportError:  # headers are optional: sources without #include compile without them
+        return ()
+    found: list[str] = []
+    for library in _HEADER_LIBRARIES:
+        try:
+            folder = find_nvidia_header_directory(library)
+        except Exception:  # an unknown or broken install of one library does not hide the others
+            folder = None
+        if folder and folder not in found:
+            found.append(folder)
+    return tuple(found)
 
 
 def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool = False,
-               include_dir: str | None = None) -> list[str]:
+               include_dirs: Sequence[str] = ()) -> list[str]:
     """The NVRTC command line for ``output`` on ``arch``.
 
     ``ltoir`` adds ``-dlto`` and relocatable device code (LTO-IR is always
     relocatable); ``rdc`` (the source imports or exports device functions)
     adds relocatable device code for PTX and cubin too.  An ``-arch`` in
     ``options`` is refused: ``arch`` is the one place the target is named.
+    ``include_dirs`` come after the user's own ``-I`` options, so a user's header wins.
     """
     if output not in OUTPUTS:
         raise OptionError(f"output must be one of {OUTPUTS} (got {output!r})")
@@ -72,9 +85,7 @@ def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool
         args.append("-dlto")
     if rdc or output == "ltoir":
         args.append("--relocatable-device-code=true")
-    if include_dir:
-        args.append(f"--include-path={include_dir}")
-    return args + list(options)
+    return args + list(options) + [f"--include-path={folder}" for folder in include_dirs]
 
 
 def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None = None,
@@ -109,7 +120,7 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     # relocatable device code when functions cross compilation units, or kernels launch kernels
     # from the device (dynamic parallelism: `<<<` in device code needs the device runtime)
     rdc = bool(decls.device_functions or decls.imports) or "<<<" in source
-    args = nvrtc_args(arch, output, options, rdc=rdc, include_dir=_include_dir())
+    args = nvrtc_args(arch, output, options, rdc=rdc, include_dirs=_include_dirs())
     version = nvrtc_version()
     entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions, "\0",
                       *_included_files(source, name, options))

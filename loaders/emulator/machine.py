@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ptxbridge.abi.errors import EmulatorError, MemoryAccessError
+from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 
 from .frame import Frame
 from .memory import Fault
 from .parse import Instruction
+from .values import as_array
 
 __all__ = ["Step", "Function", "Machine", "PLAIN", "BRA", "CALL", "RET", "EXIT", "BAR", "TRAP"]
 
@@ -45,7 +46,12 @@ class Step:
 
 @dataclass(slots=True)
 class Function:
-    """A loaded function: its steps, the zero value of each register, its parameter names."""
+    """A loaded function: its steps, the zero value of each register, its parameter names.
+
+    ``refused`` is why the CPU loader cannot run it (an instruction it does not implement):
+    reported when a kernel that reaches the function is launched, never at load.
+    ``needs`` names what a launch must provide (``"grid"``: every block at once, for grid-wide sync).
+    """
 
     name: str
     steps: list[Step]
@@ -53,6 +59,8 @@ class Function:
     params: tuple[str, ...]
     returns: tuple[str, ...]
     native: Callable[[Frame, Any, tuple[str, ...], tuple[str, ...]], None] | None = None
+    refused: UnsupportedInstructionError | None = None
+    needs: frozenset[str] = frozenset()
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -85,22 +93,21 @@ def _coordinates(fr: Frame, thread: int) -> str:
 class Machine:
     """Runs functions of one linked program on batches; ``functions`` maps names to :class:`Function`."""
 
-    def __init__(self, functions: dict[str, Function]):
+    def __init__(self, functions: dict[str, Function], addresses: dict[int, str] | None = None):
         self.functions = functions
-        self._current: tuple[Function, Step] | None = None
+        self.addresses = addresses or {}  # function address -> function key, for indirect calls
 
     def run(self, fn: Function, fr: Frame, live: Any) -> Any:
-        """Execute ``fn`` for the threads in ``live`` (None: all); return the mask of threads that exited."""
-        try:
-            return self._execute(fn, fr, live)
-        except Fault as fault:
-            raise MemoryAccessError(
-                f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
-                f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._describe()}") from None
+        """Execute ``fn`` for the threads in ``live`` (None: all); return the mask of threads that exited.
 
-    def _describe(self) -> str:
-        fn, step = self._current
-        return self._fail(fn, step)
+        The machine keeps no state between calls: launches from several host threads may share it.
+        """
+        return self._execute(fn, fr, live)
+
+    def _fault(self, fr: Frame, fn: Function, step: Step, fault: Fault) -> MemoryAccessError:
+        return MemoryAccessError(
+            f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
+            f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
 
     def _fail(self, fn: Function, step: Step) -> str:
         return f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
@@ -156,8 +163,10 @@ class Machine:
             kind = step.kind
             if kind == PLAIN:
                 if g is not _SKIP:
-                    self._current = (fn, step)
-                    step.run(fr, g)
+                    try:
+                        step.run(fr, g)
+                    except Fault as fault:
+                        raise self._fault(fr, fn, step, fault) from None
                 nxt = None
             elif kind == BRA:
                 if g is _SKIP:
@@ -199,7 +208,7 @@ class Machine:
                 nxt = None
             elif kind == CALL:
                 if g is not _SKIP:
-                    gone = self._call(step, fr, g)
+                    gone = self._call(fn, step, fr, g)
                     if gone is not None:
                         live = ~gone if live is None else live & ~gone
                         live_count = int(np.count_nonzero(live))
@@ -218,9 +227,35 @@ class Machine:
                 pc[here] = upc + 1 if nxt is None else nxt
         return exited
 
-    def _call(self, step: Step, fr: Frame, m: Any) -> Any:
+    def _call(self, fn: Function, step: Step, fr: Frame, m: Any) -> Any:
         target = step.target
-        callee = self.functions[target.function]
+        if target.function is not None:
+            return self._enter(fn, step, self.functions[target.function], fr, m)
+        pointers = as_array(target.pointer(fr), fr.batch.n)  # an indirect call: one callee per pointer
+        chosen = np.ones(fr.batch.n, bool) if m is None else m
+        gone = None
+        for address in np.unique(pointers[chosen]).tolist():
+            key = self.addresses.get(address)
+            if key is None:
+                thread = int(np.flatnonzero(chosen & (pointers == address))[0])
+                raise EmulatorError(f"kernel {fr.batch.kernel!r}: call through 0x{address:x}, which is no "
+                                    f"function's address, at {_coordinates(fr, thread)}; "
+                                    f"{self._fail(fn, step)}")
+            exited = self._enter(fn, step, self.functions[key], fr, chosen & (pointers == address))
+            if exited is not None:
+                gone = exited if gone is None else gone | exited
+        return gone
+
+    def _enter(self, fn: Function, step: Step, callee: Function, fr: Frame, m: Any) -> Any:
+        """Run ``callee`` for the threads in ``m`` with the caller's ``.param`` variables as its own."""
+        target = step.target
+        if (len(target.arguments), len(target.returns)) != (len(callee.params), len(callee.returns)):
+            raise EmulatorError(
+                f"kernel {fr.batch.kernel!r}: {self._fail(fn, step)} passes {len(target.arguments)} "
+                f"arguments and {len(target.returns)} return values; {callee.name} declares "
+                f"{len(callee.params)} and {len(callee.returns)}")
+        if callee.refused is not None:
+            raise callee.refused
         params = {}
         for own, (name, size) in zip(callee.params, target.arguments, strict=True):
             params[own] = fr.param(name, size)
@@ -228,6 +263,9 @@ class Machine:
             params[own] = fr.param(name, size)
         frame = Frame(dict(callee.zeros), params, fr.batch)
         if callee.native is not None:
-            callee.native(frame, m, callee.params, callee.returns)
+            try:
+                callee.native(frame, m, callee.params, callee.returns)
+            except Fault as fault:
+                raise self._fault(fr, fn, step, fault) from None
             return None
         return self._execute(callee, frame, m)

@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WINDOWS", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory", "host_bytes"]
+__all__ = ["WINDOWS", "RESERVED_SMEM", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory",
+           "host_bytes"]
 
-WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000}
+WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000,
+           "func": 0xD000_0000_0000_0000}  # functions have addresses (for indirect calls) but no bytes
+RESERVED_SMEM = 1024  # shared memory the driver reserves per block for the system (cooperative groups)
 PER_GRID, PER_BLOCK, PER_THREAD = 0, 1, 2
 _INSTANCE_ALIGN = 16
 
@@ -82,11 +85,22 @@ class Memory:
     """
 
     def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
+        self.block_of, self.thread_of = block_of, thread_of
+        self._index(regions)
+
+    def _index(self, regions: list[Region]) -> None:
         self.regions = sorted(regions, key=lambda r: r.base)
         self.bases = [r.base for r in self.regions]
         self.base_array = np.array(self.bases, dtype=np.uint64)
         self.end_array = np.array([r.base + r.size for r in self.regions], dtype=np.uint64)
-        self.block_of, self.thread_of = block_of, thread_of
+
+    def add(self, region: Region) -> None:
+        """Make ``region`` reachable (device ``malloc``)."""
+        self._index([*self.regions, region])
+
+    def remove(self, region: Region) -> None:
+        """Make ``region`` unreachable (device ``free``): a later access faults."""
+        self._index([r for r in self.regions if r is not region])
 
     def _instance(self, region: Region) -> Any:
         return self.block_of if region.per == PER_BLOCK else self.thread_of
@@ -132,6 +146,12 @@ class Memory:
         if region.per != PER_GRID:
             offset = self._instance(region) * np.uint64(region.stride) + offset
         return region, m, offset
+
+    def check(self, addr: Any, size: int, m: Any, write: bool) -> None:
+        """Fault unless every active thread may access ``size`` bytes at ``addr`` (aligned to ``size``):
+        a vector or multi-word access is checked whole before any part of it is written."""
+        for _ in self.resolve(addr, size, m, write):
+            pass
 
     def read_bytes(self, address: int, count: int, thread: int) -> bytes:
         """``count`` bytes at ``address`` as thread ``thread`` sees them (for host-side helpers)."""

@@ -86,10 +86,13 @@ def _ld(cx: Context) -> Run:
         return load_param
     address = cx.address(src, space)
     steps = [np.uint64(i * size) for i in range(count)]
+    whole = count * size if count > 1 else 0  # a vector is aligned to its whole size (PTX ISA 5.4.5)
 
     def load(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        if whole:
+            memory.check(base, whole, m, write=False)
         for step, w in zip(steps, writers, strict=True):
             w(fr, memory.load(base + step if step else base, dt, m), m)
 
@@ -119,10 +122,13 @@ def _st(cx: Context) -> Run:
         return store_param
     address = cx.address(dst, space)
     steps = [np.uint64(i * size) for i in range(count)]
+    whole = count * size if count > 1 else 0
 
     def store(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        if whole:  # checked whole first: a faulting vector store writes none of its elements
+            memory.check(base, whole, m, write=True)
         for step, r in zip(steps, readers, strict=True):
             memory.store(base + step if step else base, dt, r(fr), m)
 
