@@ -30,10 +30,11 @@ class Image:
     ptx: tuple[bytes, ...] = ()
     log: str = ""
 
-    def load(self, device: Any = None) -> Module:
+    def load(self, device: Any = None, **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
 
         ``None`` picks the first GPU, or the CPU loader when there is none
-        (``PTXBRIDGE_DEVICE`` overrides).
+        (``PTXBRIDGE_DEVICE`` overrides).  ``options`` are the loader's (the CPU
+        loader's ``max_steps``), see :func:`ptxbridge.loaders.open_backend`.
         """
-        return Module(self, open_backend(self, device))
+        return Module(self, open_backend(self, device, **options))

@@ -57,14 +57,18 @@ def _auto() -> tuple[str, int]:
     return ("cuda", 0) if device_count() > 0 else ("cpu", 0)
 
 
-def open_backend(image: LoadableImage, device: Any = None) -> Backend:
+def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Backend:
     """``image`` loaded on ``device`` (see :func:`parse_device`; None: ``PTXBRIDGE_DEVICE``, else the
-    first GPU, else the CPU loader)."""
+    first GPU, else the CPU loader).  ``options`` go to the CPU loader (``max_steps``: its watchdog,
+    see :class:`~ptxbridge.loaders.emulator.EmulatorBackend`); the GPU takes none."""
     kind, index = parse_device(device) or _auto()
     if kind == "cpu":
         from .emulator import EmulatorBackend
 
-        return EmulatorBackend(image)
+        return EmulatorBackend(image, **options)
+    if options:
+        raise ArgumentError(f"{', '.join(sorted(options))}: an option of the CPU loader; the GPU loader "
+                            f"({kind}:{index}) takes none")
     from .cuda import CudaBackend
 
     return CudaBackend(image, index)

@@ -67,15 +67,30 @@ def _two_prod(a: Any, b: Any) -> tuple[Any, Any]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
+def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str) -> Any:
+    """IEEE 754 6.3: an exact zero sum is +0, or -0 when rounding down, unless both addends are
+    zeros of one sign (then that sign).  The round-to-nearest paths get this right already."""
+    if mode != "rm":
+        return r
+    both_plus = ((a == 0) | (b == 0)) & ~np.signbit(a * b) & (c == 0) & ~np.signbit(c)
+    return np.where((r == 0) & ~both_plus, -np.abs(r), r).astype(r.dtype)
+
+
 def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f64 with one rounding (error-free transformations; non-finite cases direct)."""
+    """a*b+c for f64 with one rounding (error-free transformations).
+
+    A zero or non-finite product is exact, so ``a * b + c`` rounds once and keeps IEEE's signed
+    zeros (``fma(-0, 1, -0) = -0``, which the transformations would turn into +0).
+    """
     p, pe = _two_prod(a, b)
     s, se = _two_sum(p, c)
     tail = pe + se
     r = s + tail
     residual = (s - r) + tail
-    plain = a * b + c
-    return nudge(np.where(np.isfinite(r), r, plain), np.where(np.isfinite(r), residual, 0.0), mode)
+    direct = ~np.isfinite(r) | (a == 0) | (b == 0)
+    plain = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)  # a finite product
+    result = nudge(np.where(direct, plain, r), np.where(direct, 0.0, residual), mode)
+    return _zero_sign(result, a, b, c, mode)
 
 
 def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
@@ -91,7 +106,7 @@ def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
                      r).astype(np.float32)
         r64 = r.astype(np.float64)
-    return nudge(r, (s - r64) + e, mode) if mode != "rn" else r
+    return _zero_sign(nudge(r, (s - r64) + e, mode), a, b, c, mode) if mode != "rn" else r
 
 
 def exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:
