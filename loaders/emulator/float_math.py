@@ -94,13 +94,19 @@ def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
 
 
 def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f32 with one rounding: the f64 product is exact, the f64 sum's error is known."""
+    """a*b+c for f32 with one rounding: the f64 product is exact, so only the f64 sum rounds; that
+    second rounding can only mislead the final one when the sum lands exactly halfway between two
+    f32 values, and only those elements get the sum's error term (the normal range)."""
     p = a.astype(np.float64) * b.astype(np.float64)
-    s, e = _two_sum(p, c.astype(np.float64))
+    c64 = c.astype(np.float64)
+    s = p + c64
     r = s.astype(np.float32)
+    tie = (s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+    if mode == "rn" and not np.any(tie):
+        return r
+    _, e = _two_sum(p, c64)
     r64 = r.astype(np.float64)
-    # s exactly halfway between two f32 values: the error e decides the tie (normal range).
-    tie = ((s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) & (e != 0)
+    tie = tie & (e != 0)
     if np.any(tie):
         away = tie & (np.sign(e) == np.sign(s - r64))
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),

@@ -86,6 +86,7 @@ class Memory:
 
     def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
         self.block_of, self.thread_of = block_of, thread_of
+        self._offsets: dict[int, Any] = {}
         self._index(regions)
 
     def _index(self, regions: list[Region]) -> None:
@@ -102,9 +103,6 @@ class Memory:
         """Make ``region`` unreachable (device ``free``): a later access faults."""
         self._index([r for r in self.regions if r is not region])
 
-    def _instance(self, region: Region) -> Any:
-        return self.block_of if region.per == PER_BLOCK else self.thread_of
-
     def _fault(self, addr: Any, m: Any, bad: Any, size: int, reason: str) -> Fault:
         if isinstance(addr, np.ndarray):
             chosen = bad if m is None else bad & m
@@ -113,19 +111,20 @@ class Memory:
         thread = 0 if m is None else int(np.flatnonzero(m)[0])
         return Fault(int(addr), size, thread, reason)
 
-    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any, Any]]:
-        """Yield ``(region, selection, byte offset in region.data)`` covering every active thread."""
+    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any]]:
+        """Yield ``(region, selection)`` covering every active thread (selection None: all of ``m``)."""
         vector = isinstance(addr, np.ndarray)
         active = addr if m is None or not vector else addr[m]
         if vector and active.size == 0:
             return
-        if size > 1 and (np.any(active & np.uint64(size - 1)) if vector else int(addr) % size):
+        # one pass: a misaligned address sets a low bit of the OR of all of them
+        if size > 1 and (int(np.bitwise_or.reduce(active)) if vector else int(addr)) & (size - 1):
             raise self._fault(addr, m, (addr & np.uint64(size - 1)) != 0 if vector else None, size,
                               f"misaligned {size}-byte access")
         lo, hi = (int(active.min()), int(active.max())) if vector else (int(addr), int(addr))
         i = bisect.bisect_right(self.bases, lo) - 1
         if i >= 0 and hi + size <= self.regions[i].base + self.regions[i].size:
-            yield self._checked(self.regions[i], addr, m, write, size)
+            yield self._checked(self.regions[i], addr, m, write, size), m
             return
         full = addr if vector else np.full(len(self.thread_of), addr, np.uint64)
         index = np.searchsorted(self.base_array, full, side="right").astype(np.int64) - 1
@@ -136,16 +135,41 @@ class Memory:
                               "outside every buffer and variable the kernel can reach")
         for r in np.unique(index if m is None else index[m]):
             select = index == r if m is None else (index == r) & m
-            yield self._checked(self.regions[int(r)], full, select, write, size)
+            yield self._checked(self.regions[int(r)], full, select, write, size), select
 
-    def _checked(self, region: Region, addr: Any, m: Any, write: bool, size: int) -> tuple[Region, Any, Any]:
+    def _checked(self, region: Region, addr: Any, m: Any, write: bool, size: int) -> Region:
         if write and not region.writable:
             raise self._fault(addr, m, np.ones(len(self.thread_of), bool), size,
                               f"store to read-only memory ({region.name})")
-        offset = addr - np.uint64(region.base)
-        if region.per != PER_GRID:
-            offset = self._instance(region) * np.uint64(region.stride) + offset
-        return region, m, offset
+        return region
+
+    def _elements(self, addr: Any, dt: np.dtype, m: Any,
+                  write: bool) -> Iterator[tuple[np.ndarray, Any, Any]]:
+        """``(typed view, selection, element index)`` per region: ``typed[index]`` is each thread's value.
+
+        Indices are int64 (computed with wrapping arithmetic, so an inactive thread's garbage
+        address gives a garbage index, which readers clip).
+        """
+        shift = dt.itemsize.bit_length() - 1
+        for region, select in self.resolve(addr, dt.itemsize, m, write):
+            start, typed = region.view(dt)
+            origin = (region.base + start - (1 << 63)) % (1 << 64) - (1 << 63)  # as a wrapped int64
+            if isinstance(addr, np.ndarray):
+                element = addr.view(np.int64) - np.int64(origin)
+            else:
+                element = np.int64((int(addr) - region.base - start + (1 << 63)) % (1 << 64) - (1 << 63))
+            if region.per != PER_GRID:
+                element = element + self._instance_offsets(region)
+            yield typed, select, element >> shift
+
+    def _instance_offsets(self, region: Region) -> Any:
+        """Byte offset of each thread's instance of a per-block or per-thread region."""
+        key = id(region)
+        found = self._offsets.get(key)
+        if found is None:
+            instance = self.block_of if region.per == PER_BLOCK else self.thread_of
+            found = self._offsets[key] = (np.asarray(instance).astype(np.int64) * np.int64(region.stride))
+        return found
 
     def check(self, addr: Any, size: int, m: Any, write: bool) -> None:
         """Fault unless every active thread may access ``size`` bytes at ``addr`` (aligned to ``size``):
@@ -166,25 +190,20 @@ class Memory:
         return region.data[offset:offset + count].tobytes()
 
     def load(self, addr: Any, dt: np.dtype, m: Any) -> Any:
-        """The ``dt`` values at ``addr`` (inactive threads read an active thread's address)."""
+        """The ``dt`` values at ``addr`` (inactive threads read some element: their value is unused)."""
         result = None
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=False):
-            start, typed = region.view(dt)
-            if select is not None and isinstance(offset, np.ndarray):
-                offset = np.where(select, offset, offset[np.argmax(select)])
-            values = typed[(offset - np.uint64(start)) // np.uint64(dt.itemsize)]
-            result = values if result is None else np.where(select, values, result)
+        for typed, select, element in self._elements(addr, dt, m, write=False):
+            values = typed[element] if select is None else np.take(typed, element, mode="clip")
+            result = values if result is None or select is None else np.where(select, values, result)
         return result if result is not None else dt.type(0)
 
     def store(self, addr: Any, dt: np.dtype, values: Any, m: Any) -> None:
         """Write ``values`` at ``addr`` for the active threads (the last thread wins on a tie)."""
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
-            start, typed = region.view(dt)
-            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
-            vector = isinstance(values, np.ndarray)
+        vector = isinstance(values, np.ndarray)
+        for typed, select, element in self._elements(addr, dt, m, write=True):
             if select is None:
                 typed[element] = values
-            elif isinstance(element, np.ndarray):
+            elif isinstance(element, np.ndarray) and element.ndim:
                 typed[element[select]] = values[select] if vector else values
             else:
                 typed[element] = values[np.flatnonzero(select)[-1]] if vector else values
@@ -192,9 +211,7 @@ class Memory:
     def elements(self, addr: Any, dt: np.dtype, m: Any,
                  n: int) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
         """For read-modify-write: ``(typed view, active thread ids, element indices)`` per region."""
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
-            start, typed = region.view(dt)
+        for typed, select, element in self._elements(addr, dt, m, write=True):
             threads = np.arange(n) if select is None else np.flatnonzero(select)
-            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
-            element = element[threads] if isinstance(element, np.ndarray) else np.full(len(threads), element)
+            element = element[threads] if np.ndim(element) else np.full(len(threads), element)
             yield typed, threads, element.astype(np.int64)
