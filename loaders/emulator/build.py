@@ -201,6 +201,19 @@ class Context:
             return (lambda fr: reader(fr) + offset) if offset else reader
         return lambda fr: reader(fr).astype(UINT[8]) + offset
 
+    def shared_offset(self, mem: Operand) -> Callable[[Any], Any] | None:
+        """For ``[%r+off]`` with a 32-bit register in ``.shared``: a closure giving the u32 offsets in
+        the shared window (the fast path of :meth:`Memory.shared`); None for other forms."""
+        if not isinstance(mem, Mem) or not isinstance(mem.base, Reg) or mem.base.name not in self.registers:
+            return None
+        if self.reg_dtype(mem.base.name).itemsize != 4:
+            return None
+        reader = self.read(mem.base, "u32")
+        if not mem.offset:
+            return reader
+        offset = np.uint32(mem.offset % (1 << 32))
+        return lambda fr: reader(fr) + offset
+
     @staticmethod
     def state_space(mods: set[str]) -> str:
         spaces = [m.split("::")[0] for m in mods if m.split("::")[0] in _ADDRESS_SPACES]

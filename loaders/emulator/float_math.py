@@ -86,28 +86,31 @@ def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
     s, se = _two_sum(p, c)
     tail = pe + se
     r = s + tail
-    residual = (s - r) + tail
-    direct = ~np.isfinite(r) | (a == 0) | (b == 0)
-    plain = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)  # a finite product
-    result = nudge(np.where(direct, plain, r), np.where(direct, 0.0, residual), mode)
-    return _zero_sign(result, a, b, c, mode)
+    residual = None if mode == "rn" else (s - r) + tail
+    ordinary = np.isfinite(r) & (p != 0)
+    if not ordinary.all():  # p == 0: a zero factor (or an underflow, where c decides)
+        plain = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)  # a finite product
+        r = np.where(ordinary, r, plain)
+        residual = None if residual is None else np.where(ordinary, residual, 0.0)
+    if residual is None:
+        return r
+    return _zero_sign(nudge(r, residual, mode), a, b, c, mode)
 
 
 def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
     """a*b+c for f32 with one rounding: the f64 product is exact, so only the f64 sum rounds; that
     second rounding can only mislead the final one when the sum lands exactly halfway between two
     f32 values, and only those elements get the sum's error term (the normal range)."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    c64 = c.astype(np.float64)
-    s = p + c64
+    p = np.multiply(a, b, dtype=np.float64)  # the f32 -> f64 casts happen inside the one pass
+    s = np.add(p, c, dtype=np.float64)
     r = s.astype(np.float32)
     tie = (s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
-    if mode == "rn" and not np.any(tie):
+    if mode == "rn" and not tie.any():
         return r
-    _, e = _two_sum(p, c64)
+    _, e = _two_sum(p, np.asarray(c, np.float64))
     r64 = r.astype(np.float64)
     tie = tie & (e != 0)
-    if np.any(tie):
+    if tie.any():
         away = tie & (np.sign(e) == np.sign(s - r64))
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
                      r).astype(np.float32)

@@ -86,14 +86,37 @@ class Memory:
 
     def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
         self.block_of, self.thread_of = block_of, thread_of
-        self._offsets: dict[int, Any] = {}
+        self._offsets: dict[tuple[int, int | None], Any] = {}
         self._index(regions)
+        self._shared = next((r for r in self.regions if r.base == WINDOWS["shared"]), None)
 
     def _index(self, regions: list[Region]) -> None:
         self.regions = sorted(regions, key=lambda r: r.base)
         self.bases = [r.base for r in self.regions]
         self.base_array = np.array(self.bases, dtype=np.uint64)
         self.end_array = np.array([r.base + r.size for r in self.regions], dtype=np.uint64)
+
+    def shared(self, offsets: Any, dt: np.dtype, m: Any, count: int = 1) -> tuple[np.ndarray, Any] | None:
+        """``(typed view, element index)`` of ``count`` consecutive ``dt`` values at offsets in the
+        shared window (``ld.shared`` / ``st.shared`` through a 32-bit register), checked as
+        :meth:`resolve` checks; None when the general path must decide (no shared memory, an
+        unaligned view, or a fault, which the general path reports with the generic address)."""
+        region = self._shared
+        if region is None:
+            return None
+        start, typed = region.view(dt)
+        whole = dt.itemsize * count
+        if isinstance(offsets, np.ndarray):
+            active = offsets if m is None else offsets[m]
+            if not active.size:
+                return None
+            low, high = int(np.bitwise_or.reduce(active)), int(active.max())
+        else:
+            low = high = int(offsets)
+        if start or low & (whole - 1) or high + whole > region.size:
+            return None
+        element = (offsets >> np.uint32(dt.itemsize.bit_length() - 1)) + self._instance_offsets(region, dt)
+        return typed, element
 
     def add(self, region: Region) -> None:
         """Make ``region`` reachable (device ``malloc``)."""
@@ -162,13 +185,16 @@ class Memory:
                 element = element + self._instance_offsets(region)
             yield typed, select, element >> shift
 
-    def _instance_offsets(self, region: Region) -> Any:
-        """Byte offset of each thread's instance of a per-block or per-thread region."""
-        key = id(region)
+    def _instance_offsets(self, region: Region, dt: np.dtype | None = None) -> Any:
+        """Offset of each thread's instance of a per-block or per-thread region: in bytes, or in
+        ``dt`` elements (instances are 16-byte aligned, so whole elements)."""
+        key = (id(region), None if dt is None else dt.itemsize)
         found = self._offsets.get(key)
         if found is None:
             instance = self.block_of if region.per == PER_BLOCK else self.thread_of
-            found = self._offsets[key] = (np.asarray(instance).astype(np.int64) * np.int64(region.stride))
+            unit = 1 if dt is None else dt.itemsize
+            found = np.asarray(instance).astype(np.int64) * np.int64(region.stride // unit)
+            self._offsets[key] = found
         return found
 
     def check(self, addr: Any, size: int, m: Any, write: bool) -> None:
