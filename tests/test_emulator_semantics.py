@@ -540,3 +540,16 @@ def test_match_and_elect_within_each_warp():
     got = elementwise("setp.ge.u32 %q, %a, 5; @%q elect.sync %u|%p, -1; selp.u32 %d, %u, 99, %p;",
                       np.uint32, np.arange(64, dtype=np.uint32) % 32)
     assert got.tolist() == [99 if lane != 5 else 5 for lane in list(range(32)) * 2]
+
+
+def test_match_all_and_elect_honour_each_threads_member_mask():
+    lanes = np.arange(64) % 32
+    masks = np.where(lanes % 2 == 1, 0xAAAAAAAA, 0x55555555).astype(np.uint32)  # odd with odd, even with even
+    values = np.full(64, 7, np.uint32)
+    values[33] = 8  # breaks the odd lanes of warp 1 only
+    got = elementwise("match.all.sync.b32 %d|%p, %a, %b; @!%p mov.u32 %d, 1;", np.uint32, values, masks)
+    want = masks.copy()
+    want[32:][lanes[32:] % 2 == 1] = 1
+    assert got.tolist() == want.tolist()
+    got = elementwise("elect.sync %u|%p, %b; selp.u32 %d, %u, 99, %p;", np.uint32, values, masks)
+    assert got.tolist() == [lane if lane < 2 else 99 for lane in lanes]  # lane 0 for evens, 1 for odds

@@ -75,7 +75,8 @@ extern "C" __global__ void partial_warp(const unsigned* v, unsigned* out) {
   unsigned lane = threadIdx.x & 31;
   if (lane < 20) {  // only 20 lanes execute: the others are not in the mask
     unsigned mask = (1u << 20) - 1;
-    out[threadIdx.x] = __reduce_add_sync(mask, v[threadIdx.x]) + (__activemask() == mask ? 1u << 30 : 0u);
+    unsigned all = __ballot_sync(mask, 1) == mask ? 1u << 30 : 0u;
+    out[threadIdx.x] = __reduce_add_sync(mask, v[threadIdx.x]) + all;
   }
 }
 
