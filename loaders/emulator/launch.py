@@ -44,43 +44,55 @@ def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
                    PER_GRID, writable) for start, end, writable in merged]
 
 
-def _special(first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-             padded: int, shared: tuple[int, int], workspace: int) -> dict[str, Any]:
-    """Special registers (PTX ISA 10) of a batch of ``count`` blocks starting at linear block ``first``."""
-    linear = np.arange(padded, dtype=np.uint32)
-    bx, by, _ = block
-    tid = {"x": linear % bx, "y": (linear // bx) % by, "z": linear // (bx * by)}
-    lane = linear % 32
-    special: dict[str, Any] = {f"%tid.{c}": np.tile(v, count) for c, v in tid.items()}
-    blocks = np.arange(first, first + count, dtype=np.uint64)
-    gx, gy, _ = grid
-    ctaid = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}
-    for c, v in ctaid.items():
-        value = v.astype(np.uint32)
-        special[f"%ctaid.{c}"] = value[0] if count == 1 else np.repeat(value, padded)
-    for i, c in enumerate("xyz"):
-        special[f"%ntid.{c}"] = np.uint32(block[i])
-        special[f"%nctaid.{c}"] = np.uint32(grid[i])
-    lanes = np.tile(lane, count).astype(np.uint64)
-    eq = np.uint64(1) << lanes
-    mask32 = np.uint64(0xFFFFFFFF)
-    special.update({
-        "%laneid": np.tile(lane, count), "%warpid": np.tile(linear // 32, count),
-        "%nwarpid": np.uint32(padded // 32), "%smid": np.uint32(0), "%nsmid": np.uint32(1),
-        "%gridid": np.uint64(0), "%warpsize": np.uint32(32),
-        "%lanemask_eq": eq.astype(np.uint32), "%lanemask_lt": (eq - np.uint64(1)).astype(np.uint32),
-        "%lanemask_le": ((eq << np.uint64(1)) - np.uint64(1) & mask32).astype(np.uint32),
-        "%lanemask_gt": (~((eq << np.uint64(1)) - np.uint64(1)) & mask32).astype(np.uint32),
-        "%lanemask_ge": (~(eq - np.uint64(1)) & mask32).astype(np.uint32),
-        "%dynamic_smem_size": np.uint32(shared[1]), "%total_smem_size": np.uint32(sum(shared)),
-        "%reserved_smem_offset_begin": np.uint32(0), "%reserved_smem_offset_0": np.uint32(0),
-        "%reserved_smem_offset_1": np.uint32(RESERVED_SMEM // 2),
-        "%reserved_smem_offset_end": np.uint32(RESERVED_SMEM),
-        "%reserved_smem_offset_cap": np.uint32(RESERVED_SMEM),
-    })
-    special.update({f"%envreg{i}": np.uint32(0) for i in range(32)})
-    special["%envreg1"], special["%envreg2"] = np.uint32(workspace >> 32), np.uint32(workspace & 0xFFFFFFFF)
-    return special
+class _Specials(dict):
+    """Special registers (PTX ISA 10) of a batch of ``count`` blocks starting at linear block ``first``.
+
+    The per-thread ones (``%tid``, ``%ctaid``, ``%laneid``, lane masks...) are built when an
+    instruction first reads them: most kernels read three or four.
+    """
+
+    def __init__(self, first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 padded: int, shared: tuple[int, int], workspace: int):
+        super().__init__()
+        self.first, self.count, self.grid, self.block, self.padded = first, count, grid, block, padded
+        for i, c in enumerate("xyz"):
+            self[f"%ntid.{c}"] = np.uint32(block[i])
+            self[f"%nctaid.{c}"] = np.uint32(grid[i])
+        self.update({f"%envreg{i}": np.uint32(0) for i in range(32)})
+        self.update({
+            "%nwarpid": np.uint32(padded // 32), "%smid": np.uint32(0), "%nsmid": np.uint32(1),
+            "%gridid": np.uint64(0), "%warpsize": np.uint32(32),
+            "%dynamic_smem_size": np.uint32(shared[1]), "%total_smem_size": np.uint32(sum(shared)),
+            "%reserved_smem_offset_begin": np.uint32(0), "%reserved_smem_offset_0": np.uint32(0),
+            "%reserved_smem_offset_1": np.uint32(RESERVED_SMEM // 2),
+            "%reserved_smem_offset_end": np.uint32(RESERVED_SMEM),
+            "%reserved_smem_offset_cap": np.uint32(RESERVED_SMEM),
+            "%envreg1": np.uint32(workspace >> 32), "%envreg2": np.uint32(workspace & 0xFFFFFFFF),
+        })
+
+    def __missing__(self, name: str) -> Any:
+        linear = np.arange(self.padded, dtype=np.uint32)
+        bx, by, _ = self.block
+        per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
+                     "%laneid": linear % 32, "%warpid": linear // 32}
+        if name in per_block:
+            value = np.tile(per_block[name], self.count)
+        elif name.startswith("%ctaid."):
+            blocks = np.arange(self.first, self.first + self.count, dtype=np.uint64)
+            gx, gy, _ = self.grid
+            axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
+            axis = axis.astype(np.uint32)
+            value = axis[0] if self.count == 1 else np.repeat(axis, self.padded)
+        elif name.startswith("%lanemask_"):
+            eq = np.uint64(1) << self["%laneid"].astype(np.uint64)
+            below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
+            mask32 = np.uint64(0xFFFFFFFF)
+            value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
+                     "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value
 
 
 def shared_bytes(program: Program, shared_mem: int) -> int:
@@ -127,8 +139,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
                                                PER_THREAD))
             thread_of = np.arange(n, dtype=np.uint64)
             block_of = np.uint64(0) if count == 1 else thread_of // np.uint64(padded)
-            special = _special(first, count, grid, block, padded, (program.shared_static, shared_mem),
-                               workspace)
+            special = _Specials(first, count, grid, block, padded, (program.shared_static, shared_mem),
+                                workspace)
             regions += heap.regions
             batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps, heap)
             live = None if padded == per_block else np.tile(valid, count)
