@@ -4,6 +4,7 @@ accesses checked whole, the shared-memory limit, and IEEE signed zeros in fused 
 from __future__ import annotations
 
 import threading
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -112,3 +113,14 @@ def test_an_exact_zero_sum_is_negative_only_when_rounding_down():
     assert np.signbit(elementwise("fma.rm.f64 %d, %a, %b, %c;", np.float64, a, b, c)).all()
     assert np.signbit(elementwise("fma.rm.f32 %d, %a, %b, %c;", np.float32, *(x.astype(np.float32)
                                                                                for x in (a, b, c)))).all()
+
+
+def test_fma_f64_of_a_few_threads_of_a_divergent_group():
+    # 8 of 64 threads run it: computed on their elements only, the others keep their register
+    rng = np.random.default_rng(8)
+    a, b, c = (rng.standard_normal(64) for _ in range(3))
+    got = elementwise("setp.lt.u32 %q, %t, 8; @%q fma.rn.f64 %d, %a, %b, %c;", np.float64, a, b, c)
+    want = [float(Fraction(x) * Fraction(y) + Fraction(z))  # exact, then rounded once
+            for x, y, z in zip(a[:8], b[:8], c[:8], strict=True)]
+    assert got[:8].tolist() == want
+    assert (got[8:] == 0).all()

@@ -35,6 +35,25 @@ def _finish(value: Any, ftz: bool, sat: bool) -> Any:
     return saturate(value) if sat else value
 
 
+_SPARSE = 0.75  # a masked group below this share of the batch is computed compressed
+
+
+def _on_active(fn: Callable[..., Any], m: Any, *args: Any) -> Any:
+    """``fn(*args)`` for the threads in ``m``: when few threads run (divergent code), on their
+    elements only, scattered back into a full-size result whose other elements are unused."""
+    if m is None:
+        return fn(*args)
+    full = next((x for x in args if isinstance(x, np.ndarray) and x.ndim), None)
+    if full is None:
+        return fn(*args)
+    chosen = np.flatnonzero(m)
+    if len(chosen) >= _SPARSE * len(m):
+        return fn(*args)
+    out = np.empty(len(m), full.dtype)
+    out[chosen] = fn(*(x[chosen] if isinstance(x, np.ndarray) and x.ndim else x for x in args))
+    return out
+
+
 def float_arith(cx: Context, name: str) -> Run:
     """Builder for the float forms of add/sub/mul/mad/fma/div/abs/neg/min/max."""
     if cx.ins.mods and cx.ins.mods[-1] in PACKED:
@@ -56,6 +75,8 @@ def float_arith(cx: Context, name: str) -> Run:
         d, a, b, c = cx.operands(4)
         ra, rb, rc, w = cx.read(a, t), cx.read(b, t), cx.read(c, t), cx.write(d)
         fused = {"f32": fma32, "f64": fma64}.get(t)
+        if plain and t == "f64":  # dozens of passes: worth computing for the active threads only
+            return lambda fr, m: w(fr, _on_active(fma64, m, ra(fr), rb(fr), rc(fr)), m)
         if plain and fused is not None:
             return lambda fr, m: w(fr, fused(ra(fr), rb(fr), rc(fr)), m)
         if fused is None:
