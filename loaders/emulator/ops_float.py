@@ -41,16 +41,13 @@ _SPARSE = 0.75  # a masked group below this share of the batch is computed compr
 def _on_active(fn: Callable[..., Any], m: Any, *args: Any) -> Any:
     """``fn(*args)`` for the threads in ``m``: when few threads run (divergent code), on their
     elements only, scattered back into a full-size result whose other elements are unused."""
-    if m is None:
+    if m is None or np.count_nonzero(m) >= _SPARSE * len(m):
         return fn(*args)
-    full = next((x for x in args if isinstance(x, np.ndarray) and x.ndim), None)
-    if full is None:
-        return fn(*args)
-    chosen = np.flatnonzero(m)
-    if len(chosen) >= _SPARSE * len(m):
-        return fn(*args)
-    out = np.empty(len(m), full.dtype)
-    out[chosen] = fn(*(x[chosen] if isinstance(x, np.ndarray) and x.ndim else x for x in args))
+    chosen = m.nonzero()[0]
+    compressed = [x[chosen] if type(x) is np.ndarray else x for x in args]
+    result = fn(*compressed)
+    out = np.empty(len(m), result.dtype)
+    out[chosen] = result
     return out
 
 
