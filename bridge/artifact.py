@@ -74,6 +74,9 @@ class Artifact:
     ``kernels``: entry name -> signature.  ``device_functions``: the device
     functions it exports (callable from other artifacts).  ``imports``: the
     foreign device functions it calls, which the linker must find elsewhere.
+    ``libraries``: code the frontend links with this code and that is not the
+    user's to supply (numba-cuda's runtime and float16 wrappers, ``link=`` files);
+    :func:`ptxbridge.link` adds each library once.
     """
 
     code: bytes
@@ -84,9 +87,11 @@ class Artifact:
     imports: Mapping[str, Signature] = field(default_factory=dict)
     provenance: Provenance = field(default_factory=lambda: Provenance("unknown"))
     name: str = "<artifact>"
+    libraries: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
+        object.__setattr__(self, "libraries", tuple(self.libraries))
         for attr in ("kernels", "device_functions", "imports"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 

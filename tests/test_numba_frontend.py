@@ -216,7 +216,9 @@ def test_second_compile_runs_no_compiler(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("numba-cuda ran although the cache holds the result")
 
-    monkeypatch.setattr(cuda, "compile", boom)
+    from numba.cuda import compiler
+
+    monkeypatch.setattr(compiler, "_compile_pyfunc_with_fixup", boom)
     second = pn.compile(axpy, "void(float32[::1], float32[::1], float32)", output="ltoir")
     assert second.code == first.code and second.kernels == first.kernels
     with pytest.raises(CompileError):  # a different arch is a different key

@@ -175,7 +175,8 @@ def encode(t: ParamType, value: Any, pointer: Callable[[Any, ParamType], tuple[i
     if isinstance(t, Opaque):
         try:  # bytes(5) would be five zero bytes: only buffer-protocol objects are data
             # None and () (Rust's unit) stand for the empty value of a zero-sized parameter
-            data = b"" if value is None or value == () else bytes(memoryview(value))
+            empty = value is None or (isinstance(value, tuple) and not value)  # ndarray == () broadcasts
+            data = b"" if empty else bytes(memoryview(value))
         except TypeError:
             raise ValueProblem(f"opaque value takes bytes or a buffer (got {type(value).__name__})") from None
         if len(data) != t.size:

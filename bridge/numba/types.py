@@ -11,7 +11,7 @@ from ptxbridge.abi.lowering import field_offsets, memory_layout
 
 __all__ = ["to_dtype", "to_param_type"]
 
-_SUPPORTED = "booleans, integers, floats, complex, arrays, records, tuples and pointers"
+_SUPPORTED = "booleans, integers, IntEnum members, floats, complex, arrays, records, tuples and pointers"
 
 
 def to_dtype(nbtype: Any, where: str) -> DType:
@@ -53,6 +53,8 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
         return _record(nbtype, where)
     if isinstance(nbtype, types.BaseTuple):
         return Tuple(tuple(to_param_type(t, f"{where} item {i}") for i, t in enumerate(nbtype.types)))
+    if isinstance(nbtype, types.IntEnumMember):  # passed as its integer value, as numba does
+        return Scalar(to_dtype(nbtype.dtype, where))
     return Scalar(to_dtype(nbtype, where))
 
 
@@ -64,8 +66,8 @@ def _record(nbtype: Any, where: str) -> Struct:
     for fname, field in nbtype.fields.items():
         ftype = field.type
         if isinstance(ftype, types.NestedArray):  # fixed-size array member: bytes of the element type
-            inner = to_param_type(ftype.dtype, f"{where} field {fname!r}")
-            fields.append(StructField(fname, Opaque(ftype.nbytes, memory_layout(inner)[1])))
+            size, align = memory_layout(to_param_type(ftype.dtype, f"{where} field {fname!r}"))
+            fields.append(StructField(fname, Opaque(ftype.nitems * size, align)))
         else:
             fields.append(StructField(fname, to_param_type(ftype, f"{where} field {fname!r}")))
     struct = Struct("record", tuple(fields))
