@@ -255,7 +255,8 @@ class Module:
         return found
 
     def __getattr__(self, name: str) -> Kernel:
-        if name.startswith("_") or name not in self.image.kernels:
+        # Python's special names (__array__...) are never kernels; __vectorized_f (cuda.vectorize) is
+        if (name.startswith("__") and name.endswith("__")) or name not in self.image.kernels:
             raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
         return self[name]
 

@@ -16,7 +16,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.check import check, find_entry
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
-from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
 from ptxbridge.fingerprint import fingerprint, referenced_values
@@ -123,7 +123,7 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     if device:
         returns = None if _is_void(restype) else to_param_type(restype, f"{name}: return type")
         own = Signature(name, params, Convention.C, kind="device", returns=returns)
-        check(own, module)
+        check(own, _void_returns_nothing(own, module.function(name)))
         kernels, exports = {}, {name: own}
     else:
         entry = find_entry(module, name)
@@ -182,27 +182,35 @@ def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any],
     """Signatures of the ``.extern .func`` the PTX calls, checked against their declarations.
 
     Not imports: what the CUDA toolchain provides (``vprintf``; device-runtime
-    calls, for which the linker adds ``libcudadevrt.a``), and numba's own
-    functions that the carried libraries define unless the user declared them.
+    calls, for which the linker adds ``libcudadevrt.a``) and what the carried
+    libraries define (numba's own functions, ``link=`` files).
     """
     declared = {sig.name: sig for sig in map(_import_signature, given)}
     for extern in _referenced_externs(pyfunc):
         declared.setdefault(extern.name, _import_signature(extern))
     provided = set(_TOOLCHAIN_PROVIDES) | set(runtime_calls([module]))
-    provided |= carried - declared.keys()
+    provided |= carried
     result = {}
     for func in module.functions:
         if func.kind != "func" or func.linkage != "extern" or func.body is not None or func.name in provided:
             continue
         sig = declared.get(func.name) or layout_only(func)
         try:
-            check(sig, module)
+            check(sig, _void_returns_nothing(sig, func))
         except AbiMismatchError as exc:
             raise AbiMismatchError(
                 f"{exc}; foreign functions must be declared with "
                 f"cuda.declare_device({func.name!r}, sig, abi='c')") from exc
         result[func.name] = sig
     return result
+
+
+def _void_returns_nothing(sig: Signature, func: PtxFunction) -> PtxFunction:
+    """numba's C ABI gives a void function a ``.b64`` return value that is never set or read;
+    for a void signature the check ignores it (C and Rust callers pass no return parameter)."""
+    if sig.returns is None and len(func.returns) == 1 and func.returns[0].nbytes == 8:
+        return replace(func, returns=())
+    return func
 
 
 def _import_signature(decl: Any) -> Signature:

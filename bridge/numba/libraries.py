@@ -44,7 +44,12 @@ from ptxbridge.linker.device_runtime import device_runtime
 
 __all__ = ["Link", "build", "dumps", "gather", "loads"]
 
-_WEAK = re.compile(r'\bextern\s+"C"\s+__device__\b')  # numba's own functions, made weak
+_WRAPPERS = "_wrappers.cu"  # the name ptxbridge gives numba's Numbast wrapper sources
+
+_DEVICE_C = r'\bextern\s+"C"\s+__device__\b'
+_WEAK = re.compile(_DEVICE_C)  # numba's own functions, made weak
+_WRAPPER = re.compile(rf"(?={_DEVICE_C})")  # where each Numbast wrapper starts
+_WRAPPER_NAME = re.compile(rf"{_DEVICE_C}[^(]*?(\w+)\s*\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +87,7 @@ def gather(library: Any, module: PtxModule, extra: Sequence[Any] = ()) -> tuple[
     if getattr(config, "CUDA_ENABLE_NRT", False) and needs_nrt:
         files.append(NRT_LIBRARY)
     own = _numba_sources()
-    items = {_item(f, own): None for f in files}  # once each, in a stable order
+    items = {_item(f, own, called): None for f in files}  # once each, in a stable order
     links = sorted(items, key=lambda link: (link.name, link.path, link.data))
     if library.use_cooperative:
         links.append(Link("libcudadevrt.a", "cudadevrt"))
@@ -98,12 +103,12 @@ def _numba_sources() -> dict[int, str]:
     for module_name, module in list(sys.modules.items()):
         shim = getattr(module, "shim_obj", None) if module_name.startswith("numba.cuda._internal.") else None
         if shim is not None:
-            found[id(shim)] = f"{module_name.rpartition('.')[2]}_wrappers.cu"
+            found[id(shim)] = module_name.rpartition(".")[2] + _WRAPPERS
     return found
 
 
-def _item(file: Any, own: dict[int, str]) -> Link:
-    """A path or a numba ``LinkableCode`` as a :class:`Link`."""
+def _item(file: Any, own: dict[int, str], called: set[str]) -> Link:
+    """A path or a numba ``LinkableCode`` as a :class:`Link`; of a wrapper source, what ``called``."""
     import numba.cuda
 
     if isinstance(file, (str, os.PathLike)):
@@ -112,9 +117,27 @@ def _item(file: Any, own: dict[int, str]) -> Link:
         return Link(os.path.basename(path), "cu" if path.endswith(".cu") else "code", path=path, own=ours)
     data, name = file.data, own.get(id(file), file.name)
     if file.kind == "cu":
-        return Link(name, "cu", data.decode() if isinstance(data, bytes) else data, own=id(file) in own)
+        text = data.decode() if isinstance(data, bytes) else data
+        if name.endswith(_WRAPPERS):
+            text = _wrappers_called(text, called)
+        return Link(name, "cu", text, own=id(file) in own)
     raw = data.encode() if isinstance(data, str) else bytes(data)
     return Link(name, "code", base64.b64encode(raw).decode(), own=id(file) in own)
+
+
+def _wrappers_called(source: str, called: set[str]) -> str:
+    """A Numbast wrapper source cut to its head (the ``#include``) and the wrappers ``called``.
+
+    numba's source holds every wrapper any kernel of the process used so far
+    (it only grows), each starting with ``extern "C" __device__``; the artifact
+    carries what its own code calls.  When a called name is not found as a
+    wrapper, the source is kept whole.
+    """
+    head, *wrappers = _WRAPPER.split(source)
+    named = {m.group(1): w for w in wrappers if (m := _WRAPPER_NAME.match(w))}
+    if any(n in source and n not in named for n in called):
+        return source
+    return head + "".join(w for n, w in named.items() if n in called)
 
 
 def dumps(links: Iterable[Link]) -> bytes:
