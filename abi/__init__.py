@@ -44,6 +44,7 @@ from .lowering import FlatParam, field_offsets, lower_param, lower_params, memor
 from .manifest import MANIFEST_VERSION, from_manifest, to_manifest
 from .manifest import dumps as dumps_manifest
 from .manifest import loads as loads_manifest
+from .memory_access import Access, Memory, Promise, access
 from .oxart import read_oxart, write_oxart
 from .ptx import PtxFunction, PtxGlobal, PtxModule, PtxParam, read_ptx
 from .signature import Convention, LaunchMeta, Param, Signature
@@ -58,6 +59,8 @@ __all__ = [
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
     "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",
     "lower_params", "memory_layout",
+    # the access trait (what a kernel may do to a parameter's memory)
+    "Access", "Memory", "Promise", "access",
     # readers, checks and the text/JSON forms
     "MANIFEST_VERSION", "Cubin", "DeclaredParam", "Fatbin", "PtxFunction", "PtxGlobal", "PtxModule",
     "PtxParam", "check", "check_layout", "demangle_cutile", "dumps_manifest", "find_entry",

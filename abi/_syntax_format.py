@@ -1,45 +1,25 @@
-"""Signature and type text from the data (the inverse of the parser in ``_syntax_parse``)."""
+"""Signature and type text from the data (the inverse of the parser in ``_syntax_parse``).
+
+A kind's text form is its entry's (:mod:`.kind_entries`): a :class:`~.kind_table.Generic`
+form ``Head<args>{promises}`` is written here from its description, a
+:class:`~.kind_table.Custom` form by the entry's own ``format``.
+"""
 
 from __future__ import annotations
 
-import json
-import re
+from dataclasses import fields
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ._syntax_tables import (
-    ARRAY_PROMISES,
-    DIM3_ATTRIBUTES,
-    IDENT,
-    LIST_PROMISES,
-    TILE_ARRAY_DEFAULTS,
-    TILE_LIST_DEFAULTS,
-)
-from .kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from ._syntax_tables import DIM3_ATTRIBUTES
+from .kind_entries import KINDS, quote_name
+from .kind_table import Generic
+from .kinds import ParamType
 
 if TYPE_CHECKING:
     from .signature import Signature
 
 __all__ = ["format_signature", "format_type"]
-
-_IDENT = re.compile(IDENT + r"\Z")
-
-
-def _name(name: str) -> str:
-    return name if _IDENT.match(name) else json.dumps(name)
 
 
 def _format_value(value: Any, form: str) -> str:
@@ -50,7 +30,14 @@ def _format_value(value: Any, form: str) -> str:
     return str(value)
 
 
-def _format_promises(obj: Any, table: tuple[tuple[str, str, str], ...], defaults: dict[str, Any]) -> str:
+@cache
+def _defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls)}
+
+
+def _format_promises(obj: Any, table: tuple[tuple[str, str, str], ...]) -> str:
+    """``{key: value, flag}`` for the promises that differ from the kind's defaults; "" for none."""
+    defaults = _defaults(type(obj))
     parts = []
     for key, attr, form in table:
         value = getattr(obj, attr)
@@ -60,44 +47,24 @@ def _format_promises(obj: Any, table: tuple[tuple[str, str, str], ...], defaults
     return "{" + ", ".join(parts) + "}" if parts else ""
 
 
-def _format_constant(value: bool | int | float) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)  # floats keep '.', 'e', 'inf' or 'nan', so they re-read as floats
+def _format_generic(t: Any, syntax: Generic) -> str:
+    args = []
+    for arg in syntax.args:
+        value = getattr(t, arg.attr)
+        text = format_type(value) if arg.form == "type" else str(value)
+        args.append(f"{arg.keyword} {text}" if arg.keyword else text)
+    return f"{syntax.head_of(t)}<{', '.join(args)}>" + _format_promises(t, syntax.promises)
 
 
 def format_type(t: ParamType) -> str:
     """The text of one parameter type (the inverse of :func:`parse_type`)."""
-    if isinstance(t, Scalar):
-        return t.dtype.name
-    if isinstance(t, Pointer):
-        return f"*{'mut' if t.mutable else 'const'} {'void' if t.pointee is None else format_type(t.pointee)}"
-    if isinstance(t, Slice):
-        return f"&{'mut ' if t.mutable else ''}[{t.dtype}]"
-    if isinstance(t, DisjointSlice):
-        return f"DisjointSlice{'2d' if t.rows_2d else ''}<{t.dtype}>"
-    if isinstance(t, NumbaArray):
-        return f"Array<{t.dtype}, {t.ndim}, {t.layout}>"
-    if isinstance(t, TileArray):
-        return (f"TileArray<{t.dtype}, {t.ndim}, {t.index}>"
-                + _format_promises(t, ARRAY_PROMISES, TILE_ARRAY_DEFAULTS))
-    if isinstance(t, TileList):
-        promises = _format_promises(t, LIST_PROMISES, TILE_LIST_DEFAULTS)
-        return f"TileList<{format_type(t.element)}>{promises}"
-    if isinstance(t, TileTensor):
-        return f"{'Partition' if t.partition else 'Tensor'}<{t.dtype}, {t.rank}>"
-    if isinstance(t, Struct):
-        body = ", ".join(f"{_name(f.name)}: {format_type(f.type)}" for f in t.fields)
-        return f"struct {_name(t.name)} {{ {body} }}" if body else f"struct {_name(t.name)} {{}}"
-    if isinstance(t, Opaque):
-        return f"opaque<{t.size}, align {t.align}>"
-    if isinstance(t, Tuple):
-        if len(t.items) == 1:
-            return f"({format_type(t.items[0])},)"
-        return "(" + ", ".join(format_type(item) for item in t.items) + ")"
-    if isinstance(t, Constant):
-        return f"const {_format_constant(t.value)}"
-    raise TypeError(f"format_type: not a parameter kind (got {type(t).__name__})")
+    try:
+        syntax = KINDS.entry_of(t).syntax
+    except TypeError as exc:
+        raise TypeError(f"format_type: {exc}") from None
+    if isinstance(syntax, Generic):
+        return _format_generic(t, syntax)
+    return syntax.format(t, format_type)
 
 
 def _format_attributes(sig: Signature) -> list[str]:
@@ -121,6 +88,6 @@ def _format_attributes(sig: Signature) -> list[str]:
 def format_signature(sig: Signature) -> str:
     """One line of text that :func:`parse_signature` reads back to an equal signature."""
     head = "kernel" if sig.kind == "kernel" else "device fn"
-    params = ", ".join(f"{_name(p.name)}: {format_type(p.type)}" for p in sig.params)
+    params = ", ".join(f"{quote_name(p.name)}: {format_type(p.type)}" for p in sig.params)
     returns = "" if sig.returns is None else f" -> {format_type(sig.returns)}"
-    return " ".join([*_format_attributes(sig), f"{head} {_name(sig.name)}({params}){returns}"])
+    return " ".join([*_format_attributes(sig), f"{head} {quote_name(sig.name)}({params}){returns}"])

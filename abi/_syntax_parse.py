@@ -1,5 +1,8 @@
 """The grammar of the signature syntax: types, launch attributes, signatures, struct declarations.
 
+Which word starts which parameter type, and how the type reads on, is the kind
+table's (:mod:`.kind_entries`): a generic form ``Head<args>{promises}`` is read
+here from its description, any other form by its entry's own ``parse``.
 Recursive descent over :class:`~._syntax_tokens.Cursor`; nesting and the expansion
 of declared structs are bounded, so hostile text fails with a syntax error, not a
 ``RecursionError`` or unbounded memory.
@@ -7,37 +10,15 @@ of declared structs are bounded, so hostile text fails with a syntax error, not 
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ._syntax_format import format_type
-from ._syntax_tables import (
-    ARRAY_PROMISES,
-    ATTRIBUTE_NAMES,
-    DIM3_ATTRIBUTES,
-    GENERIC_NAMES,
-    KEYWORDS,
-    LIST_PROMISES,
-)
+from ._syntax_tables import ATTRIBUTE_NAMES, DIM3_ATTRIBUTES, GRAMMAR_WORDS
 from ._syntax_tokens import Cursor, Token
 from .dtypes import DTYPES
-from .kinds import (
-    INDEX_WIDTHS,
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    StructField,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from .kind_entries import KINDS
+from .kind_table import Arg, Generic
+from .kinds import ParamType, Struct, StructField
 from .params import Convention, LaunchMeta, Param
 
 if TYPE_CHECKING:
@@ -72,27 +53,12 @@ class Parser(Cursor):
 
     def _type(self) -> ParamType:
         tok = self.peek()
-        if tok.kind == "ident" and tok.text in DTYPES:
-            return Scalar(self.dtype())
-        if self.accept("*"):
-            if not self.at("const", "mut"):
-                raise self.error("'const' or 'mut'")
-            mutable = self.next().text == "mut"
-            return Pointer(None if self.accept("void") else self.type(), mutable)
-        if self.accept("&"):
-            mutable = self.accept("mut")
-            self.expect("[", "'[' (a slice)")
-            dt = self.dtype()
-            self.expect("]")
-            return Slice(dt, mutable)
-        if self.accept("("):
-            return self.tuple()
-        if self.accept("const"):
-            return Constant(self.constant())
-        if self.accept("struct"):
-            return self.struct_body(self.name("a struct name"))
-        if tok.kind == "ident" and tok.text in GENERIC_NAMES:
-            return self.generic(self.next())
+        entry = KINDS.starting(tok.text) if tok.kind in ("ident", "punct") else None
+        if entry is not None:
+            syntax = entry.syntax
+            if isinstance(syntax, Generic):
+                return self.generic(self.next(), entry.cls, syntax)
+            return syntax.parse(self)
         if tok.kind == "ident" and tok.text in self.structs:
             return self.reference(self.next())
         raise self.error("a type")
@@ -113,28 +79,8 @@ class Parser(Cursor):
         """(depth, nodes) of ``t`` written out inline; declared structs come from ``shapes``."""
         if isinstance(t, Struct) and self.structs.get(t.name) is t:
             return self.shapes[t.name]
-        children: tuple[Any, ...] = ()
-        if isinstance(t, Struct):
-            children = tuple(f.type for f in t.fields)
-        elif isinstance(t, Tuple):
-            children = t.items
-        elif isinstance(t, Pointer) and t.pointee is not None:
-            children = (t.pointee,)
-        measured = [self.shape(c) for c in children]
+        measured = [self.shape(c) for c in KINDS.children(t)]
         return 1 + max((d for d, _ in measured), default=0), 1 + sum(n for _, n in measured)
-
-    def tuple(self) -> Tuple:
-        start = self.tokens[self.i - 1]
-        items: list[ParamType] = []
-        trailing = False
-        while not self.accept(")"):
-            items.append(self.type())
-            trailing = self.accept(",")
-            if not trailing and not self.at(")"):
-                raise self.error("',' or ')'")
-        if len(items) == 1 and not trailing:
-            raise self.invalid(start, "a one-item tuple is written '(T,)' (got no ',')")
-        return Tuple(tuple(items))
 
     def struct_body(self, name: str) -> Struct:
         self.expect("{", "'{' (the struct's fields)")
@@ -152,53 +98,40 @@ class Parser(Cursor):
         except ValueError as exc:
             raise self.invalid(tok, str(exc)) from None
 
-    def generic(self, head: Token) -> ParamType:
+    def generic(self, head: Token, cls: type, syntax: Generic) -> ParamType:
+        """``Head<args>{promises}`` as its :class:`Generic` description says."""
         self.expect("<", "'<'")
-        built = self._generic_args(head)
-        if isinstance(built, TileArray | TileList) and self.at("{"):
-            table = ARRAY_PROMISES if isinstance(built, TileArray) else LIST_PROMISES
-            built = self.build(head, type(built), **{**_as_kwargs(built), **self.promises(table)})
+        values = dict(syntax.heads[head.text])
+        optional = next((arg.optional for arg in syntax.args if arg.optional), None)
+        for index, arg in enumerate(syntax.args):
+            if arg.optional:
+                if not self.accept(","):
+                    break
+            elif index:
+                self.expect(",", f"',' and {arg.what}")
+            if arg.keyword:
+                self.expect(arg.keyword, repr(arg.keyword))
+            values[arg.attr] = self.argument(head, arg)
+        self.expect(">", f"'>' or ', {optional}'" if optional else None)
+        built = self.build(head, cls, **values)
+        if syntax.promises and self.at("{"):
+            built = self.build(head, cls, **{**values, **self.promises(syntax.promises)})
         return built
 
-    def _generic_args(self, tok: Token) -> ParamType:
-        head = tok.text
-        if head == "TileList":
-            element = self.type()
-            if not isinstance(element, TileArray):
-                raise self.invalid(tok, f"TileList elements must be TileArray (got {format_type(element)})")
-            self.expect(">")
-            return TileList(element)
-        if head == "opaque":
-            size = self.integer("the size in bytes")
-            align = 1
-            if self.accept(","):
-                self.expect("align", "'align'")
-                align = self.integer("the alignment")
-            self.expect(">", "'>' or ', align N'")
-            return self.build(tok, Opaque, size, align)
-        dt = self.dtype()
-        if head in ("DisjointSlice", "DisjointSlice2d"):
-            self.expect(">")
-            return DisjointSlice(dt, rows_2d=head.endswith("2d"))
-        self.expect(",", "',' and the number of dimensions")
-        ndim = self.integer("the number of dimensions")
-        if head == "Array":
-            self.expect(",", "',' and the layout (C, F or A)")
-            if not self.at("C", "F", "A"):
-                raise self.error("the layout (C, F or A)")
-            layout = self.next().text
-            self.expect(">")
-            return self.build(tok, NumbaArray, dt, ndim, layout)
-        if head == "TileArray":
-            index = "i32"
-            if self.accept(","):
-                if not self.at(*INDEX_WIDTHS):
-                    raise self.error(f"an index width ({', '.join(INDEX_WIDTHS)})")
-                index = self.next().text
-            self.expect(">", "'>' or ', <index width>'")
-            return self.build(tok, TileArray, dt, ndim, index)
-        self.expect(">")
-        return self.build(tok, TileTensor, dt, ndim, partition=head == "Partition")
+    def argument(self, head: Token, arg: Arg) -> Any:
+        if arg.form == "dtype":
+            return self.dtype()
+        if arg.form == "int":
+            return self.integer(arg.what)
+        if arg.form == "word":
+            if not self.at(*arg.choices):
+                raise self.error(arg.what)
+            return self.next().text
+        value = self.type()
+        if arg.kind is not None and not isinstance(value, arg.kind):
+            raise self.invalid(head, f"{head.text} {arg.what} must be {arg.kind.__name__} "
+                                     f"(got {format_type(value)})")
+        return value
 
     def promises(self, table: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:
         self.expect("{")
@@ -299,7 +232,7 @@ class Parser(Cursor):
         self.expect("struct")
         tok = self.peek()
         name = self.name("a struct name")
-        if name in DTYPES or name in KEYWORDS:
+        if name in DTYPES or name in GRAMMAR_WORDS or KINDS.starting(name) is not None:
             raise self.invalid(tok, f"struct name {name!r} is reserved; write the struct inline instead")
         if name in self.structs:
             raise self.invalid(tok, f"struct {name!r} declared twice")
@@ -317,8 +250,4 @@ class Parser(Cursor):
             else:
                 found.append(self.signature())
         return found
-
-
-def _as_kwargs(obj: TileArray | TileList) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 

@@ -1,16 +1,12 @@
-"""Tables the signature parser and formatter share, so the two directions cannot drift."""
+"""Tables the signature parser and formatter share, so the two directions cannot drift.
+
+Which words start which parameter type is the kind table's (:mod:`.kind_entries`);
+these are the grammar's own words and the cuTile promise tables the kinds name.
+"""
 
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Any
-
-from .kinds import TileArray, TileList
-
-__all__ = [
-    "ARRAY_PROMISES", "ATTRIBUTE_NAMES", "DIM3_ATTRIBUTES", "GENERIC_NAMES", "IDENT", "KEYWORDS",
-    "LIST_PROMISES", "TILE_ARRAY_DEFAULTS", "TILE_LIST_DEFAULTS",
-]
+__all__ = ["ARRAY_PROMISES", "ATTRIBUTE_NAMES", "DIM3_ATTRIBUTES", "GRAMMAR_WORDS", "IDENT", "LIST_PROMISES"]
 
 IDENT = r"[A-Za-z_$][A-Za-z0-9_$]*"  # a bare name; anything else is written as a JSON string
 
@@ -31,16 +27,6 @@ LIST_PROMISES = (
     ("elements_alias", "elements_may_alias", "flag"),
 )
 DIM3_ATTRIBUTES = (("reqntid", "reqntid"), ("maxntid", "maxntid"), ("cluster", "cluster"))
-GENERIC_NAMES = ("DisjointSlice", "DisjointSlice2d", "Array", "TileArray", "TileList",
-                 "Tensor", "Partition", "opaque")
-KEYWORDS = frozenset(("kernel", "device", "fn", "struct", "const", "void", "mut") + GENERIC_NAMES)
+# words of the grammar itself; with the kinds' start words, no declared struct may take them
+GRAMMAR_WORDS = frozenset(("kernel", "device", "fn", "struct", "const", "void", "mut"))
 ATTRIBUTE_NAMES = ("convention", *dict(DIM3_ATTRIBUTES), "minnctapersm", "shared")
-
-
-def _defaults(cls: type) -> dict[str, Any]:
-    return {f.name: f.default for f in fields(cls)}
-
-
-# A promise equal to its default is left out of the text.
-TILE_ARRAY_DEFAULTS = _defaults(TileArray)
-TILE_LIST_DEFAULTS = _defaults(TileList)

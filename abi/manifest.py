@@ -17,22 +17,8 @@ from typing import Any
 
 from .dtypes import DTYPES
 from .errors import FormatError
-from .kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    StructField,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from .kind_entries import KINDS
+from .kinds import ParamType, StructField
 from .signature import Convention, LaunchMeta, Param, Signature
 
 __all__ = ["MANIFEST_VERSION", "to_manifest", "from_manifest", "dumps", "loads", "KIND_FIELDS"]
@@ -40,27 +26,10 @@ __all__ = ["MANIFEST_VERSION", "to_manifest", "from_manifest", "dumps", "loads",
 MANIFEST_VERSION = 1
 _MAX_DEPTH = 64
 
-# kind name -> (class, {field: form}); forms: dtype, type, opt_type, types, fields, ints,
-# opt_ints, int, opt_int, bool, str, value, dim3.  JSON keys are the dataclass field names.
-KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = {
-    "scalar": (Scalar, {"dtype": "dtype"}),
-    "pointer": (Pointer, {"pointee": "opt_type", "mutable": "bool"}),
-    "slice": (Slice, {"dtype": "dtype", "mutable": "bool"}),
-    "disjoint_slice": (DisjointSlice, {"dtype": "dtype", "rows_2d": "bool"}),
-    "numba_array": (NumbaArray, {"dtype": "dtype", "ndim": "int", "layout": "str"}),
-    "tile_array": (TileArray, {
-        "dtype": "dtype", "ndim": "int", "index": "str", "shape_divisible_by": "ints",
-        "stride_divisible_by": "ints", "static_shape": "opt_ints", "static_stride": "opt_ints",
-        "stride_lower_bound": "opt_ints", "base_align": "int", "alias_groups": "int",
-        "may_alias_internally": "bool"}),
-    "tile_list": (TileList, {"element": "type", "alias_groups": "int", "elements_may_alias": "bool"}),
-    "tile_tensor": (TileTensor, {"dtype": "dtype", "rank": "int", "partition": "bool"}),
-    "struct": (Struct, {"name": "str", "fields": "fields"}),
-    "opaque": (Opaque, {"size": "int", "align": "int"}),
-    "tuple": (Tuple, {"items": "types"}),
-    "constant": (Constant, {"value": "value"}),
-}
-_KIND_OF = {cls: name for name, (cls, _) in KIND_FIELDS.items()}
+# kind name -> (class, {field: form}), from the kind table (live: a registered kind is included);
+# forms: dtype, type, opt_type, types, fields, ints, opt_ints, int, opt_int, bool, str, value, dim3.
+# JSON keys are the dataclass field names.
+KIND_FIELDS: dict[str, tuple[type, dict[str, str]]] = KINDS.manifest_fields
 _LAUNCH_FIELDS = {"reqntid": "dim3", "maxntid": "dim3", "minnctapersm": "opt_int", "cluster": "dim3",
                   "static_shared": "int", "dynamic_shared": "int"}
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -84,9 +53,10 @@ def _encode(value: Any, form: str) -> Any:
 
 
 def _encode_type(t: ParamType) -> dict[str, Any]:
-    kind = _KIND_OF.get(type(t))
-    if kind is None:
-        raise TypeError(f"to_manifest: not a parameter kind (got {type(t).__name__})")
+    try:
+        kind = KINDS.entry_of(t).name
+    except TypeError as exc:
+        raise TypeError(f"to_manifest: {exc}") from None
     out: dict[str, Any] = {"kind": kind}
     for name, form in KIND_FIELDS[kind][1].items():
         out[name] = _encode(getattr(t, name), form)

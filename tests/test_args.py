@@ -190,6 +190,14 @@ def test_tuples_flatten_for_numba_and_pack_as_one_aggregate_for_c():
     assert bind(t, (5, a)) == (struct.pack("<i4xQQ", 5, a.ctypes.data, 3),)
 
 
+def test_a_2d_disjoint_slice_inside_a_struct_is_pointer_length_row_width_padded():
+    """{u64, u64, u32} is 24 bytes with align 8: the next field starts after the padding."""
+    rows = np.zeros((2, 3), np.int32)
+    t = Struct("S", (StructField("out", DisjointSlice(I32, rows_2d=True)), StructField("k", Scalar(I32))))
+    oxide = BindContext("k", Convention.OXIDE, DLPACK_CPU, 0)
+    assert bind(t, {"out": rows, "k": 9}, oxide) == (struct.pack("<QQI4xi4x", rows.ctypes.data, 6, 3, 9),)
+
+
 def test_opaque_constant_and_partitions():
     assert bind(Opaque(4, 4), b"\x01\x02\x03\x04") == (b"\x01\x02\x03\x04",)
     assert bind(Opaque(0), None) == () and bind(Opaque(0), ()) == ()  # a ZST takes None or Rust's ()

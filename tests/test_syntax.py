@@ -12,6 +12,7 @@ from signature_strategies import param_types, signatures
 
 from ptxbridge.abi.dtypes import DTYPES
 from ptxbridge.abi.errors import SignatureSyntaxError
+from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import (
     Constant,
     DisjointSlice,
@@ -111,8 +112,7 @@ def _doc_examples() -> list[str]:
 
 def test_docs_cover_every_kind() -> None:
     kinds = {type(p.type) for text in _doc_examples() for sig in parse_signatures(text) for p in sig.params}
-    assert kinds >= {Scalar, Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileList, TileTensor,
-                     Struct, Opaque, Tuple, Constant}
+    assert kinds >= {entry.cls for entry in KINDS}
 
 
 @pytest.mark.parametrize("text", _doc_examples())

@@ -12,9 +12,9 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
 2. **Generated Python** (:mod:`.fastpath` ``compile_launch``): one function written per plan, with
    the common binders' reads in line (torch / CuPy tensor facts, scalars), falling back per
    argument to the binder itself.
-3. **General Python** (:mod:`.args` binders, :mod:`.values`, :mod:`.tensor_checks`,
-   :mod:`.dlpack`): checks everything and owns every error message; tiers 1 and 2 only ever
-   accept what this tier accepts.
+3. **General Python** (:mod:`.args` binders, :mod:`.values`, the kinds' tensor rules in
+   :mod:`ptxbridge.abi.tensor_rules`, :mod:`.dlpack`): checks everything and owns every error
+   message; tiers 1 and 2 only ever accept what this tier accepts.
 
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.

@@ -21,39 +21,23 @@ from typing import Any
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
 from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from ptxbridge.abi.kind_entries import KINDS
+from ptxbridge.abi.kind_table import TensorRule
+from ptxbridge.abi.kinds import ParamType, TileTensor
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
+from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.launch.dlpack import (
     TensorInfo,
     device_name,
     extractor_for,
     torch_dtype_map,
 )
-from ptxbridge.launch.tensor_checks import TensorProblem, check_layout
-from ptxbridge.launch.values import F32_MAX, ValueProblem, encode, scalar_converter
+from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
-
-_FLATTENING = (Convention.NUMBA, Convention.CUTILE)
-_TENSOR_KINDS = (Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileTensor)
-
 
 class OtherDeviceError(ArgumentError):
     """Every tensor so far lives on another GPU: the module may serve it from a sibling instance."""
@@ -112,23 +96,15 @@ class Binder:
 
 
 class _Where:
-    """Formats the messages for one argument."""
+    """Formats the messages for one argument; for tensor kinds, what its rule expects (read once)."""
 
-    def __init__(self, ctx: BindContext, name: str, t: ParamType):
-        self.ctx, self.name, self.t = ctx, name, t
+    def __init__(self, ctx: BindContext, name: str, t: ParamType, rule: TensorRule | None = None):
+        self.ctx, self.name, self.t, self.rule = ctx, name, t, rule
+        if rule is not None:
+            self.want, self.refuses_readonly = rule.dtype(t), rule.refuses_readonly(t)
 
     def fail(self, problem: str) -> ArgumentError:
         return ArgumentError(f"{self.ctx.kernel}: argument '{self.name}' ({format_type(self.t)}) {problem}")
-
-
-def _want_dtype(t: ParamType) -> Any:
-    if isinstance(t, Pointer):
-        return t.pointee.dtype if isinstance(t.pointee, Scalar) else None
-    return t.dtype
-
-
-def _mutable(t: ParamType) -> bool:
-    return (isinstance(t, (Slice, Pointer)) and t.mutable) or isinstance(t, DisjointSlice)
 
 
 def _check_tensor(info: TensorInfo, where: _Where) -> None:
@@ -139,10 +115,10 @@ def _check_tensor(info: TensorInfo, where: _Where) -> None:
         device_type, device_id = DLPACK_CUDA, ctx.device_id  # addressable from every GPU
     elif device_type == DLPACK_CUDA and device_id < 0 and ctx.pointer_device is not None:
         device_id = ctx.pointer_device(info.ptr)
-    want = _want_dtype(where.t)
+    want = where.want
     device_ok = device_type == ctx.device_type and (device_id == ctx.device_id or device_id < 0)
     if device_ok and (want is None or info.dtype == want):
-        if info.readonly and _mutable(where.t):
+        if info.readonly and where.refuses_readonly:
             raise where.fail(f"is written by the kernel, but got a read-only {info.dtype_name} tensor")
         return
     got = f"got {info.dtype_name} tensor on {device_name(device_type, max(device_id, 0))}"
@@ -155,13 +131,16 @@ def _check_tensor(info: TensorInfo, where: _Where) -> None:
 
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     extract = extractor_for(arg_type)
-    t = where.t
+    if extract is None:
+        raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) "
+                         f"(got {arg_type.__name__})")
+    t, layout = where.t, where.rule.values
 
     def checked(arg: Any, stream: Any) -> tuple:
         info = extract(arg, stream)
         _check_tensor(info, where)
         try:
-            return check_layout(info, t)
+            return layout(info, t)
         except TensorProblem as problem:
             raise where.fail(str(problem)) from None
 
@@ -170,30 +149,32 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         lowest, nbytes = info.span()
         return Buffer(lowest, nbytes, not info.readonly, info.owner)
 
-    fast = _torch_fast_path(ctx, t, arg_type, checked) or _cupy_fast_path(ctx, t, arg_type, checked)
-    if fast is None:
+    form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
+    fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
+                     or _cupy_fast_path(ctx, where, form, arg_type, checked))
+    if not fast:
         return Binder(checked, buffer=buffer)
     return Binder(fast[0], buffer=buffer, inline=fast[1])
 
 
-def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
+def _torch_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
                      checked: Callable[[Any, Any], tuple]) -> tuple[Callable, tuple] | None:
     """For torch tensors on pointers and slices: three attribute reads, else the full check.
 
     The full check (``checked``) either raises the proper error or accepts
     what the quick test is too strict for (e.g. odd strides of unit axes).
     """
-    if arg_type.__module__.split(".")[0] != "torch" or not isinstance(t, (Pointer, Slice)):
+    if arg_type.__module__.split(".")[0] != "torch":
         return None
     import torch
 
-    want = _want_dtype(t)
+    want = where.want
     torch_dtype = next((k for k, v in torch_dtype_map(torch).items() if v == want), None)
     if want is None or torch_dtype is None or want.code == KDL_COMPLEX:  # complex: conj views
         return None
     device = ctx.device_id if ctx.device_type == DLPACK_CUDA else -1  # get_device() is -1 for meta too
 
-    if isinstance(t, Pointer):
+    if form == "pointer":
         def pointer(arg: Any, stream: Any) -> tuple:
             if (arg.dtype is torch_dtype and arg.get_device() == device and (device >= 0 or arg.is_cpu)
                     and arg.is_contiguous()):
@@ -209,24 +190,24 @@ def _torch_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
     return slice_, ("torch", "slice", torch_dtype, device)
 
 
-def _cupy_fast_path(ctx: BindContext, t: ParamType, arg_type: type,
+def _cupy_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
                     checked: Callable[[Any, Any], tuple]) -> tuple[Callable, tuple] | None:
     """For CuPy arrays on pointers and slices: the plan compiler inlines dtype, device and
     contiguity reads (``Binder.inline``); the binder itself stays the full check."""
-    if (arg_type.__module__.split(".")[0] != "cupy" or not isinstance(t, (Pointer, Slice))
-            or ctx.device_type != DLPACK_CUDA):
+    if arg_type.__module__.split(".")[0] != "cupy" or ctx.device_type != DLPACK_CUDA:
         return None
     import numpy
 
-    want = _want_dtype(t)
+    want = where.want
     if want is None or want.numpy_name is None:
         return None
-    kind = "pointer" if isinstance(t, Pointer) else "slice"
-    return checked, ("cupy", kind, numpy.dtype(want.numpy_name), ctx.device_id)
+    return checked, ("cupy", form, numpy.dtype(want.numpy_name), ctx.device_id)
 
 
-def _scalar_binder(where: _Where, t: Scalar, flat: list, arg_type: type) -> Binder:
-    convert = scalar_converter(t.dtype, flat)
+def _scalar_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
+    dt = where.t.dtype
+    flat = lower_param(where.name, where.t, ctx.convention)
+    convert = scalar_converter(dt, flat)
 
     def scalar(arg: Any, stream: Any) -> tuple:
         try:
@@ -234,7 +215,7 @@ def _scalar_binder(where: _Where, t: Scalar, flat: list, arg_type: type) -> Bind
         except ValueProblem as problem:
             raise where.fail(str(problem)) from None
 
-    dt, plain = t.dtype, len(flat) == 1 and not flat[0].aggregate and flat[0].ptx_type[0] in "suf"
+    plain = len(flat) == 1 and not flat[0].aggregate and flat[0].ptx_type[0] in "suf"
     inline = None
     if plain and dt.is_integer and arg_type is int:
         inline = ("int", *((-(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1) if dt.is_signed
@@ -248,7 +229,8 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
     """Tensors inside by-value aggregates: address (and length) after the usual checks."""
 
     def resolve(value: Any, t: ParamType) -> tuple[int, ...]:
-        if isinstance(value, int) and not isinstance(value, bool) and isinstance(t, Pointer):
+        rule = KINDS.entry_of(t).tensor
+        if rule.raw_address and isinstance(value, int) and not isinstance(value, bool):
             if not 0 <= value < 1 << 64:
                 raise ValueProblem(f"a raw address must fit u64 (got {value})")
             return (value,)  # a raw address inside a struct is the caller's business
@@ -256,25 +238,25 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
         if extract is None:
             raise ValueProblem(f"a {format_type(t)} field takes a tensor (got {type(value).__name__})")
         info = extract(value, None)
-        _check_tensor(info, _Where(ctx, where.name, t))
-        return check_layout(info, t)
+        _check_tensor(info, _Where(ctx, where.name, t, rule))
+        return rule.values(info, t)
 
     return resolve
 
 
 def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Binder:
     resolve = _pointer_resolver(ctx, where)
-    t = where.t
+    encode = encoder(where.t)
 
     def image(arg: Any) -> bytes:
         try:
-            return encode(t, arg, resolve)
+            return encode(arg, resolve)
         except (ValueProblem, TensorProblem) as problem:
             raise where.fail(str(problem)) from None
 
     if by_pointer:  # numba passes records by device pointer
         return Binder(lambda arg, state: (state.scratch(image(arg)),), stateful=True)
-    if not lower_param(where.name, t, ctx.convention):  # zero-sized: checked, passes nothing
+    if not lower_param(where.name, where.t, ctx.convention):  # zero-sized: checked, passes nothing
         def nothing(arg: Any, stream: Any) -> tuple:
             image(arg)
             return ()
@@ -285,6 +267,7 @@ def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Bind
 def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
     """A cuTile list: a device buffer of int64 words, per element ``[data, shape..., stride...]``."""
     element = where.t.element
+    rule = KINDS.entry_of(element).tensor
     inner = _Where(ctx, f"{where.name}[]", element)
 
     def values(arg: Any, state: LaunchState) -> tuple:
@@ -296,9 +279,9 @@ def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
             if extract is None:
                 raise where.fail(f"item {index} is not a tensor (got {type(item).__name__})")
             info = extract(item, state.stream)
-            _check_tensor(info, _Where(ctx, f"{where.name}[{index}]", element))
+            _check_tensor(info, _Where(ctx, f"{where.name}[{index}]", element, rule))
             try:
-                check_layout(info, element)  # promises and index ranges
+                rule.values(info, element)  # promises and index ranges
             except TensorProblem as problem:
                 raise inner.fail(f"item {index}: {problem}") from None
             # the words are int64 whatever the index width: shapes and strides keep their sign
@@ -309,9 +292,9 @@ def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
     return Binder(values, stateful=True)
 
 
-def _flat_tuple_binder(ctx: BindContext, where: _Where) -> Binder:
+def _items_binder(ctx: BindContext, where: _Where) -> Binder:
     """numba / cuTile tuples: each item binds as its own parameter; item binders cached by type."""
-    items: tuple[ParamType, ...] = where.t.items
+    items = KINDS.children(where.t)
     cache: dict[tuple[int, type], Binder] = {}
 
     def values(arg: Any, state: LaunchState) -> tuple:
@@ -357,24 +340,27 @@ def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
     return Binder(values)
 
 
+# binding family (a kind entry's ``binding``) -> how its binder is built from (ctx, where, argument type)
+_FAMILIES: dict[str, Callable[[BindContext, _Where, type], Binder]] = {
+    "scalar": _scalar_binder,
+    "tensor": _tensor_binder,
+    "partition": lambda ctx, where, arg_type: _partition_binder(ctx, where),
+    "tile-list": lambda ctx, where, arg_type: _tile_list_binder(ctx, where),
+    "items": lambda ctx, where, arg_type: _items_binder(ctx, where),
+    "by-value": lambda ctx, where, arg_type: _aggregate_binder(ctx, where, by_pointer=False),
+    "by-pointer": lambda ctx, where, arg_type: _aggregate_binder(ctx, where, by_pointer=True),
+}
+
+
 def make_binder(ctx: BindContext, param: Param, arg_type: type) -> Binder:
     """The binder for arguments of ``arg_type`` passed to ``param`` (built once per pair)."""
     t = param.type
-    where = _Where(ctx, param.name, t)
-    if isinstance(t, TileTensor) and t.partition:
-        return _partition_binder(ctx, where)
-    if isinstance(t, _TENSOR_KINDS):
-        if extractor_for(arg_type) is None:
-            raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) "
-                             f"(got {arg_type.__name__})")
-        return _tensor_binder(ctx, where, arg_type)
-    if isinstance(t, TileList):
-        return _tile_list_binder(ctx, where)
-    if isinstance(t, Scalar):
-        return _scalar_binder(where, t, lower_param(param.name, t, ctx.convention), arg_type)
-    if isinstance(t, Tuple) and ctx.convention in _FLATTENING:
-        return _flat_tuple_binder(ctx, where)
-    if isinstance(t, (Struct, Tuple, Opaque, Constant)):
-        by_pointer = isinstance(t, Struct) and ctx.convention is Convention.NUMBA
-        return _aggregate_binder(ctx, where, by_pointer)
-    raise where.fail(f"has a parameter kind the call path does not know ({type(t).__name__})")
+    try:
+        entry = KINDS.entry_of(t)
+    except TypeError:
+        entry = None
+    build = entry and _FAMILIES.get(entry.binding(t, ctx.convention))
+    if entry is None or build is None:
+        raise ArgumentError(f"{ctx.kernel}: argument '{param.name}' has a parameter kind the call path "
+                            f"does not know ({type(t).__name__})")
+    return build(ctx, _Where(ctx, param.name, t, entry.tensor), arg_type)

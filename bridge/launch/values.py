@@ -16,21 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ptxbridge.abi.dtypes import DTYPES, KDL_COMPLEX, DType
-from ptxbridge.abi.kinds import (
-    Constant,
-    DisjointSlice,
-    Opaque,
-    ParamType,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    StructField,
-    Tuple,
-)
-from ptxbridge.abi.lowering import FlatParam, field_offsets, memory_layout
+from ptxbridge.abi.kind_entries import KINDS
+from ptxbridge.abi.kinds import ParamType, Struct, StructField
+from ptxbridge.abi.layout import PACK_CODES
+from ptxbridge.abi.lowering import FlatParam, field_offsets, lower_param, memory_layout
+from ptxbridge.abi.params import Convention
 
-__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encode", "bf16_bits"]
+__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encoder", "bf16_bits"]
 
 F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
@@ -159,20 +151,26 @@ def _fields_of(value: Any, struct_type: Struct) -> list[Any]:
                        f"scalar (got {type(value).__name__})")
 
 
-def encode(t: ParamType, value: Any, pointer: Callable[[Any, ParamType], tuple[int, ...]]) -> bytes:
-    """The memory image of ``value`` as a by-value ``t`` (struct, tuple, opaque, scalar...).
+Pointers = Callable[[Any, ParamType], tuple[int, ...]]
+Encoder = Callable[[Any, Pointers], bytes]
 
-    ``pointer(value, t)`` resolves tensors inside aggregates to their address
-    (and length, for slices), checking device and dtype like a top-level argument.
-    """
-    if isinstance(t, Scalar):
-        return _scalar_bytes(t.dtype, value)
-    if isinstance(t, (Pointer, Slice, DisjointSlice)):
-        parts = pointer(value, t)
-        if isinstance(t, DisjointSlice) and t.rows_2d:
-            return struct.pack("<QQI", *parts) + bytes(4)
-        return struct.pack(f"<{len(parts)}Q", *parts)
-    if isinstance(t, Opaque):
+
+def _address_encoder(t: ParamType) -> Encoder:
+    """A pointer, slice... inside an aggregate: the values a tensor gives, laid out as ``t`` lowers
+    (its C lowering, each value at its natural alignment), padded to the kind's by-value size."""
+    size, _align = memory_layout(t)
+    fmt, cursor = ["<"], 0
+    for flat in lower_param("", t, Convention.C):
+        offset = -(-cursor // flat.align) * flat.align
+        fmt += [f"{offset - cursor}x", PACK_CODES[flat.ptx_type]]
+        cursor = offset + flat.size
+    fmt.append(f"{size - cursor}x")
+    pack = struct.Struct("".join(fmt)).pack
+    return lambda value, pointer: pack(*pointer(value, t))
+
+
+def _bytes_encoder(t: ParamType) -> Encoder:
+    def encode(value: Any, pointer: Pointers) -> bytes:
         try:  # bytes(5) would be five zero bytes: only buffer-protocol objects are data
             # None and () (Rust's unit) stand for the empty value of a zero-sized parameter
             empty = value is None or (isinstance(value, tuple) and not value)  # ndarray == () broadcasts
@@ -182,29 +180,70 @@ def encode(t: ParamType, value: Any, pointer: Callable[[Any, ParamType], tuple[i
         if len(data) != t.size:
             raise ValueProblem(f"opaque value needs exactly {t.size} bytes (got {len(data)})")
         return data
-    if isinstance(t, Constant):
+    return encode
+
+
+def _constant_encoder(t: ParamType) -> Encoder:
+    def encode(value: Any, pointer: Pointers) -> bytes:
         if value != t.value:
             raise ValueProblem(f"the kernel was compiled for the constant {t.value!r} (got {value!r})")
         return b""
-    if isinstance(t, Struct):
-        members = [f.type for f in t.fields]
-        values = _fields_of(value, t)
-        offsets = field_offsets(t)
-    elif isinstance(t, Tuple):
-        members = list(t.items)
-        values = list(value) if isinstance(value, (tuple, list)) else []
-        if len(values) != len(members):
-            raise ValueProblem(f"expected a tuple of {len(members)} items (got {value!r})")
-        offsets = field_offsets(Struct("tuple", tuple(_field(i, m) for i, m in enumerate(members))))
-    else:
-        raise ValueProblem(f"{type(t).__name__} cannot be passed by value")
+    return encode
+
+
+def _record_encoder(t: ParamType, members: tuple[ParamType, ...], offsets: tuple[int, ...],
+                    values_of: Callable[[Any], list[Any]]) -> Encoder:
     size, _align = memory_layout(t)
-    image = bytearray(size)
-    for member, member_value, offset in zip(members, values, offsets, strict=False):
-        data = encode(member, member_value, pointer)
-        image[offset:offset + len(data)] = data
-    return bytes(image)
+    parts = [(encoder(member), offset) for member, offset in zip(members, offsets, strict=True)]
+
+    def encode(value: Any, pointer: Pointers) -> bytes:
+        image = bytearray(size)
+        for (encode_member, offset), member_value in zip(parts, values_of(value), strict=False):
+            data = encode_member(member_value, pointer)
+            image[offset:offset + len(data)] = data
+        return bytes(image)
+    return encode
 
 
-def _field(index: int, member: ParamType) -> StructField:
-    return StructField(str(index), member)
+def _struct_encoder(t: Struct) -> Encoder:
+    return _record_encoder(t, tuple(f.type for f in t.fields), field_offsets(t), lambda v: _fields_of(v, t))
+
+
+def _tuple_encoder(t: ParamType) -> Encoder:
+    members = KINDS.children(t)
+    offsets = field_offsets(Struct("tuple", tuple(StructField(str(i), m) for i, m in enumerate(members))))
+
+    def items(value: Any) -> list[Any]:
+        found = list(value) if isinstance(value, (tuple, list)) else []
+        if len(found) != len(members):
+            raise ValueProblem(f"expected a tuple of {len(members)} items (got {value!r})")
+        return found
+    return _record_encoder(t, members, offsets, items)
+
+
+def _not_by_value(t: ParamType) -> Encoder:
+    def encode(value: Any, pointer: Pointers) -> bytes:
+        raise ValueProblem(f"{type(t).__name__} cannot be passed by value")
+    return encode
+
+
+# a kind entry's ``member`` form -> the encoder of its values inside aggregates
+_MEMBER_FORMS: dict[str, Callable[[Any], Encoder]] = {
+    "scalar": lambda t: lambda value, pointer: _scalar_bytes(t.dtype, value),
+    "address": _address_encoder,
+    "bytes": _bytes_encoder,
+    "constant": _constant_encoder,
+    "struct": _struct_encoder,
+    "tuple": _tuple_encoder,
+}
+
+
+def encoder(t: ParamType) -> Encoder:
+    """``encode(value, pointer)``: the memory image of ``value`` as a by-value ``t`` (struct,
+    tuple, opaque, scalar...), built once per parameter.
+
+    ``pointer(value, t)`` resolves tensors inside aggregates to their flat values
+    (address, and length for slices), checking device and dtype like a top-level argument.
+    """
+    form = _MEMBER_FORMS.get(KINDS.entry_of(t).member or "")
+    return _not_by_value(t) if form is None else form(t)

@@ -1,27 +1,21 @@
-"""Layout checks of one tensor against one tensor-like parameter kind, and its flat values.
+"""How a tensor fills a tensor-like parameter: layout checks, then the flat values in lowering order.
 
-Device and dtype are checked by the binder; this module checks what the
-kind promises about shape and strides (contiguity for raw pointers and
-slices, the C/F layout numba compiled in, cuTile's divisibility, static
+Device and dtype are checked by the call path's binder; these rules check
+what the kind promises about shape and strides (contiguity for raw pointers
+and slices, the C/F layout numba compiled in, cuTile's divisibility, static
 shape/stride and alignment promises, and that every value fits the PTX
-parameter it lands in) and returns the values in lowering order
-(:mod:`ptxbridge.abi.lowering`).
+parameter it lands in).  They read a tensor only through :class:`TensorFacts`,
+so they are pure and each kind's entry in :mod:`.kind_entries` names its rule.
 """
 
 from __future__ import annotations
 
-from ptxbridge.abi.kinds import (
-    DisjointSlice,
-    NumbaArray,
-    ParamType,
-    Pointer,
-    Slice,
-    TileArray,
-    TileTensor,
-)
-from ptxbridge.launch.dlpack import TensorInfo
+from typing import Protocol
 
-__all__ = ["TensorProblem", "check_layout"]
+from .kinds import DisjointSlice, NumbaArray, Pointer, Slice, TileArray, TileTensor
+
+__all__ = ["TensorFacts", "TensorProblem", "disjoint_slice", "numba_array", "pointer", "slice_",
+           "tile_array", "tile_tensor"]
 
 _U64 = (1 << 64) - 1
 _INDEX_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
@@ -29,15 +23,30 @@ _INDEX_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
 _S32 = _INDEX_RANGE["i32"]
 
 
+class TensorFacts(Protocol):
+    """What a rule reads of a tensor: ``ptr`` includes any byte offset; strides are in elements."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def numel(self) -> int: ...
+
+    def c_contiguous(self) -> bool: ...
+
+    def f_contiguous(self) -> bool: ...
+
+
 class TensorProblem(Exception):
     """Why a tensor does not fit the parameter (the binder adds kernel and argument)."""
 
 
-def _shape_text(info: TensorInfo) -> str:
+def _shape_text(info: TensorFacts) -> str:
     return f"shape {info.shape}, strides {info.strides} elements"
 
 
-def _contiguous(info: TensorInfo, what: str) -> None:
+def _contiguous(info: TensorFacts, what: str) -> None:
     if not info.c_contiguous():
         raise TensorProblem(f"takes a contiguous tensor for {what} (got {_shape_text(info)})")
 
@@ -49,12 +58,32 @@ def _fits(values: tuple[int, ...], bounds: tuple[int, int], what: str, width: st
             raise TensorProblem(f"{what}[{axis}] = {value} does not fit the {width} index ({lo}..{hi})")
 
 
-def _ndim(info: TensorInfo, ndim: int) -> None:
+def _ndim(info: TensorFacts, ndim: int) -> None:
     if len(info.shape) != ndim:
         raise TensorProblem(f"takes a {ndim}-d tensor (got {len(info.shape)}-d, shape {info.shape})")
 
 
-def _numba(info: TensorInfo, t: NumbaArray) -> tuple[int, ...]:
+def pointer(info: TensorFacts, t: Pointer) -> tuple[int, ...]:
+    _contiguous(info, "a raw pointer")
+    return (info.ptr,)
+
+
+def slice_(info: TensorFacts, t: Slice) -> tuple[int, ...]:
+    _contiguous(info, "a slice")
+    return (info.ptr, info.numel)
+
+
+def disjoint_slice(info: TensorFacts, t: DisjointSlice) -> tuple[int, ...]:
+    _contiguous(info, "a DisjointSlice")
+    if not t.rows_2d:
+        return (info.ptr, info.numel)
+    _ndim(info, 2)
+    if info.shape[1] > 0xFFFFFFFF:
+        raise TensorProblem(f"row width {info.shape[1]} does not fit u32")
+    return (info.ptr, info.numel, info.shape[1])
+
+
+def numba_array(info: TensorFacts, t: NumbaArray) -> tuple[int, ...]:
     _ndim(info, t.ndim)
     if t.layout == "C" and not info.c_contiguous():
         raise TensorProblem(f"was compiled for C-contiguous arrays (got {_shape_text(info)})")
@@ -65,7 +94,7 @@ def _numba(info: TensorInfo, t: NumbaArray) -> tuple[int, ...]:
     return (0, 0, info.numel, itemsize, info.ptr, *info.shape, *byte_strides)
 
 
-def _tile_array(info: TensorInfo, t: TileArray) -> tuple[int, ...]:
+def tile_array(info: TensorFacts, t: TileArray) -> tuple[int, ...]:
     _ndim(info, t.ndim)
     if t.base_align > 1 and info.ptr % t.base_align:
         raise TensorProblem(f"was compiled for data aligned to {t.base_align} bytes "
@@ -94,35 +123,10 @@ def _tile_array(info: TensorInfo, t: TileArray) -> tuple[int, ...]:
     return (info.ptr, *(v & mask for v in info.shape), *(v & mask for v in info.strides))
 
 
-def _tile_tensor(info: TensorInfo, t: TileTensor) -> tuple[int, ...]:
+def tile_tensor(info: TensorFacts, t: TileTensor) -> tuple[int, ...]:
     _ndim(info, t.rank)
     if t.partition:
         raise TensorProblem("is a partition: pass (tensor, partition_dims, partition_strides)")
     _fits(info.shape, _S32, "dim", "i32")
     _fits(info.strides, _S32, "stride", "i32")
     return (info.ptr, *info.shape, *info.strides)
-
-
-def check_layout(info: TensorInfo, t: ParamType) -> tuple[int, ...]:
-    """The flat values ``t`` lowers to for tensor ``info``, after the layout checks."""
-    if isinstance(t, Pointer):
-        _contiguous(info, "a raw pointer")
-        return (info.ptr,)
-    if isinstance(t, Slice):
-        _contiguous(info, "a slice")
-        return (info.ptr, info.numel)
-    if isinstance(t, DisjointSlice):
-        _contiguous(info, "a DisjointSlice")
-        if not t.rows_2d:
-            return (info.ptr, info.numel)
-        _ndim(info, 2)
-        if info.shape[1] > 0xFFFFFFFF:
-            raise TensorProblem(f"row width {info.shape[1]} does not fit u32")
-        return (info.ptr, info.numel, info.shape[1])
-    if isinstance(t, NumbaArray):
-        return _numba(info, t)
-    if isinstance(t, TileArray):
-        return _tile_array(info, t)
-    if isinstance(t, TileTensor):
-        return _tile_tensor(info, t)
-    raise TensorProblem(f"{type(t).__name__} does not take a tensor")
