@@ -22,8 +22,9 @@ from numba.cuda import types as nt
 
 import ptxbridge
 import ptxbridge.numba as pn
+import ptxbridge.nvrtc
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import FormatError, LinkError, UnsupportedInstructionError
+from ptxbridge.abi.errors import AbiMismatchError, FormatError, LinkError, UnsupportedInstructionError
 from ptxbridge.abi.kinds import Opaque, Scalar, Struct
 from ptxbridge.artifact import CodeKind
 from ptxbridge.fingerprint import fingerprint
@@ -231,20 +232,47 @@ def test_cuda_jit_link_files_are_carried(device, tmp_path):
     np.testing.assert_array_equal(run(art, device, "add_offset", x, block=16)[0], x + 40)
 
 
-@pytest.mark.parametrize("device", cpu_lacks("a call reading a return value the callee lacks", LinkError))
-def test_void_foreign_function(device, tmp_path):
-    source = tmp_path / "fill.cu"
-    source.write_text('extern "C" __device__ void fill(void* m, void* p, long long n, long long size,\n'
-                      '                                 float* data, long long shape, long long stride) {\n'
-                      '    for (long long i = 0; i < n; ++i) data[i] = 7.0f;\n}\n')
-    fill = cuda.declare_device("fill", "void(float32[::1])", abi="c", link=str(source))
+def fill_sevens(x):
+    for i in range(x.size):
+        x[i] = 7.0
 
-    def vfill(x):
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_void_c_abi_functions_link_between_numba_artifacts(device):
+    fill = cuda.declare_device("fill_sevens", "void(float32[::1])", abi="c")
+
+    def calls_fill(x):
         fill(x)
 
-    art = pn.compile(vfill, "void(float32[::1])")  # numba declares a .b64 return for void: accepted
-    x = run(art, device, "vfill", np.zeros(5, np.float32), block=1)[0]
-    np.testing.assert_array_equal(x, 7.0)
+    callee = pn.compile(fill_sevens, "void(float32[::1])", device=True)
+    caller = pn.compile(calls_fill, "void(float32[::1])")  # numba declares a .b64 return for void
+    assert caller.imports["fill_sevens"].returns == Opaque(8, 8) == callee.device_functions[
+        "fill_sevens"].returns
+    module = ptxbridge.load([caller, callee], device=device)
+    x = module.to_device(np.zeros(5, np.float32))
+    module.calls_fill(x, grid=1, block=1)
+    np.testing.assert_array_equal(module.to_host(x), 7.0)
+
+
+def test_void_c_definition_of_a_numba_void_call_is_refused_before_nvjitlink(tmp_path):
+    source = tmp_path / "fill.cu"
+    source.write_text('extern "C" __device__ void fill(void* m, void* p, long long n, long long size,\n'
+                      '                                 float* data, long long shape, long long stride) {}\n')
+    fill = cuda.declare_device("fill", "void(float32[::1])", abi="c", link=str(source))
+
+    def calls_fill(x):
+        fill(x)
+
+    with pytest.raises(AbiMismatchError, match="void function a 64-bit return value"):
+        pn.compile(calls_fill, "void(float32[::1])")  # nvJitLink: "Prototype doesn't match", or a crash
+    cpp = ptxbridge.nvrtc.compile(source.read_text(), name="fill.cu")
+    plain = cuda.declare_device("fill", "void(float32[::1])", abi="c")
+
+    def calls_plain(x):
+        plain(x)
+
+    with pytest.raises(LinkError, match="'fill'"):
+        ptxbridge.link([pn.compile(calls_plain, "void(float32[::1])"), cpp])
 
 
 # --- print ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import metadata
 from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.check import check, find_entry
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
+from ptxbridge.abi.kinds import Opaque, ParamType
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
@@ -41,6 +42,7 @@ _NEEDS_GPU = ("; numba-cuda asked the driver for the current GPU while compiling
 _TARGET_LOCK = threading.Lock()
 _INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
 _TOOLCHAIN_PROVIDES = ("vprintf",)  # device printf: the driver's (and the CPU loader's) own
+_NUMBA_VOID = Opaque(8, 8)  # what numba's C ABI returns from a void function (never read)
 
 
 def arch_to_cc(arch: str) -> tuple[int, int]:
@@ -121,9 +123,8 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     carried, defined = libraries.build(links, arch, output, tools)
 
     if device:
-        returns = None if _is_void(restype) else to_param_type(restype, f"{name}: return type")
-        own = Signature(name, params, Convention.C, kind="device", returns=returns)
-        check(own, _void_returns_nothing(own, module.function(name)))
+        own = Signature(name, params, Convention.C, kind="device", returns=_c_return(restype, name))
+        check(own, module)
         kernels, exports = {}, {name: own}
     else:
         entry = find_entry(module, name)
@@ -178,25 +179,29 @@ def _params(pyfunc: FunctionType, args: tuple[Any, ...], name: str, device: bool
 
 
 def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any],
-             carried: frozenset[str]) -> dict[str, Signature]:
+             defined: dict[str, Signature]) -> dict[str, Signature]:
     """Signatures of the ``.extern .func`` the PTX calls, checked against their declarations.
 
     Not imports: what the CUDA toolchain provides (``vprintf``; device-runtime
     calls, for which the linker adds ``libcudadevrt.a``) and what the carried
-    libraries define (numba's own functions, ``link=`` files).
+    libraries ``defined`` (numba's own functions, ``link=`` files), against whose
+    definition the call is checked here: nvJitLink reports a prototype mismatch
+    only as a log line (and has crashed on one).
     """
     declared = {sig.name: sig for sig in map(_import_signature, given)}
     for extern in _referenced_externs(pyfunc):
         declared.setdefault(extern.name, _import_signature(extern))
     provided = set(_TOOLCHAIN_PROVIDES) | set(runtime_calls([module]))
-    provided |= carried
     result = {}
     for func in module.functions:
         if func.kind != "func" or func.linkage != "extern" or func.body is not None or func.name in provided:
             continue
+        if func.name in defined:
+            _check_definition(func, defined[func.name])
+            continue
         sig = declared.get(func.name) or layout_only(func)
         try:
-            check(sig, _void_returns_nothing(sig, func))
+            check(sig, module)
         except AbiMismatchError as exc:
             raise AbiMismatchError(
                 f"{exc}; foreign functions must be declared with "
@@ -205,12 +210,20 @@ def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any],
     return result
 
 
-def _void_returns_nothing(sig: Signature, func: PtxFunction) -> PtxFunction:
-    """numba's C ABI gives a void function a ``.b64`` return value that is never set or read;
-    for a void signature the check ignores it (C and Rust callers pass no return parameter)."""
-    if sig.returns is None and len(func.returns) == 1 and func.returns[0].nbytes == 8:
-        return replace(func, returns=())
-    return func
+def _check_definition(call: PtxFunction, definition: Signature) -> None:
+    """The PTX declaration numba calls against the library's definition of the function."""
+    try:
+        check(definition, call)
+    except AbiMismatchError as exc:
+        raise AbiMismatchError(
+            f"{call.name}: the numba code calls it differently from its definition in a link= file "
+            f"({exc}); numba's C ABI gives a void function a 64-bit return value, so a C definition "
+            "returns a 64-bit integer (unused) for a function declared void") from None
+
+
+def _c_return(restype: Any, where: str) -> ParamType:
+    """The return type of a numba C-ABI function; numba returns an unused 64-bit word for void."""
+    return _NUMBA_VOID if _is_void(restype) else to_param_type(restype, f"{where}: return type")
 
 
 def _import_signature(decl: Any) -> Signature:
@@ -224,7 +237,7 @@ def _import_signature(decl: Any) -> Signature:
     where = f"import {decl.name}"
     params = tuple(Param(f"p{i}", to_param_type(t, f"{where}: argument {i}", c_abi=True))
                    for i, t in enumerate(sig.args))
-    returns = None if _is_void(sig.return_type) else to_param_type(sig.return_type, f"{where}: return")
+    returns = _c_return(sig.return_type, where)
     return Signature(decl.name, params, Convention.C, kind="device", returns=returns)
 
 

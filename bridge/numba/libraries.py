@@ -32,6 +32,7 @@ from typing import Any
 
 from ptxbridge import cache
 from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import (
     Artifact,
     CodeKind,
@@ -150,13 +151,14 @@ def loads(data: bytes) -> tuple[Link, ...]:
 
 
 def build(links: Iterable[Link], arch: str, output: str,
-          tools: str) -> tuple[tuple[Artifact, ...], frozenset[str]]:
-    """The links as artifacts for ``arch``, and the names of the functions they define.
+          tools: str) -> tuple[tuple[Artifact, ...], dict[str, Signature]]:
+    """The links as artifacts for ``arch``, and the functions they define (typed by their PTX).
 
     CUDA C++ becomes PTX or, for ``output="ltoir"``, LTO-IR; ``tools`` (the
     numba-cuda and NVVM versions) keys the cache of numba's own sources.
     """
-    result, defined = [], set()
+    result: list[Artifact] = []
+    defined: dict[str, Signature] = {}
     for link in links:
         if link.kind == "cudadevrt":
             result.append(device_runtime())
@@ -164,18 +166,18 @@ def build(links: Iterable[Link], arch: str, output: str,
             source = Path(link.path).read_text() if link.path else link.data
             art, names = _compiled(source, link.name, arch, output, link.own, tools)
             result.append(art)
-            defined |= names
+            defined.update(names)
         else:
             art = artifact_from_file(link.path, []) if link.path else artifact_from_bytes(
                 base64.b64decode(link.data), source=link.name, name=link.name)
             result.append(replace(art, kernels={}, imports={}))
-            defined |= set(art.device_functions)
-    return tuple(result), frozenset(defined)
+            defined.update(art.device_functions)
+    return tuple(result), defined
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(source: str, name: str, arch: str, output: str, own: bool,
-              tools: str) -> tuple[Artifact, frozenset[str]]:
+              tools: str) -> tuple[Artifact, dict[str, Signature]]:
     """CUDA C++ as numba compiles it (NVRTC, relocatable, numba's include folders).
 
     The PTX is always made: it names the functions the library defines (and is
@@ -203,7 +205,7 @@ def _compiled(source: str, name: str, arch: str, output: str, own: bool,
     provenance = Provenance(f"nvrtc {nvrtc_version()} ({origin})", tools, _include_options(), arch)
     artifact = Artifact(code if kind is CodeKind.LTOIR else ptx, kind, arch, device_functions=listed,
                         provenance=provenance, name=name)
-    return artifact, frozenset(exports)
+    return artifact, exports
 
 
 def _nvrtc(source: str, name: str, arch: str, output: str) -> bytes:
