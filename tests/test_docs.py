@@ -113,6 +113,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),
     ("numba.md", 2): needs("numba.cuda"),
+    ("numba.md", 3): needs("numba.cuda"),
     ("rust.md", 0): rust_setup,
     ("rust.md", 1): "needs cuda-oxide build outputs (tests/test_oxide.py covers load)",
     ("tile.md", 0): needs("cuda.tile"),
