@@ -19,12 +19,23 @@ from numba import cuda, from_dtype
 from numba.cuda import config as numba_config
 from numba.cuda import fp16
 from numba.cuda import types as nt
+from numba.cuda.random import (
+    init_xoroshiro128p_states_cpu,
+    xoroshiro128p_dtype,
+    xoroshiro128p_uniform_float32,
+)
 
 import ptxbridge
 import ptxbridge.numba as pn
 import ptxbridge.nvrtc
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, FormatError, LinkError, UnsupportedInstructionError
+from ptxbridge.abi.errors import (
+    AbiMismatchError,
+    ArgumentError,
+    FormatError,
+    LinkError,
+    UnsupportedInstructionError,
+)
 from ptxbridge.abi.kinds import Opaque, Scalar, Struct
 from ptxbridge.artifact import CodeKind
 from ptxbridge.fingerprint import fingerprint
@@ -390,6 +401,49 @@ def test_record_with_nested_array_fields(device):
     value["v"], value["n"], value["m"] = [1, 2, 3], 10, [[0, 100], [1000, 0]]
     out = run(art, device, "nested_fields", np.zeros(1), value, block=1)[0]
     assert out[0] == 1116
+
+
+def bump(out, r):
+    r.n += 5  # numba passes a record by pointer to a copy: the kernel may write it
+    out[0] = r.n
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_record_written_in_the_kernel(device):
+    art = pn.compile(bump, nt.void(nt.float64[::1], from_dtype(NESTED)))
+    value = np.zeros(1, NESTED)[0]
+    value["n"] = 10
+    out = run(art, device, "bump", np.zeros(1), value, block=1)[0]
+    assert out[0] == 15 and value["n"] == 10  # the caller's record is not written
+
+
+def draw_uniform(states, out):
+    i = cuda.grid(1)
+    if i < states.size:
+        for k in range(out.shape[1]):
+            out[i, k] = xoroshiro128p_uniform_float32(states, i)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_xoroshiro_random_numbers(device):
+    states = np.empty(96, xoroshiro128p_dtype)
+    init_xoroshiro128p_states_cpu(states, 2024, 0)
+    art = pn.compile(draw_uniform, nt.void(from_dtype(xoroshiro128p_dtype)[::1], nt.float32[:, ::1]))
+    assert art.kernels["draw_uniform"].params[0].type.record.fields[1].name == "s1"
+    after, out = run(art, device, "draw_uniform", states.copy(), np.zeros((96, 4), np.float32), grid=3)
+    expected = np.empty((96, 4), np.float32)  # the same generator, run by numba on the host
+    for i in range(96):
+        for k in range(4):
+            expected[i, k] = xoroshiro128p_uniform_float32(states, i)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(after, states)  # each thread advanced its own state
+
+
+def test_record_array_of_the_wrong_element_size_is_refused():
+    art = pn.compile(draw_uniform, nt.void(from_dtype(xoroshiro128p_dtype)[::1], nt.float32[:, ::1]))
+    module = ptxbridge.load([art], device=CPU)
+    with pytest.raises(ArgumentError, match="16-byte records"):
+        module.draw_uniform(np.zeros(8, np.uint64), np.zeros((8, 1), np.float32), grid=1, block=8)
 
 
 # --- cooperative groups, warp size ------------------------------------------------------------

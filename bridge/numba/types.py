@@ -6,7 +6,17 @@ from typing import Any
 
 from ptxbridge.abi.dtypes import DType, dtype
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import NumbaArray, Opaque, ParamType, Pointer, Scalar, Struct, StructField, Tuple
+from ptxbridge.abi.kinds import (
+    NumbaArray,
+    NumbaRecordArray,
+    Opaque,
+    ParamType,
+    Pointer,
+    Scalar,
+    Struct,
+    StructField,
+    Tuple,
+)
 from ptxbridge.abi.lowering import field_offsets, memory_layout
 
 __all__ = ["to_dtype", "to_param_type"]
@@ -41,6 +51,9 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
     if isinstance(nbtype, types.Array):
         if nbtype.layout not in ("C", "F", "A"):
             raise ArgumentError(f"{where}: array layout must be C, F or A (got {nbtype.layout!r})")
+        if isinstance(nbtype.dtype, types.Record):  # numba.cuda.random's xoroshiro128p states
+            record = _record(nbtype.dtype, f"{where} (array element)")
+            return NumbaRecordArray(record, nbtype.ndim, nbtype.layout)
         return NumbaArray(to_dtype(nbtype.dtype, f"{where} (array element)"), nbtype.ndim, nbtype.layout)
     if isinstance(nbtype, types.CPointer):
         return Pointer(to_param_type(nbtype.dtype, f"{where} (pointee)", c_abi=c_abi))
