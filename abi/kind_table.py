@@ -90,7 +90,8 @@ class TensorRule:
     tensor must have (None: any); ``refuses_readonly(t)``: a read-only tensor is refused;
     ``contiguous(t)``: ``"pointer"`` or ``"slice"`` when the values are just the address
     (and element count) of a contiguous tensor, which the launch plan may read inline;
-    ``raw_address``: an ``int`` is accepted as the address (inside by-value aggregates).
+    ``raw_address``: the kind is one bare address, so ``None`` passes a null pointer (and
+    ``0`` under the C convention), and inside by-value aggregates any ``int`` is the address.
     """
 
     values: Callable[[Any, Any], tuple[int, ...]]

@@ -1,7 +1,9 @@
 """Parameter kinds: what a kernel parameter is, in the terms its author wrote.
 
-Each kind is a frozen dataclass.  How a kind becomes PTX parameters depends on
-the calling convention and is computed in one place, :mod:`ptxbridge.abi.lowering`.
+Each kind is a frozen dataclass.  Everything else about a kind (its text form,
+its PTX parameters per calling convention, its access trait, how the call path
+binds an argument to it) is its entry in the kind table, :mod:`.kind_entries`;
+``docs/kinds.md`` says how to add a kind.
 """
 
 from __future__ import annotations

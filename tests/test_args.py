@@ -71,6 +71,24 @@ def test_scalars_out_of_range_are_argument_errors(dt, value, match):
         bind(Scalar(dtype(dt)), value)
 
 
+@pytest.mark.parametrize(("dt", "value", "expected"), [
+    ("i32", 0xFFFFFFFF, -1), ("i32", 2**31, -(2**31)), ("u32", -1, 0xFFFFFFFF), ("i8", 255, -1),
+    ("u16", 2**40 + 3, 3), ("i64", 2**64 - 1, -1), ("i32", np.uint32(0xFFFFFFFE), -2),
+])
+def test_numba_integer_arguments_wrap_to_the_parameter_width(dt, value, expected):
+    numba = BindContext("k", Convention.NUMBA, DLPACK_CPU, 0)
+    assert bind(Scalar(dtype(dt)), value, numba) == (expected,)
+    with pytest.raises(ArgumentError, match=f"does not fit {dt}"):  # other conventions keep refusing
+        bind(Scalar(dtype(dt)), value)
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, True, 1.0])
+def test_numba_integer_arguments_numba_cannot_type_are_refused(value):
+    numba = BindContext("k", Convention.NUMBA, DLPACK_CPU, 0)
+    with pytest.raises(ArgumentError, match=r"k: argument 'x' \(i32\) .*(fits neither|expected an integer)"):
+        bind(Scalar(I32), value, numba)
+
+
 def test_half_precision_and_complex_scalars_follow_the_convention():
     assert bind(Scalar(dtype("f16")), 1.5) == (struct.pack("<e", 1.5),)  # c: aggregate[2]
     numba = BindContext("k", Convention.NUMBA, DLPACK_CPU, 0)
@@ -89,8 +107,31 @@ def test_pointer_checks_dtype_and_contiguity_void_takes_any():
     assert bind(Pointer(None), a.view(np.int32)) == (a.ctypes.data,)
     with pytest.raises(ArgumentError, match="contiguous tensor for a raw pointer"):
         bind(Pointer(Scalar(F32)), a[::2])
-    with pytest.raises(ArgumentError, match=r"takes a tensor .*\(got int\)"):
+    with pytest.raises(ArgumentError, match=r"or None / 0 for a null pointer; a raw address is not accepted "
+                                            r"\(got int 1234\)"):
         bind(Pointer(Scalar(F32)), 1234)
+
+
+@pytest.mark.parametrize("convention", [Convention.C, Convention.OXIDE, Convention.NUMBA])
+def test_null_pointers_are_none_and_in_c_also_0(convention):
+    ctx = BindContext("k", convention, DLPACK_CPU, 0)
+    for null in (None, 0) if convention is Convention.C else (None,):
+        binder = make_binder(ctx, Param("p", Pointer(Scalar(F32))), type(null))
+        assert binder.values(null, 0) == (0,) and binder.buffer is None  # no memory range to register
+    if convention is not Convention.C:
+        with pytest.raises(ArgumentError, match=r"or None for a null pointer \(got int\)"):
+            bind(Pointer(Scalar(F32)), 0, ctx)
+    record = Struct("S", (StructField("p", Pointer(Scalar(F32))), StructField("n", Scalar(I32))))
+    assert bind(record, {"p": None, "n": 3}) == (struct.pack("<Qi4x", 0, 3),)
+
+
+@pytest.mark.parametrize("t", [Slice(F32), DisjointSlice(F32), NumbaArray(F32, 1), TileArray(F32, 1),
+                               TileTensor(F32, 1)])
+def test_only_raw_pointers_take_a_null(t):
+    """Rust references and slices are never null; arrays carry shapes a null cannot give."""
+    with pytest.raises(ArgumentError, match=r"takes a tensor \(DLPack, __cuda_array_interface__ or NumPy\) "
+                                            r"\(got NoneType\)"):
+        bind(t, None)
 
 
 def test_slices_pass_length_in_elements_and_row_width():

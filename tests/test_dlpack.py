@@ -77,6 +77,14 @@ def test_span_covers_negative_strides():
     assert low == a.ctypes.data + 8 and nbytes == 9 * 8
 
 
+def test_span_of_structured_elements_uses_their_itemsize():
+    """A record of four u32 has no ptxbridge dtype; its 16 bytes per element still count."""
+    v = np.zeros(10, np.dtype([("x", "<u4"), ("y", "<u4"), ("z", "<u4"), ("w", "<u4")]))
+    info = facts(v[::3])
+    assert info.dtype is None and info.strides == (3,)
+    assert info.span() == (v.ctypes.data, (3 * 3 + 1) * 16)
+
+
 @pytest.mark.parametrize("legacy", [False, True])
 def test_dlpack_capsule_matches_numpy(legacy):
     array = np.arange(12, dtype=np.int64).reshape(3, 4)[:, 1:]

@@ -102,6 +102,9 @@ class _Where:
         self.ctx, self.name, self.t, self.rule = ctx, name, t, rule
         if rule is not None:
             self.want, self.refuses_readonly = rule.dtype(t), rule.refuses_readonly(t)
+            # what a null pointer is written as (docs/kinds.md, "Null pointers"); "" where there is none
+            self.null = ("" if not rule.raw_address else "None / 0" if ctx.convention is Convention.C
+                         else "None")
 
     def fail(self, problem: str) -> ArgumentError:
         return ArgumentError(f"{self.ctx.kernel}: argument '{self.name}' ({format_type(self.t)}) {problem}")
@@ -129,10 +132,24 @@ def _check_tensor(info: TensorInfo, where: _Where) -> None:
     raise where.fail(f"{got}; {expected}")
 
 
+def _null_binder(where: _Where) -> Binder:
+    """``None`` (and ``0`` under the C convention) for a pointer: a null pointer, no buffer."""
+
+    def null(arg: Any, stream: Any) -> tuple:
+        if arg is None or arg == 0:
+            return (0,)
+        raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) or {where.null} for a "
+                         f"null pointer; a raw address is not accepted (got int {arg})")
+    return Binder(null)
+
+
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
+    if where.null and (arg_type is type(None) or (arg_type is int and ctx.convention is Convention.C)):
+        return _null_binder(where)
     extract = extractor_for(arg_type)
     if extract is None:
-        raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) "
+        null = f" or {where.null} for a null pointer" if where.null else ""
+        raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy){null} "
                          f"(got {arg_type.__name__})")
     t, layout = where.t, where.rule.values
 
@@ -207,7 +224,7 @@ def _cupy_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
 def _scalar_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     dt = where.t.dtype
     flat = lower_param(where.name, where.t, ctx.convention)
-    convert = scalar_converter(dt, flat)
+    convert = scalar_converter(dt, flat, wrap=ctx.convention is Convention.NUMBA)  # numba wraps ints
 
     def scalar(arg: Any, stream: Any) -> tuple:
         try:
@@ -230,6 +247,8 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
 
     def resolve(value: Any, t: ParamType) -> tuple[int, ...]:
         rule = KINDS.entry_of(t).tensor
+        if rule.raw_address and value is None:
+            return (0,)  # a null pointer
         if rule.raw_address and isinstance(value, int) and not isinstance(value, bool):
             if not 0 <= value < 1 << 64:
                 raise ValueProblem(f"a raw address must fit u64 (got {value})")

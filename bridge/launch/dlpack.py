@@ -52,6 +52,7 @@ class TensorInfo:
     device_id: int
     readonly: bool
     owner: Any
+    itemsize: int = 0  # bytes per element as the producer says; 0: the dtype's (see span)
 
     @property
     def numel(self) -> int:
@@ -71,7 +72,8 @@ class TensorInfo:
         """(lowest address, bytes up to the highest) the view touches; negative strides included."""
         if self.numel == 0:
             return self.ptr, 0
-        itemsize = self.dtype.itemsize if self.dtype else 1
+        # a structured or vector element (a NumPy record, DLPack lanes) has no ptxbridge dtype
+        itemsize = self.itemsize or (self.dtype.itemsize if self.dtype else 1)
         axes = list(zip(self.shape, self.strides, strict=True))
         below = sum((n - 1) * s for n, s in axes if s < 0)
         above = sum((n - 1) * s for n, s in axes if s > 0)
@@ -136,7 +138,7 @@ def _torch_extractor(torch: Any) -> Callable[[Any, Any], TensorInfo]:
         name = str(dt).removeprefix("torch.") + (" (lazy conjugate/negative view)" if lazy else "")
         return TensorInfo(t.data_ptr(), None if lazy else dtypes.get(dt), name,
                           tuple(t.shape), tuple(t.stride()),
-                          _TORCH_DEVICES[device.type], device.index or 0, False, t)
+                          _TORCH_DEVICES[device.type], device.index or 0, False, t, t.element_size())
 
     return extract
 
@@ -164,7 +166,7 @@ def _cupy_extract(a: Any, stream: Any = None) -> TensorInfo:
     dt = a.dtype
     return TensorInfo(a.data.ptr, _numpy_dtype(dt), _numpy_name(dt), tuple(a.shape),
                       _byte_strides_to_elements(tuple(a.strides), dt.itemsize, "cupy array"),
-                      DLPACK_CUDA, a.device.id, False, a)
+                      DLPACK_CUDA, a.device.id, False, a, dt.itemsize)
 
 
 def _numpy_extract(a: Any, stream: Any = None) -> TensorInfo:
@@ -172,7 +174,7 @@ def _numpy_extract(a: Any, stream: Any = None) -> TensorInfo:
     ptr, readonly = a.__array_interface__["data"]
     return TensorInfo(ptr, _numpy_dtype(dt), _numpy_name(dt), tuple(a.shape),
                       _byte_strides_to_elements(tuple(a.strides), dt.itemsize, "numpy array"),
-                      DLPACK_CPU, 0, bool(readonly), a)
+                      DLPACK_CPU, 0, bool(readonly), a, dt.itemsize)
 
 
 def _cai_extract(a: Any, stream: Any = None) -> TensorInfo:
@@ -187,7 +189,7 @@ def _cai_extract(a: Any, stream: Any = None) -> TensorInfo:
         tuple(strides), dt.itemsize, "__cuda_array_interface__")
     ptr, readonly = cai["data"]
     return TensorInfo(ptr or 0, _numpy_dtype(dt), _numpy_name(dt), shape, elems, DLPACK_CUDA, -1,
-                      bool(readonly), a)
+                      bool(readonly), a, dt.itemsize)
 
 
 # --- DLPack capsules -------------------------------------------------------------------------
@@ -253,7 +255,7 @@ def _dlpack_extract(obj: Any, stream: Any = None) -> TensorInfo:
     dt = from_dlpack(code, bits, lanes)
     name = dt.name if dt else f"dlpack(code={code}, bits={bits}, lanes={lanes})"
     return TensorInfo((tensor.data or 0) + tensor.byte_offset, dt, name, shape, strides,
-                      device_type, device_id, readonly, (obj, capsule))
+                      device_type, device_id, readonly, (obj, capsule), max(1, bits * lanes // 8))
 
 
 # --- choosing per type -------------------------------------------------------------------------

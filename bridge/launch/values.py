@@ -52,6 +52,18 @@ def _as_int(value: Any, dt: DType) -> int:
     return value
 
 
+def _wrapped_int(value: Any, dt: DType) -> int:
+    """numba's rule for an integer argument: typed as int64 (uint64 above that), then cast to the
+    parameter's width, wrapping two's complement (0xFFFFFFFF for int32 is -1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueProblem(f"expected an integer for {dt} (got {type(value).__name__} {value!r})")
+    value = int(value)
+    if not -(1 << 63) <= value < 1 << 64:
+        raise ValueProblem(f"{value} fits neither int64 nor uint64, so numba cannot pass it as {dt}")
+    value &= (1 << dt.bits) - 1
+    return value - (1 << dt.bits) if dt.is_signed and value >> (dt.bits - 1) else value
+
+
 def _as_float(value: Any, dt: DType, limit: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueProblem(f"expected a real number for {dt} (got {type(value).__name__} {value!r})")
@@ -106,8 +118,12 @@ def _scalar_bytes(dt: DType, value: Any) -> bytes:
     return bytes([_as_int(value, DTYPES["u8"])])
 
 
-def scalar_converter(dt: DType, flat: list[FlatParam]) -> Callable[[Any], tuple]:
-    """value -> the values the packer takes for the flat params of one scalar parameter."""
+def scalar_converter(dt: DType, flat: list[FlatParam], wrap: bool = False) -> Callable[[Any], tuple]:
+    """value -> the values the packer takes for the flat params of one scalar parameter.
+
+    ``wrap``: integers wrap to the parameter's width as numba's dispatcher does (numba
+    convention); otherwise an integer out of the parameter's range is refused.
+    """
     if len(flat) == 2:  # numba complex: real and imaginary parts as two params
         def split(value: Any) -> tuple:
             z = _as_complex(value, dt)
@@ -121,6 +137,8 @@ def scalar_converter(dt: DType, flat: list[FlatParam]) -> Callable[[Any], tuple]
     if dt.name == "bool":
         return lambda value: (_as_bool(value, dt),)
     if dt.is_integer:
+        if wrap:
+            return lambda value: (_wrapped_int(value, dt),)
         return lambda value: (_as_int(value, dt),)
     limit = F32_MAX if dt.name == "f32" else None
     return lambda value: (_as_float(value, dt, limit),)
