@@ -446,6 +446,24 @@ def test_record_array_of_the_wrong_element_size_is_refused():
         module.draw_uniform(np.zeros(8, np.uint64), np.zeros((8, 1), np.float32), grid=1, block=8)
 
 
+def doubles(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= 2
+
+
+def test_misaligned_float64_view_is_refused_with_what_to_do():
+    module = ptxbridge.load([pn.compile(doubles, "void(float64[::1])")], device=CPU)
+    raw = np.zeros(17, np.float32)
+    start = 1 if raw.ctypes.data % 8 == 0 else 0
+    view = raw[start:start + 16].view(np.float64)  # 8 doubles at a 4-byte offset
+    with pytest.raises(ArgumentError, match=r"argument 'x' .* not a multiple of 8 bytes; pass an aligned"):
+        module.doubles(view, grid=1, block=8)
+    copy = np.array(view)
+    module.doubles(copy, grid=1, block=8)
+    np.testing.assert_array_equal(copy, 2 * view)
+
+
 # --- cooperative groups, warp size ------------------------------------------------------------
 
 
