@@ -119,7 +119,7 @@ def _item(file: Any, own: dict[int, str], called: set[str]) -> Link:
     data, name = file.data, own.get(id(file), file.name)
     if file.kind == "cu":
         text = data.decode() if isinstance(data, bytes) else data
-        if name.endswith(_WRAPPERS):
+        if own.get(id(file), "").endswith(_WRAPPERS):
             text = _wrappers_called(text, called)
         return Link(name, "cu", text, own=id(file) in own)
     raw = data.encode() if isinstance(data, str) else bytes(data)
