@@ -403,6 +403,23 @@ def test_record_with_nested_array_fields(device):
     assert out[0] == 1116
 
 
+TEXT = np.dtype([("x", np.int32), ("y", "S5"), ("z", "U3"), ("w", np.float64)], align=True)
+
+
+def after_text(out, r):
+    out[0] = r.x + r.w
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_record_with_text_fields(device):
+    art = pn.compile(after_text, nt.void(nt.float64[::1], from_dtype(TEXT)))
+    fields = art.kernels["after_text"].params[1].type.fields
+    assert [f.type for f in fields[1:3]] == [Opaque(5, 1), Opaque(12, 4)]
+    value = np.zeros(1, TEXT)[0]
+    value["x"], value["y"], value["z"], value["w"] = 3, b"abc", "xyz", 0.5
+    assert run(art, device, "after_text", np.zeros(1), value, block=1)[0][0] == 3.5
+
+
 def bump(out, r):
     r.n += 5  # numba passes a record by pointer to a copy: the kernel may write it
     out[0] = r.n

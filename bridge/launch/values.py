@@ -164,9 +164,18 @@ def _fields_of(value: Any, struct_type: Struct) -> list[Any]:
         if list(record_names) != names:
             raise ValueProblem(f"struct {struct_type.name} fields are {names} (got record fields "
                                f"{list(record_names)})")
-        return [value[n] for n in names]
+        return [_record_field(value, n) for n in names]
     raise ValueProblem(f"struct {struct_type.name} takes a dict, a dataclass or a NumPy structured "
                        f"scalar (got {type(value).__name__})")
+
+
+def _record_field(record: Any, name: str) -> Any:
+    """A field of a NumPy structured scalar; text fields ('S5', 'U3') as their stored bytes, which
+    NumPy would hand back with the padding stripped."""
+    dt, offset = record.dtype.fields[name][:2]
+    if dt.kind in "SU":
+        return memoryview(record.tobytes())[offset:offset + dt.itemsize]
+    return record[name]
 
 
 Pointers = Callable[[Any, ParamType], tuple[int, ...]]

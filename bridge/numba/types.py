@@ -81,6 +81,9 @@ def _record(nbtype: Any, where: str) -> Struct:
         if isinstance(ftype, types.NestedArray):  # fixed-size array member: bytes of the element type
             size, align = memory_layout(to_param_type(ftype.dtype, f"{where} field {fname!r}"))
             fields.append(StructField(fname, Opaque(ftype.nitems * size, align)))
+        elif isinstance(ftype, (types.CharSeq, types.UnicodeCharSeq)):  # NumPy 'S5' / 'U3': bytes, UCS-4
+            unit = 1 if isinstance(ftype, types.CharSeq) else 4
+            fields.append(StructField(fname, Opaque(ftype.count * unit, unit)))
         else:
             fields.append(StructField(fname, to_param_type(ftype, f"{where} field {fname!r}")))
     struct = Struct("record", tuple(fields))
