@@ -1,12 +1,32 @@
-"""The optional C hot path (``ptxbridge.launch._fastlaunch``); everything else is in pyproject.toml.
+"""The optional C extensions; everything else is in pyproject.toml.
 
+``ptxbridge.launch._fastlaunch`` (the C hot path) and, where jaxlib is installed at build time,
+``ptxbridge._xla_ffi`` (the XLA FFI handler of ``ptxbridge.jax``, built against jaxlib's
+``xla/ffi/api/c_api.h``; install with ``--no-build-isolation`` so the build sees jaxlib).
 ``optional=True``: a machine without a C compiler or Python headers still installs, and the
 pure-Python launch path is used there.
 """
 
+import importlib.util
+from pathlib import Path
+
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("ptxbridge.launch._fastlaunch",
-                             ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
-                             depends=["bridge/launch/_fastlaunch.h"],
-                             extra_compile_args=["-O2", "-std=c11"], optional=True)])
+
+def _jaxlib_include() -> str | None:
+    """jaxlib's header folder (what ``jax.ffi.include_dir()`` returns), without importing jax."""
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or spec.origin is None:
+        return None
+    include = Path(spec.origin).parent / "include"
+    return str(include) if (include / "xla" / "ffi" / "api" / "c_api.h").exists() else None
+
+
+extensions = [Extension("ptxbridge.launch._fastlaunch",
+                        ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
+                        depends=["bridge/launch/_fastlaunch.h"], extra_compile_args=["-O2", "-std=c11"],
+                        optional=True)]
+if (include := _jaxlib_include()) is not None:
+    extensions.append(Extension("ptxbridge._xla_ffi", ["bridge/_xla_ffi.c"], include_dirs=[include],
+                                extra_compile_args=["-O2", "-std=c11"], optional=True))
+setup(ext_modules=extensions)

@@ -2,9 +2,11 @@
 
 PTX ISA 9.x section 4 ("Syntax"): ``//`` and ``/* */`` comments, quoted
 strings only in ``.file`` and ``.pragma``.  Comments are blanked to spaces
-(newlines kept) so every offset and line number in the result is the file's
-own.  Every scan is a forward ``str.find`` or a match of a regex without
-nested quantifiers, so the work is linear in the input.
+(newlines kept, one space per byte) so every line number in the result is the
+file's own, and every offset its byte offset up to the first non-ASCII
+string.  Every scan is a forward ``str.find`` or a match of a regex whose
+quantifiers never backtrack into one another, so the work is linear in the
+input (``tests/test_redos.py`` checks every regex of the readers).
 """
 
 from __future__ import annotations
@@ -19,42 +21,44 @@ __all__ = ["Cursor"]
 
 Fail = Callable[[str, int], NoReturn]
 
-_COMMENT_OR_STRING = re.compile(r'//|/\*|"')
+# A run of comments (blanks between them included), an unterminated ``/*``, or a string on one line
+# (terminated or not).  A comment is blanked in place, so a run costs one step however long it is.
+_COMMENT = rb"//[^\n]*+|/\*.*?\*/"
+_COMMENTS_OR_STRING = re.compile(rb'(?:%s)(?:\s*+(?:%s))*+|/\*|"[^"\n]*+"?' % (_COMMENT, _COMMENT), re.DOTALL)
+_BLANK = bytes(10 if i == 10 else 32 for i in range(256))  # every byte but newline -> space
 _BRACE_OR_STRING = re.compile(r'[{}"]')
+# Leading blanks are part of the match, so each token costs one regex call.
 _TOKEN = re.compile(
-    r"""(?P<ws>\s+)
-    |(?P<num>0[xX][0-9a-fA-F]+U?|0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|\d+(?:\.\d+)?U?)
-    |(?P<dir>\.[A-Za-z_][\w$]*)
-    |(?P<id>[A-Za-z_$%][\w$]*)
-    |(?P<str>"[^"\n]*")
-    |(?P<punct>.)""",
+    r"""\s*+(?:
+     (?P<num>0[xX][0-9a-fA-F]++U?|0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16}|\d++(?:\.\d++)?U?)
+    |(?P<dir>\.[A-Za-z_][\w$]*+)
+    |(?P<id>[A-Za-z_$%][\w$]*+)
+    |(?P<str>"[^"\n]*+")
+    |(?P<punct>.))""",
     re.VERBOSE | re.DOTALL | re.ASCII,
 )
+_MAX_DIGITS = 20  # 2**64 has 20 decimal digits: every PTX integer this reader keeps fits in them
 
 
-def _blank_comments(text: str, fail: Fail) -> str:
-    """``text`` with every comment replaced by spaces (newlines kept); strings left alone."""
-    pieces, pos = [], 0
-    while (m := _COMMENT_OR_STRING.search(text, pos)) is not None:
-        start = m.start()
-        if m.group() == "//":
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
-        elif m.group() == "/*":
-            end = text.find("*/", start + 2)
-            if end < 0:
-                fail("unterminated /* comment", start)
-            end += 2
+def _blank_comments(data: bytes, fail: Fail) -> bytes | bytearray:
+    """``data`` with every comment replaced by spaces (newlines kept); strings left alone.
+
+    Works on the UTF-8 bytes, so a comment's text (the only place where PTX has room for
+    non-ASCII) never widens the decoded string, and blanking costs one copy of the input.
+    """
+    out: bytearray | None = None
+    for m in _COMMENTS_OR_STRING.finditer(data):
+        start, end = m.span()
+        if data[start] == 0x22:  # '"'
+            if end - start < 2 or data[end - 1] != 0x22:
+                fail("unterminated string literal", start)
+        elif end - start == 2 and data[start + 1] == 0x2A:  # a lone '/*'
+            fail("unterminated /* comment", start)
         else:
-            end = _string_end(text, start, fail)
-            pieces.append(text[pos:end])
-            pos = end
-            continue
-        pieces.append(text[pos:start])
-        pieces.append(re.sub(r"[^\n]", " ", text[start:end]))
-        pos = end
-    pieces.append(text[pos:])
-    return "".join(pieces)
+            if out is None:
+                out = bytearray(data)
+            out[start:end] = data[start:end].translate(_BLANK)
+    return data if out is None else out
 
 
 def _string_end(text: str, start: int, fail: Fail) -> int:
@@ -68,13 +72,22 @@ def _string_end(text: str, start: int, fail: Fail) -> int:
 class Cursor:
     """Cursor over the comment-free text: tokens, line numbers and errors."""
 
-    def __init__(self, text: str, source: str):
+    def __init__(self, data: bytes, source: str):
+        """``data``: UTF-8 PTX (checked by the caller)."""
         self.source = source
         self.line_pos, self.line_no = 0, 1  # incremental line counting keeps it linear
-        self.text = text  # errors while blanking comments count lines in the raw text
-        self.text = _blank_comments(text, self.fail)
+        self.text = _blank_comments(data, self._fail_in(data)).decode("utf-8")
         self.pos = 0
         self.peeked: tuple[str, str, int] | None = None
+
+    def _fail_in(self, data: bytes) -> Fail:
+        """Errors while blanking comments count lines in the raw bytes."""
+
+        def fail(message: str, pos: int) -> NoReturn:
+            line = data.count(b"\n", 0, pos) + 1
+            raise FormatError(message, source=self.source, where=f"line {line}")
+
+        return fail
 
     def line_of(self, pos: int) -> int:
         if pos < self.line_pos:
@@ -87,29 +100,31 @@ class Cursor:
         line = self.text.count("\n", 0, pos) + 1
         raise FormatError(message, source=self.source, where=f"line {line}")
 
+    def _scan(self) -> tuple[str, str, int]:
+        m = _TOKEN.match(self.text, self.pos)
+        if m is None:  # only blanks are left
+            self.pos = len(self.text)
+            return "eof", "end of file", self.pos
+        self.pos = m.end()
+        kind = m.lastgroup or ""
+        return kind, m.group(kind), m.start(kind)
+
     def peek(self) -> tuple[str, str, int]:
         if self.peeked is None:
-            while True:
-                m = _TOKEN.match(self.text, self.pos)
-                if m is None:
-                    self.peeked = ("eof", "end of file", self.pos)
-                    break
-                self.pos = m.end()
-                if m.lastgroup != "ws":
-                    self.peeked = (m.lastgroup or "", m.group(), m.start())
-                    break
+            self.peeked = self._scan()
         return self.peeked
 
     def next(self) -> tuple[str, str, int]:
-        token = self.peek()
+        token = self.peeked
+        if token is None:
+            return self._scan()
         self.peeked = None
         return token
 
     def accept(self, text: str) -> bool:
-        if self.peek()[1] == text:
-            self.peeked = None
-            return True
-        return False
+        token = self.peeked or self._scan()
+        self.peeked = None if token[1] == text else token
+        return self.peeked is None
 
     def expect(self, kind: str, what: str) -> str:
         tkind, text, pos = self.next()
@@ -120,11 +135,15 @@ class Cursor:
     def integer(self, what: str) -> int:
         _, text, pos = self.next()
         digits = text.rstrip("U")
-        if digits[:2].lower() == "0x" and len(digits) > 2:
-            return int(digits[2:], 16)
-        if not (digits.isascii() and digits.isdigit()):
+        hexadecimal = digits[:2].lower() == "0x" and len(digits) > 2
+        if not hexadecimal and not (digits.isascii() and digits.isdigit()):
             self.fail(f"expected {what}, a non-negative integer (got {text!r})", pos)
-        return int(digits)
+        significant = (digits[2:] if hexadecimal else digits).lstrip("0")
+        value = int(digits, 0 if hexadecimal else 10) if len(significant) <= _MAX_DIGITS else 1 << 64
+        if value >> 64:
+            self.fail(f"{what} does not fit in 64 bits (got {text[:24]!r}{'...' if len(text) > 24 else ''})",
+                      pos)
+        return value
 
     def skip_braces(self, open_pos: int) -> int:
         """Position of the ``}`` that closes the ``{`` at ``open_pos``; moves past it."""

@@ -5,7 +5,7 @@ is a list of :class:`DeclaredParam` records, each (ordinal, offset, size), made
 from a PTX ``.entry``/``.func`` here, or from a cubin's ``EIATTR_KPARAM_INFO``
 records by the cubin reader.  Types are not compared: the same 4 bytes are
 ``.f32`` in numba PTX, ``.b32`` in a ``.func`` and ``.u32`` for an ``int`` in
-NVRTC PTX, and the driver only sees offsets and sizes (FRONTENDS.md 7).
+NVRTC PTX, and the driver only sees offsets and sizes (docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations
@@ -113,10 +113,15 @@ def check_layout(signature: Signature, declared: Sequence[DeclaredParam], what: 
     laid = signature.layout.params
     totals = "" if len(laid) == len(declared) else (
         f"; in all, the signature lowers to {_count(len(laid))} and the {what} has {len(declared)}")
+    groups: dict[int, list[LaidParam]] = {}
+    for lp in laid:  # one pass: a kernel may have thousands of parameters (32,764 bytes of them)
+        groups.setdefault(lp.param.source, []).append(lp)
     position = 0
     for index, param in enumerate(signature.params):
-        group = tuple(lp for lp in laid if lp.param.source == index)
-        if group:  # zero-sized parameters lower to nothing and occupy nothing
+        group = tuple(groups.get(index, ()))
+        if group and _matches(group, declared, position):  # the common case, in time linear overall
+            position += len(group)
+        elif group:  # zero-sized parameters lower to nothing and occupy nothing
             _compare(signature.name, f"parameter {param.name!r}", group, declared[position:], what, totals)
             position += len(group)
     if len(declared) > position:
@@ -126,6 +131,16 @@ def check_layout(signature: Signature, declared: Sequence[DeclaredParam], what: 
         raise AbiMismatchError(f"{signature.name}: the {what} has {len(extra)} more "
                                f"param{'s' if len(extra) > 1 else ''} {last} "
                                f"({_spell_declared(extra, detailed=True)})")
+
+
+def _matches(group: Sequence[LaidParam], declared: Sequence[DeclaredParam], position: int) -> bool:
+    """What :func:`_compare` accepts, without copying ``declared``: the next ``len(group)`` declared
+    params equal the group's, and the one after starts past it (declared params come in offset order)."""
+    after = position + len(group)
+    if after > len(declared) or (after < len(declared) and declared[after].offset < group[-1].end):
+        return False
+    return all(d.offset == lp.offset and d.size == lp.param.size
+               for d, lp in zip(declared[position:after], group, strict=True))
 
 
 def _compare(kernel: str, subject: str, group: Sequence[LaidParam], rest: Sequence[DeclaredParam],

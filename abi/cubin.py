@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from ptxbridge.abi.check import DeclaredParam
 from ptxbridge.abi.elf import EM_CUDA, ET_REL, STT_FUNC, Elf, Section, read_elf
 from ptxbridge.abi.errors import FormatError
+from ptxbridge.abi.layout import MAX_PARAM_BYTES
 from ptxbridge.abi.nvinfo import (
     LANGUAGES,
     CompatAttr,
@@ -47,6 +48,7 @@ STO_CUDA_ENTRY = 0x10
 EF_CUDA_ACCELERATORS_V1 = 0x800
 STB_LOCAL = 0
 _PER_SYMBOL = (EiAttr.REGCOUNT, EiAttr.FRAME_SIZE, EiAttr.MIN_STACK_SIZE, EiAttr.MAX_STACK_SIZE)
+_KPARAMS = (EiAttr.KPARAM_INFO, EiAttr.KPARAM_INFO_V2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,11 @@ def _records(elf: Elf, section: Section) -> tuple[NvInfoRecord, ...]:
 
 
 def _xyz(record: NvInfoRecord, source: str) -> tuple[int, int, int]:
+    """A launch dimension record (REQNTID, MAX_THREADS, CTA_PER_CLUSTER): three counts of at least 1."""
     x, y, z = sval_words(record, 3, source)
+    if 0 in (x, y, z):
+        raise FormatError(f"nv.info attribute {record.attr:#x}: launch dimensions must be >= 1 (got "
+                          f"{x}, {y}, {z})", source=source, where=f"offset {record.offset:#x}")
     return x, y, z
 
 
@@ -172,6 +178,7 @@ class _Attrs:
     """Mutable scratch for one kernel's ``.nv.info.<name>`` records."""
 
     params: dict[int, KParam] = field(default_factory=dict)
+    param_records: dict[int, int] = field(default_factory=dict)  # ordinal -> record offset, for errors
     param_size: int | None = None
     reqntid: tuple[int, int, int] | None = None
     maxntid: tuple[int, int, int] | None = None
@@ -189,12 +196,13 @@ def _kernel_attrs(elf: Elf, name: str) -> _Attrs:
     source = elf.source
     for r in _records(elf, info):
         sval = r.format == EiFormat.SVAL
-        if r.attr == EiAttr.KPARAM_INFO and sval:
+        if r.attr in _KPARAMS and sval:
             param = read_kparam(r, source)
             if param.ordinal in attrs.params:
                 raise FormatError(f"kernel {name}: two KPARAM_INFO records for parameter {param.ordinal}",
                                   source=source, where=f"offset {r.offset:#x}")
             attrs.params[param.ordinal] = param
+            attrs.param_records[param.ordinal] = r.offset
         elif r.attr == EiAttr.CBANK_PARAM_SIZE and isinstance(r.value, int):
             attrs.param_size = r.value
         elif r.attr == EiAttr.REQNTID and sval:
@@ -210,7 +218,31 @@ def _kernel_attrs(elf: Elf, name: str) -> _Attrs:
         elif r.attr == EiAttr.LANGUAGE and sval:
             code = sval_words(r, 1, source)[0]
             attrs.language = LANGUAGES.get(code, f"unknown({code})")
+    _check_params(attrs, name, source)
     return attrs
+
+
+def _check_params(attrs: _Attrs, name: str, source: str) -> None:
+    """KPARAM records must describe a parameter buffer: ordinals 0..n-1, each parameter after the
+    previous one, inside the recorded total and the driver's 32,764-byte limit."""
+    limit = min(MAX_PARAM_BYTES if attrs.param_size is None else attrs.param_size, MAX_PARAM_BYTES)
+    end = 0
+    for ordinal in range(len(attrs.params)):
+        param = attrs.params.get(ordinal)
+        if param is None:
+            record = min(attrs.param_records.values())
+            problem = f"is missing (records must number the parameters 0 to {len(attrs.params) - 1})"
+        else:
+            record = attrs.param_records[ordinal]
+            problem = ("has size 0" if param.size == 0 else
+                       f"starts at byte {param.offset}, inside the previous parameter (which ends at {end})"
+                       if param.offset < end else
+                       f"ends at byte {param.offset + param.size}, past the {limit}-byte parameter buffer"
+                       if param.offset + param.size > limit else None)
+        if problem is not None:
+            raise FormatError(f"kernel {name}: the KPARAM record of parameter {ordinal} {problem}",
+                              source=source, where=f"offset {record:#x}")
+        end = param.offset + param.size
 
 
 def _text_registers(elf: Elf, name: str) -> int | None:

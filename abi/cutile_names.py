@@ -1,7 +1,7 @@
 """cuTile kernel symbols (calling conventions t1 and t2) demangled into a :class:`Signature`.
 
 A cuTile Python kernel exported ahead of time is named after its whole
-signature (FRONTENDS.md section 3), e.g. ``vadd_Kt1_A1f32_1l0_A1f32_1l0``::
+signature (docs/conventions.md, "cutile"), e.g. ``vadd_Kt1_A1f32_1l0_A1f32_1l0``::
 
     symbol     := name "_K" convention ("_" constraint)*
     convention := "t1" | "t2"

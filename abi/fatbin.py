@@ -11,16 +11,26 @@ official spec exists):
   (PTX ISA for PTX, ELF ABI for cubins), ``u32 arch`` at 0x1C, ``u64 flags``
   at 0x28, ``u64 uncompressed size`` at 0x38.
 - flags: 0x2000 LZ4 block compression (``--compress-mode=speed``), 0x8000
-  zstd (the default), 0x100000 ``sm_XXa``, 0x200000 ``sm_XXf``.
+  zstd (the default), 0x10000 on a compressed LTO-IR image (``kind=nvvm``):
+  its payload is then neither a zstd frame nor an LZ4 block but an encoding
+  only nvJitLink reads, 0x100000 ``sm_XXa``, 0x200000 ``sm_XXf``.
 
-LZ4 blocks are decoded here (the block format is public).  zstd needs the
-``zstandard`` package (a dependency) or ``compression.zstd`` (Python 3.14+);
-without either a zstd image is reported with ``decompressed=False`` and its
-compressed bytes.
+LZ4 blocks are decoded here (the block format is public), in time linear in
+the output.  zstd needs the ``zstandard`` package (a dependency) or
+``compression.zstd`` (Python 3.14+); without either a zstd image is reported
+with ``decompressed=False`` and its compressed bytes, as is an encoded
+LTO-IR image (nvJitLink links the fatbin as it is).
+
+Limits (``docs/trust.md``): an image's declared size may be at most 255x its
+compressed size for LZ4 (the format cannot expand more) and 1024x for zstd,
+and at most 2 GiB; all images of one input together at most 64x its size
+plus 64 MiB.  A frame whose own header declares another size than the image
+header is refused before anything is allocated.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -33,7 +43,12 @@ FATBIN_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHI8xQQQ")  # up to the uncompressed size at 0x38
 KINDS = {1: "ptx", 2: "elf", 8: "ltoir"}
-FLAG_LZ4, FLAG_ZSTD, FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x2000, 0x8000, 0x100000, 0x200000
+FLAG_LZ4, FLAG_ZSTD, FLAG_ENCODED = 0x2000, 0x8000, 0x10000
+FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
+MAX_RATIO = {"lz4": 255, "zstd": 1024}  # declared size over compressed size, per image
+MAX_IMAGE_BYTES = 1 << 31
+MAX_TOTAL_RATIO, TOTAL_SLACK = 64, 64 << 20  # all images of one input: 64x its size + 64 MiB
+_FF_RUN = re.compile(rb"\xff*+")
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 
 
@@ -58,6 +73,11 @@ class FatbinEntry:
     @property
     def compressed(self) -> bool:
         return self.compression is not None
+
+    @property
+    def encoded(self) -> bool:
+        """Compressed LTO-IR in fatbinary's own encoding (flag 0x10000): only nvJitLink reads it."""
+        return bool(self.flags & FLAG_ENCODED)
 
     def text(self) -> str:
         """PTX text (NUL padding dropped); only for decompressed PTX images."""
@@ -85,21 +105,26 @@ def _fail(message: str, source: str, offset: int) -> FormatError:
 
 
 def lz4_block_decompress(src: bytes, size: int, source: str = "<lz4>", base: int = 0) -> bytes:
-    """Decode one LZ4 block (lz4 ``doc/lz4_Block_format.md``) of exactly ``size`` output bytes."""
+    """Decode one LZ4 block (lz4 ``doc/lz4_Block_format.md``) of exactly ``size`` output bytes.
+
+    Linear in the output: a run of 255s in a length is one regex step, and a match that overlaps
+    its own output (``offset < length``) is copied as a repeated pattern, not byte by byte.
+    """
+    if size > MAX_RATIO["lz4"] * len(src) + 16:
+        raise _fail(f"LZ4 block of {len(src)} bytes cannot decode to {size} bytes (at most "
+                    f"{MAX_RATIO['lz4']}x)", source, base)
     out = bytearray()
     pos = 0
 
     def length(initial: int) -> int:
         nonlocal pos
-        n = initial
-        if initial == 15:
-            while True:
-                if pos >= len(src):
-                    raise _fail("LZ4 length runs past the block end", source, base + pos)
-                n += src[pos]
-                pos += 1
-                if src[pos - 1] != 255:
-                    break
+        if initial != 15:
+            return initial
+        end = _FF_RUN.match(src, pos).end()  # type: ignore[union-attr]  # always matches
+        if end >= len(src):
+            raise _fail("LZ4 length runs past the block end", source, base + end)
+        n = 15 + 255 * (end - pos) + src[end]
+        pos = end + 1
         return n
 
     while pos < len(src):
@@ -120,12 +145,10 @@ def lz4_block_decompress(src: bytes, size: int, source: str = "<lz4>", base: int
         if back == 0 or back > len(out) or len(out) + match > size:
             raise _fail(f"LZ4 match (offset {back}, length {match}) is outside the output "
                         f"({len(out)} of {size} bytes)", source, base + pos)
-        start = len(out) - back
-        while match > 0:
-            chunk = out[start : start + min(match, back)]
-            out += chunk
-            start += len(chunk)
-            match -= len(chunk)
+        pattern = out[len(out) - back : len(out) - back + match]
+        if match > back:  # overlapping: the last ``back`` bytes repeat
+            pattern = pattern * (match // back + 1)
+        out += memoryview(pattern)[:match]
     if len(out) != size:
         raise _fail(f"LZ4 block decodes to {len(out)} bytes (header says {size})", source, base)
     return bytes(out)
@@ -134,14 +157,20 @@ def lz4_block_decompress(src: bytes, size: int, source: str = "<lz4>", base: int
 def _zstd(data: bytes, size: int, source: str, base: int) -> bytes | None:
     """zstd-decode with the ``zstandard`` package (or Python 3.14's stdlib); None when neither exists.
 
-    The size cap keeps a forged header from exhausting memory.
+    Never more than ``size`` bytes: a frame whose header declares a size (of any magnitude) other
+    than ``size`` is refused before decoding, and the output is capped at ``size + 1``.
     """
-    if size > 1024 * len(data) + (1 << 20):
-        raise _fail(f"uncompressed size {size} is implausible for {len(data)} zstd bytes", source, base)
     try:
         import zstandard
 
-        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size + 1)
+        try:
+            declared = zstandard.frame_content_size(data)
+            if declared not in (-1, size):
+                raise _fail(f"zstd frame declares {declared} bytes (the image header says {size})", source,
+                            base)
+            out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size + 1)
+        except zstandard.ZstdError as exc:
+            raise _fail(f"zstd payload does not decompress ({exc})", source, base) from exc
     except ImportError:
         try:
             from compression import zstd  # Python 3.14+
@@ -151,14 +180,26 @@ def _zstd(data: bytes, size: int, source: str, base: int) -> bytes | None:
             out = zstd.ZstdDecompressor().decompress(data, max_length=size + 1)
         except zstd.ZstdError as exc:
             raise _fail(f"zstd payload does not decompress ({exc})", source, base) from exc
-    except zstandard.ZstdError as exc:
-        raise _fail(f"zstd payload does not decompress ({exc})", source, base) from exc
     if len(out) != size:
         raise _fail(f"zstd payload decodes to {len(out)} bytes (header says {size})", source, base)
     return out
 
 
-def _entry(data: bytes, at: int, end: int, source: str, base: int) -> tuple[FatbinEntry, int]:
+def _check_declared(size: int, compressed: int, compression: str, budget: list[int], source: str,
+                    where: int) -> None:
+    """The expansion limits of the module docstring; ``budget`` holds what the input may still expand to."""
+    ratio = MAX_RATIO[compression]
+    if size > ratio * compressed + 16 or size > MAX_IMAGE_BYTES:
+        raise _fail(f"image declares {size} uncompressed bytes for {compressed} {compression} bytes (at most "
+                    f"{ratio}x and {MAX_IMAGE_BYTES} bytes)", source, where)
+    if size > budget[0]:
+        raise _fail(f"images decompress to more than {MAX_TOTAL_RATIO}x the input's size plus "
+                    f"{TOTAL_SLACK >> 20} MiB", source, where)
+    budget[0] -= size
+
+
+def _entry(data: bytes, at: int, end: int, source: str, base: int,
+           budget: list[int]) -> tuple[FatbinEntry, int]:
     """The image at ``at`` (``base`` + ``at`` is its file offset, for messages)."""
     where = base + at
     if at + _ENTRY.size > end:
@@ -173,7 +214,10 @@ def _entry(data: bytes, at: int, end: int, source: str, base: int) -> tuple[Fatb
     if compression is not None:
         if csize > len(payload):
             raise _fail(f"compressed size {csize} exceeds the payload ({len(payload)} bytes)", source, where)
-        if compression == "lz4":
+        _check_declared(usize, csize, compression, budget, source, where)
+        if flags & FLAG_ENCODED:  # measured on LTO-IR: not a frame or block this reader decodes
+            decoded = None
+        elif compression == "lz4":
             decoded = lz4_block_decompress(payload[:csize], usize, source, where + hsize)
         else:
             decoded = _zstd(payload[:csize], usize, source, where + hsize)
@@ -194,6 +238,7 @@ def _entry(data: bytes, at: int, end: int, source: str, base: int) -> tuple[Fatb
 
 def _containers(data: bytes, source: str, base: int) -> list[FatbinEntry]:
     entries: list[FatbinEntry] = []
+    budget = [MAX_TOTAL_RATIO * len(data) + TOTAL_SLACK]
     pos = 0
     while pos < len(data):
         if not any(data[pos : pos + 8]):  # zero padding between aligned containers
@@ -211,7 +256,7 @@ def _containers(data: bytes, source: str, base: int) -> list[FatbinEntry]:
                         f"({len(data)} bytes)", source, base + pos)
         at = pos + hsize
         while at < end:
-            entry, at = _entry(data, at, end, source, base)
+            entry, at = _entry(data, at, end, source, base, budget)
             entries.append(entry)
         pos = end
     return entries

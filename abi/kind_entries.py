@@ -24,8 +24,10 @@ from ._flat import (
     scalar_layout,
     u64,
 )
-from ._syntax_tables import ARRAY_PROMISES, IDENT, LIST_PROMISES
+from ._syntax_tables import ARRAY_PROMISES, IDENT, LIST_PROMISES, TENSOR_PROMISES
 from .dtypes import DTYPES
+from .elements import disjoint_slice_of, slice_of, units_per_element
+from .errors import AbiMismatchError
 from .kind_table import Arg, Custom, Generic, KindEntry, KindTable, TensorRule, always
 from .kinds import (
     INDEX_WIDTHS,
@@ -84,17 +86,25 @@ def _parse_pointer(p: Any) -> Pointer:
     if not p.at("const", "mut"):
         raise p.error("'const' or 'mut'")
     mutable = p.next().text == "mut"
-    return Pointer(None if p.accept("void") else p.type(), mutable)
+    noalias = "restrict" if p.accept("restrict") else ""
+    return Pointer(None if p.accept("void") else p.type(), mutable, noalias)
+
+
+def _format_pointer(t: Pointer, fmt: Callable[[Any], str]) -> str:
+    pointee = "void" if t.pointee is None else fmt(t.pointee)
+    if t.noalias == "borrow":
+        return f"&{'mut ' if t.mutable else ''}{pointee}"
+    return f"*{'mut' if t.mutable else 'const'} {'restrict ' if t.noalias else ''}{pointee}"
 
 
 POINTER = KindEntry(
-    Pointer, "pointer", {"pointee": "opt_type", "mutable": "bool"},
-    syntax=Custom(("*",), _parse_pointer, lambda t, fmt: (
-        f"*{'mut' if t.mutable else 'const'} {'void' if t.pointee is None else fmt(t.pointee)}")),
+    Pointer, "pointer", {"pointee": "opt_type", "mutable": "bool", "noalias": "str"},
+    syntax=Custom(("*",), _parse_pointer, _format_pointer),  # a borrow's "&" is the slice entry's start
     lower=lambda name, t, conv, source: [u64(name, source)],
     binding=always("tensor"),
-    # a raw pointer promises nothing; a borrow or __restrict__ flag on Pointer would promise here
-    access=lambda t, conv: Access(Memory.WRITE if t.mutable else Memory.READ),
+    # a raw pointer promises nothing; a borrow or __restrict__ pointer as much as a slice of its mutability
+    access=lambda t, conv: (_WRITES if t.mutable else _READS) if t.noalias else Access(
+        Memory.WRITE if t.mutable else Memory.READ),
     by_value=lambda t: (8, 8), member="address",
     children=lambda t: () if t.pointee is None else (t.pointee,),
     tensor=TensorRule(tensor_rules.pointer,
@@ -104,23 +114,61 @@ POINTER = KindEntry(
 # -- Rust and cuda-oxide slices ----------------------------------------------------------
 
 
-def _parse_slice(p: Any) -> Slice:
+def _element(p: Any) -> Any:
+    """A slice's element: any type with a size (a number, struct, tuple, opaque, pointer)."""
+    start = p.peek()
+    element = p.type()
+    try:
+        size = KINDS.by_value(element)[0]
+    except AbiMismatchError:
+        size = 0
+    if size == 0:
+        raise p.invalid(start, f"a slice element needs a size (got a zero-sized {type(element).__name__})")
+    return element
+
+
+def _element_text(t: Slice | DisjointSlice, fmt: Callable[[Any], str]) -> str:
+    return t.dtype.name if t.element is None else fmt(t.element)
+
+
+def _parse_reference(p: Any) -> Slice | Pointer:
+    """``&[T]`` / ``&mut [T]`` (a slice), else ``&T`` / ``&mut T`` (a borrowed pointer)."""
     p.expect("&")
     mutable = p.accept("mut")
-    p.expect("[", "'[' (a slice)")
-    dt = p.dtype()
+    if not p.accept("["):
+        return Pointer(None if p.accept("void") else p.type(), mutable, "borrow")
+    element = _element(p)
     p.expect("]")
-    return Slice(dt, mutable)
+    return slice_of(element, mutable, KINDS.by_value)
+
+
+def _slice_values(rule: Callable[..., tuple[int, ...]]) -> Callable[[Any, Any], tuple[int, ...]]:
+    """A slice rule that counts whole elements of a non-number element (``abi/elements.py``)."""
+    def values(facts: Any, t: Any) -> tuple[int, ...]:
+        if t.element is None:
+            return rule(facts, t)
+        return rule(facts, t, units_per_element(t, KINDS.by_value), KINDS.by_value(t.element)[1])
+    return values
 
 
 SLICE = KindEntry(
-    Slice, "slice", {"dtype": "dtype", "mutable": "bool"},
-    syntax=Custom(("&",), _parse_slice, lambda t, fmt: f"&{'mut ' if t.mutable else ''}[{t.dtype}]"),
+    Slice, "slice", {"dtype": "dtype", "mutable": "bool", "element": "opt_type"},
+    syntax=Custom(("&",), _parse_reference,
+                  lambda t, fmt: f"&{'mut ' if t.mutable else ''}[{_element_text(t, fmt)}]"),
     lower=lambda name, t, conv, source: [u64(name, source), u64(f"{name}.len", source)],
     binding=always("tensor"), access=lambda t, conv: _WRITES if t.mutable else _READS,
     by_value=lambda t: (16, 8), member="address",
-    tensor=TensorRule(tensor_rules.slice_, refuses_readonly=lambda t: t.mutable,
-                      contiguous=lambda t: "slice"))
+    children=lambda t: () if t.element is None else (t.element,),
+    tensor=TensorRule(_slice_values(tensor_rules.slice_), refuses_readonly=lambda t: t.mutable,
+                      contiguous=lambda t: "slice" if t.element is None else None))
+
+
+def _parse_disjoint(p: Any) -> DisjointSlice:
+    rows_2d = p.next().text == "DisjointSlice2d"
+    p.expect("<", "'<'")
+    element = _element(p)
+    p.expect(">")
+    return disjoint_slice_of(element, rows_2d, KINDS.by_value)
 
 
 def _lower_disjoint(name: str, t: DisjointSlice, conv: Convention, source: int) -> list[FlatParam]:
@@ -131,11 +179,13 @@ def _lower_disjoint(name: str, t: DisjointSlice, conv: Convention, source: int) 
 
 
 DISJOINT_SLICE = KindEntry(
-    DisjointSlice, "disjoint_slice", {"dtype": "dtype", "rows_2d": "bool"},
-    syntax=Generic({"DisjointSlice": {"rows_2d": False}, "DisjointSlice2d": {"rows_2d": True}}, (_DTYPE,)),
+    DisjointSlice, "disjoint_slice", {"dtype": "dtype", "rows_2d": "bool", "element": "opt_type"},
+    syntax=Custom(("DisjointSlice", "DisjointSlice2d"), _parse_disjoint, lambda t, fmt: (
+        f"DisjointSlice{'2d' if t.rows_2d else ''}<{_element_text(t, fmt)}>")),
     lower=_lower_disjoint, binding=always("tensor"), access=lambda t, conv: _WRITES,
     by_value=lambda t: (24, 8) if t.rows_2d else (16, 8), member="address",  # {ptr, len(, u32)} padded
-    tensor=TensorRule(tensor_rules.disjoint_slice, refuses_readonly=lambda t: True))
+    children=lambda t: () if t.element is None else (t.element,),
+    tensor=TensorRule(_slice_values(tensor_rules.disjoint_slice), refuses_readonly=lambda t: True))
 
 # -- arrays with shapes: numba, cuTile, cutile-rs -----------------------------------------
 
@@ -201,9 +251,12 @@ def _lower_tile_tensor(name: str, t: TileTensor, conv: Convention, source: int) 
 
 
 TILE_TENSOR = KindEntry(
-    TileTensor, "tile_tensor", {"dtype": "dtype", "rank": "int", "partition": "bool"},
+    TileTensor, "tile_tensor", {
+        "dtype": "dtype", "rank": "int", "partition": "bool", "static_shape": "opt_ints",
+        "static_stride": "opt_ints", "shape_divisible_by": "ints", "stride_divisible_by": "ints",
+        "base_align": "int", "own_strides": "bool"},
     syntax=Generic({"Tensor": {"partition": False}, "Partition": {"partition": True}},
-                   (_DTYPE, Arg("rank", "int", "the number of dimensions"))),
+                   (_DTYPE, Arg("rank", "int", "the number of dimensions")), TENSOR_PROMISES),
     lower=_lower_tile_tensor, binding=lambda t, conv: "partition" if t.partition else "tensor",
     access=lambda t, conv: _WRITES if t.partition else _READS,  # &mut Tensor / &Tensor
     tensor=TensorRule(tensor_rules.tile_tensor))

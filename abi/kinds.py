@@ -16,6 +16,7 @@ from .dtypes import DType
 __all__ = [
     "INDEX_WIDTHS",
     "MAX_NDIM",
+    "NOALIAS",
     "Constant",
     "DisjointSlice",
     "NumbaArray",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 INDEX_WIDTHS = ("i32", "u32", "i64")
+NOALIAS = ("", "borrow", "restrict")  # Pointer.noalias: none, a Rust reference, C++ __restrict__
 MAX_NDIM = 64  # numpy's NPY_MAXDIMS; also bounds the flat parameters an array lowers to
 
 
@@ -51,26 +53,58 @@ class Scalar:
 
 @dataclass(frozen=True, slots=True)
 class Pointer:
-    """A raw device pointer (``*const T``, ``*mut T``, ``T*``); ``pointee`` None is ``void*``."""
+    """A device pointer (``*const T``, ``*mut T``, ``T*``); ``pointee`` None is ``void*``.
+
+    ``noalias`` records a no-alias promise: ``"borrow"`` for a Rust reference (``&T``,
+    ``&mut T``), ``"restrict"`` for a C++ ``__restrict__`` pointer, ``""`` for a raw pointer
+    (none).  With ``mutable`` it is exclusive (``&mut``) or shared-read (``&``) (docs/safety.md).
+    """
 
     pointee: ParamType | None
     mutable: bool = True
+    noalias: Literal["", "borrow", "restrict"] = ""
+
+    def __post_init__(self) -> None:
+        if self.noalias not in NOALIAS:
+            raise ValueError(f"Pointer.noalias must be one of {NOALIAS} (got {self.noalias!r})")
+
+
+def _scalar_element(owner: Slice | DisjointSlice) -> None:
+    """An element that is a number is the plain form: ``element`` None, its dtype in ``dtype``."""
+    if isinstance(owner.element, Scalar):
+        object.__setattr__(owner, "dtype", owner.element.dtype)
+        object.__setattr__(owner, "element", None)
 
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """A Rust slice ``&[T]`` / ``&mut [T]``: a pointer, then a u64 length in elements."""
+    """A Rust slice ``&[T]`` / ``&mut [T]``: a pointer, then a u64 length in elements.
+
+    ``element`` is set when ``T`` is not a number (a struct, tuple, array...); ``dtype``
+    is then the unit a tensor for it holds (:func:`ptxbridge.abi.elements.unit_dtype`).
+    """
 
     dtype: DType
     mutable: bool = False
+    element: ParamType | None = None
+
+    def __post_init__(self) -> None:
+        _scalar_element(self)
 
 
 @dataclass(frozen=True, slots=True)
 class DisjointSlice:
-    """cuda-oxide ``DisjointSlice<T>``: pointer, u64 length; ``rows_2d`` adds a u32 row width."""
+    """cuda-oxide ``DisjointSlice<T>``: pointer, u64 length; ``rows_2d`` adds a u32 row width.
+
+    ``element`` as in :class:`Slice`.
+    """
 
     dtype: DType
     rows_2d: bool = False
+    element: ParamType | None = None
+
+    def __post_init__(self) -> None:
+        _scalar_element(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +179,39 @@ class TileTensor:
 
     Lowers to pointer, rank i32 dims, rank i32 strides; a partition adds rank
     i32 partition dims and rank i32 partition strides.
+
+    The specialisation the kernel was compiled under, unchecked by the kernel
+    (cutile-rs ``kernel_entry_generator.rs``): per axis ``static_shape`` (the
+    tensor's dims; a partition's tile dims) and ``static_stride`` (None =
+    dynamic), ``shape_divisible_by`` / ``stride_divisible_by`` (in elements, 1 =
+    none), ``base_align`` in bytes, and for partitions ``own_strides``: the
+    partition strides are the tensor's own (as cutile-rs's ``partition`` makes them).
     """
 
     dtype: DType
     rank: int
     partition: bool = False
+    static_shape: tuple[int | None, ...] = ()
+    static_stride: tuple[int | None, ...] = ()
+    shape_divisible_by: tuple[int, ...] = ()
+    stride_divisible_by: tuple[int, ...] = ()
+    base_align: int = 1
+    own_strides: bool = False
 
     def __post_init__(self) -> None:
         _check_ndim("TileTensor.rank", self.rank)
+        for name in ("static_shape", "static_stride", "shape_divisible_by", "stride_divisible_by"):
+            value = getattr(self, name)
+            if value and len(value) != self.rank:
+                raise ValueError(f"TileTensor.{name} needs one entry per axis ({self.rank}) "
+                                 f"(got {len(value)})")
+        if self.own_strides and not self.partition:
+            raise ValueError("TileTensor.own_strides is a promise about partition strides (got a Tensor)")
+
+    def axis_promise(self, name: str, axis: int, default: int | None) -> int | None:
+        """The promise ``name`` on ``axis``, or ``default`` when none was made."""
+        value = getattr(self, name)
+        return value[axis] if value else default
 
 
 @dataclass(frozen=True, slots=True)

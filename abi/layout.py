@@ -2,7 +2,7 @@
 
 Parameters are packed in order, each at the next multiple of its alignment;
 the buffer size is the end of the last parameter, *not* rounded up to the
-largest alignment (the driver rejects a rounded size, FRONTENDS.md 7).
+largest alignment (the driver rejects a rounded size, docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from .lowering import FlatParam, lower_params
 if TYPE_CHECKING:
     from .signature import Signature
 
-__all__ = ["PACK_CODES", "LaidParam", "Layout", "Packer", "layout_of"]
+__all__ = ["MAX_PARAM_BYTES", "PACK_CODES", "LaidParam", "Layout", "Packer", "layout_of"]
+
+# The most parameter bytes a kernel may take: CUDA 12.1+ on Volta and newer (the CUDA C++
+# Programming Guide, "Function Parameters"; 4,096 bytes before).  ptxas writes EIATTR_KPARAM_INFO_V2
+# records for kernels past 4 KiB (abi/nvinfo.py).
+MAX_PARAM_BYTES = 32764
 
 # struct module codes for the non-aggregate PTX types; aggregates pack as bytes.
 PACK_CODES = {

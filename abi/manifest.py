@@ -8,9 +8,12 @@ wrong JSON types raise :class:`FormatError` with the JSON path of the culprit.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import reprlib
+import typing
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from typing import Any
@@ -86,6 +89,18 @@ def dumps(signatures: Iterable[Signature], *, indent: int | None = 2) -> str:
 
 
 # -- reading ------------------------------------------------------------------------
+@functools.cache
+def _field_kind(cls: type, name: str) -> type | None:
+    """The one kind class field ``name`` of ``cls`` is declared as (``TileList.element: TileArray``),
+    or None when it takes any kind (``ParamType``)."""
+    hint = typing.get_type_hints(cls).get(name)
+    return hint if isinstance(hint, type) and _kind_name(hint) is not None else None
+
+
+def _kind_name(cls: type) -> str | None:
+    return next((name for name, (kind, _) in KIND_FIELDS.items() if kind is cls), None)
+
+
 class _Reader:
     """Decodes with a JSON path in every error, e.g. ``signatures[2].params[0].type.ndim``."""
 
@@ -162,6 +177,11 @@ class _Reader:
         self.obj(value, path, {"kind"} | (set(spec) - has_default), has_default)
         args = {name: self.decode(value[name], spec[name], f"{path}.{name}", depth)
                 for name in spec if name in value}
+        for name, item in args.items():  # a field declared as one kind takes only that kind, as in text
+            wanted = _field_kind(cls, name) if spec[name] == "type" else None
+            if wanted is not None and not isinstance(item, wanted):
+                raise self.fail(f"{path}.{name}", f"must be a {_kind_name(wanted)} type "
+                                                  f"(got a {_kind_name(type(item))})")
         try:
             return cls(**args)
         except ValueError as exc:
@@ -205,13 +225,12 @@ def from_manifest(data: dict[str, Any] | str, *, source: str = "<manifest>") -> 
     reader = _Reader(source)
     top = reader.obj(data, "", {"ptxbridge_manifest", "signatures"}, set())
     version = top["ptxbridge_manifest"]
-    if version != MANIFEST_VERSION or isinstance(version, bool):
+    if type(version) is not int or version != MANIFEST_VERSION:  # neither true nor 1.0 is version 1
         raise reader.fail("ptxbridge_manifest", f"manifest version {reprlib.repr(version)} is not supported "
                                                 f"(this ptxbridge reads version {MANIFEST_VERSION})")
     items = reader.want(top["signatures"], list, "signatures", "a list")
     signatures = [reader.signature(item, f"signatures[{i}]") for i, item in enumerate(items)]
-    names = [sig.name for sig in signatures]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(name for name, count in Counter(sig.name for sig in signatures).items() if count > 1)
     if duplicates:
         raise reader.fail("signatures", f"signature names must be unique (got {duplicates[0]!r} twice)")
     return signatures

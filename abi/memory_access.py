@@ -11,7 +11,8 @@ kind                   memory      promise
 =====================  ==========  =========================================================
 Scalar, Constant       none        none (no memory)
 Pointer                write/read  none: a raw pointer promises nothing (``mutable`` picks
-                                   write or read)
+                                   write or read); ``noalias`` (a Rust ``&T`` / ``&mut T``, a
+                                   C++ ``__restrict__`` pointer): as a slice of its mutability
 Slice ``&mut [T]``     write       exclusive (Rust's ``&mut``)
 Slice ``&[T]``         read        shared-read (Rust's ``&``: nobody writes it meanwhile)
 DisjointSlice          write       exclusive
@@ -24,11 +25,7 @@ Struct, Tuple          combined    combined from the members (numba: a copy, so 
 Opaque                 none        none (bytes; ptxbridge cannot see addresses in them)
 =====================  ==========  =========================================================
 
-Hook: a Rust ``&T`` / ``&mut T`` to one value, and a C++ ``T* __restrict__``,
-lower to :class:`~.kinds.Pointer` like a raw pointer, and the kind does not yet
-record the borrow or the ``__restrict__``.  Until a field on ``Pointer`` records
-it, :func:`access` reports no promise for them (safe: no promise means no check
-relies on one); the Pointer entry's ``access`` rule is where such a field is read.
+``ptxbridge.launch.aliasing`` checks these promises at launch (docs/safety.md).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ class EiAttr(IntEnum):
     CBANK_PARAM_SIZE = 0x19  # HVAL: total parameter bytes
     MAX_STACK_SIZE = 0x23  # SVAL u32 symbol, u32 bytes (in .nv.info)
     REGCOUNT = 0x2F  # SVAL u32 symbol, u32 registers (in .nv.info)
+    KPARAM_INFO_V2 = 0x45  # SVAL 12 bytes, see KParam; what ptxas writes once a kernel's params pass 4 KiB
     CTA_PER_CLUSTER = 0x3D  # SVAL u32 x,y,z: __cluster_dims__ / .reqnctapercluster
     EXPLICIT_CLUSTER = 0x3E  # NVAL: .explicitcluster
     MAX_CLUSTER_RANK = 0x3F  # SVAL u32: .maxclusterrank
@@ -69,11 +70,16 @@ class NvInfoRecord:
 
 @dataclass(frozen=True, slots=True)
 class KParam:
-    """One ``EIATTR_KPARAM_INFO`` record: a kernel parameter as the machine code sees it.
+    """One ``EIATTR_KPARAM_INFO`` (or ``_V2``) record: a kernel parameter as the machine code sees it.
 
-    The packed word at byte 8 holds, low to high: pointee log2 alignment (8
-    bits), space (4), constant bank (5), a cbank flag (1) and the size in
-    bytes (14 bits, from bit 18).
+    Both start ``u32 index, u16 ordinal, u16 offset``.  In ``KPARAM_INFO`` the
+    packed word at byte 8 holds, low to high: pointee log2 alignment (8 bits),
+    space (4), constant bank (5), a cbank flag (1) and the size in bytes (14
+    bits, from bit 18).  ``KPARAM_INFO_V2`` (ptxas writes it for every
+    parameter of a kernel whose parameters take more than 4 KiB, up to the
+    32,764 bytes CUDA 12.1 allows) has ``u16 size, u8 log2 alignment, u8
+    space`` there instead (measured on CUDA 13.5 ptxas, checked against
+    ``cuobjdump -elf`` in ``tests/test_cubin.py``).
     """
 
     ordinal: int
@@ -122,7 +128,10 @@ def sval_words(record: NvInfoRecord, count: int, source: str) -> tuple[int, ...]
 
 
 def read_kparam(record: NvInfoRecord, source: str) -> KParam:
-    """Decode an ``EIATTR_KPARAM_INFO`` SVAL payload (12 bytes)."""
-    index, _ = sval_words(record, 2, source)
+    """Decode an ``EIATTR_KPARAM_INFO`` or ``EIATTR_KPARAM_INFO_V2`` SVAL payload (12 bytes)."""
+    index, _, _ = sval_words(record, 3, source)
+    if record.attr == EiAttr.KPARAM_INFO_V2:
+        ordinal, offset, size, log_alignment, space = struct.unpack_from("<HHHBB", record.value, 4)
+        return KParam(ordinal, offset, size, index, log_alignment, space)
     ordinal, offset, packed = struct.unpack_from("<HHI", record.value, 4)
     return KParam(ordinal, offset, packed >> 18, index, packed & 0xFF, (packed >> 8) & 0xF)

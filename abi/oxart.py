@@ -1,10 +1,11 @@
-"""Read and write cuda-oxide ``.oxart`` artifact bundles (FRONTENDS.md section 2).
+"""Read and write cuda-oxide ``.oxart`` artifact bundles (docs/conventions.md, `oxide`).
 
 A bundle blob, little-endian: ``"OXIDEART"``, ``u16 version`` (1 or 2) at 8,
 ``u16 header length`` (32) at 10, ``u32 total length`` at 12, ``u16`` name,
 target, payload-count and entry-count at 16..23, ``u64 option bits`` at 24
 (bit 0 no-FMA, bit 1 line tables, bit 2 full debug; version 1 bundles carry
-the defaults), then the name and target strings, then 24-byte payload
+the defaults; the same policy is the ``.options`` file next to loose NVVM IR
+and LTO-IR, :meth:`OxartOptions.sidecar_text`), then the name and target strings, then 24-byte payload
 records (``u16 kind, u16 flags, u32 data offset, u32 data length, u32 name
 offset, u16 name length``) and 24-byte entry records (``u16 kind, u16 flags``
 (bit 0: metadata present), ``u64 metadata`` at 4, ``u32 symbol offset`` at
@@ -73,6 +74,23 @@ class OxartOptions:
     def bits(self) -> int:
         return self.no_fma * _NO_FMA | self.line_tables * _LINE_TABLES | self.debug * _DEBUG
 
+    def sidecar_text(self) -> str:
+        """The ``<crate>.options`` file cuda-oxide writes next to NVVM IR / LTO-IR for this policy."""
+        if not (self.line_tables or self.debug):
+            return f"{_SIDECAR_V1}\nfma-contraction={'off' if self.no_fma else 'on'}\n"
+        debug = "line-tables" if self.line_tables else "full"
+        return f"{_SIDECAR_V2}\nfma-contraction={'off' if self.no_fma else 'on'}\ndebug={debug}\n"
+
+    @classmethod
+    def from_sidecar(cls, text: str, source: str = "<options>") -> OxartOptions:
+        """Read a ``.options`` file; only the canonical texts cuda-oxide writes are accepted."""
+        for candidate in _POLICIES:
+            if candidate.sidecar_text() == text:
+                return candidate
+        raise FormatError(f"compile options must be one of cuda-oxide's canonical texts ({_SIDECAR_V1} or "
+                          f"{_SIDECAR_V2} with fma-contraction=on|off and debug=line-tables|full) "
+                          f"(got {text[:80]!r})", source=source)
+
 
 @dataclass(frozen=True, slots=True)
 class OxartPayload:
@@ -110,6 +128,11 @@ class OxartBundle:
 
     def payload(self, kind: PayloadKind) -> OxartPayload | None:
         return next((p for p in self.payloads if p.kind == kind), None)
+
+
+_SIDECAR_V1, _SIDECAR_V2 = "cuda-oxide-compile-options-v1", "cuda-oxide-compile-options-v2"
+_POLICIES = tuple(OxartOptions(no_fma, lines, full) for no_fma in (False, True)
+                  for lines, full in ((False, False), (True, False), (False, True)))
 
 
 def _fail(message: str, source: str, offset: int) -> FormatError:

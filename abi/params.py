@@ -15,7 +15,7 @@ __all__ = ["Convention", "LaunchMeta", "Param"]
 
 
 class Convention(StrEnum):
-    """How a frontend lowers parameters to PTX (see FRONTENDS.md and ``abi.lowering``).
+    """How a frontend lowers parameters to PTX (see ``docs/conventions.md`` and ``abi.lowering``).
 
     ``c``: CUDA C++ (NVRTC/nvcc) and plain rustc ``extern "ptx-kernel"`` /
     ``extern "C"``; ``oxide``: cuda-oxide ``#[kernel]``; ``numba``: numba-cuda

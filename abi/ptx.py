@@ -158,13 +158,13 @@ def read_ptx(text: str | bytes, source: str = "<ptx>") -> PtxModule:
     FormatError
         The text is not PTX this reader understands; ``where`` is ``"line N"``.
     """
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FormatError(f"PTX must be UTF-8 text (got byte 0x{exc.object[exc.start]:02x})",
-                              source=source, where=f"byte {exc.start}") from None
-    return _module(Cursor(text.rstrip("\0"), source))
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else bytes(text)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"PTX must be UTF-8 text (got byte 0x{exc.object[exc.start]:02x})",
+                          source=source, where=f"byte {exc.start}") from None
+    return _module(Cursor(data.rstrip(b"\0"), source))
 
 
 def _module(r: Cursor) -> PtxModule:
@@ -212,8 +212,8 @@ def _module(r: Cursor) -> PtxModule:
 def _version(r: Cursor) -> tuple[int, int]:
     kind, text, pos = r.next()
     major, dot, minor = text.partition(".")
-    if kind != "num" or not dot or not major.isdigit() or not minor.isdigit():
-        r.fail(f".version must read MAJOR.MINOR (got {text!r})", pos)
+    if kind != "num" or not dot or not major.isdigit() or not minor.isdigit() or len(text) > 9:
+        r.fail(f".version must read MAJOR.MINOR (got {text[:24]!r})", pos)
     return int(major), int(minor)
 
 
@@ -268,6 +268,8 @@ def _function(r: Cursor, kind: str, linkage: str) -> PtxFunction:
             limit = 1 if text == ".minnctapersm" else 3
             if not 1 <= len(values) <= limit:
                 r.fail(f"{name}: {text} takes 1 to {limit} integers (got {len(values)})", pos)
+            if 0 in values:  # a launch can never meet it (PTX ISA 11.4: each value is at least 1)
+                r.fail(f"{name}: {text} values must be >= 1 (got {', '.join(map(str, values))})", pos)
             numbers[text[1:]] = tuple(values)
     body = None
     if text == "{":

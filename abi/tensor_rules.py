@@ -69,19 +69,38 @@ def pointer(info: TensorFacts, t: Pointer) -> tuple[int, ...]:
     return (info.ptr,)
 
 
-def slice_(info: TensorFacts, t: Slice) -> tuple[int, ...]:
+def _elements(units: int, t: Slice | DisjointSlice, per: int) -> int:
+    """The slice length for ``units`` values of ``t.dtype``: whole elements of ``per`` units each."""
+    if per == 1:
+        return units
+    if per == 0 or units % per:
+        raise TensorProblem(f"holds {units} {t.dtype.name} values, not a whole number of elements of "
+                            f"{per} {t.dtype.name} each")
+    return units // per
+
+
+def _aligned(info: TensorFacts, align: int) -> None:
+    if info.ptr % align:
+        raise TensorProblem(f"data at {info.ptr:#x} is not aligned to {align} bytes, as its element needs")
+
+
+def slice_(info: TensorFacts, t: Slice, per: int = 1, align: int = 1) -> tuple[int, ...]:
+    """A slice of ``per`` units per element (``abi/elements.py``) aligned to ``align``."""
     _contiguous(info, "a slice")
-    return (info.ptr, info.numel)
+    _aligned(info, align)
+    return (info.ptr, _elements(info.numel, t, per))
 
 
-def disjoint_slice(info: TensorFacts, t: DisjointSlice) -> tuple[int, ...]:
+def disjoint_slice(info: TensorFacts, t: DisjointSlice, per: int = 1, align: int = 1) -> tuple[int, ...]:
     _contiguous(info, "a DisjointSlice")
+    _aligned(info, align)
     if not t.rows_2d:
-        return (info.ptr, info.numel)
+        return (info.ptr, _elements(info.numel, t, per))
     _ndim(info, 2)
-    if info.shape[1] > 0xFFFFFFFF:
-        raise TensorProblem(f"row width {info.shape[1]} does not fit u32")
-    return (info.ptr, info.numel, info.shape[1])
+    width = _elements(info.shape[1], t, per)
+    if width > 0xFFFFFFFF:
+        raise TensorProblem(f"row width {width} does not fit u32")
+    return (info.ptr, _elements(info.numel, t, per), width)
 
 
 def numba_array(info: TensorFacts, t: NumbaArray) -> tuple[int, ...]:
@@ -137,9 +156,23 @@ def tile_array(info: TensorFacts, t: TileArray) -> tuple[int, ...]:
 
 
 def tile_tensor(info: TensorFacts, t: TileTensor) -> tuple[int, ...]:
+    """A cutile-rs tensor: rank, the i32 range, and the specialisation it was compiled under."""
     _ndim(info, t.rank)
     if t.partition:
         raise TensorProblem("is a partition: pass (tensor, partition_dims, partition_strides)")
+    if t.base_align > 1 and info.ptr % t.base_align:
+        raise TensorProblem(f"data must be aligned to {t.base_align} bytes (got address {info.ptr:#x})")
+    for axis, (dim, stride) in enumerate(zip(info.shape, info.strides, strict=False)):
+        for what, value, divisor, static in (
+                ("dim", dim, t.axis_promise("shape_divisible_by", axis, 1),
+                 t.axis_promise("static_shape", axis, None)),
+                ("stride", stride, t.axis_promise("stride_divisible_by", axis, 1),
+                 t.axis_promise("static_stride", axis, None))):
+            if static is not None and value != static:
+                raise TensorProblem(f"{what} {axis} must be {static} (got {value}; {_shape_text(info)})")
+            if divisor and divisor > 1 and value % divisor:
+                raise TensorProblem(f"{what} {axis} must be divisible by {divisor} (got {value}; "
+                                    f"{_shape_text(info)})")
     _fits(info.shape, _S32, "dim", "i32")
     _fits(info.strides, _S32, "stride", "i32")
     return (info.ptr, *info.shape, *info.strides)

@@ -1,7 +1,7 @@
 """How much a ctypes call to cuLaunchKernel costs, three ways, on pre-built arguments.
 
-Usage: ``python bench/ctypes_call.py CUBIN`` where CUBIN holds ``vadd3`` (e.g.
-``.gpuimages/cpp.cubin`` from ``tests/gpu/_images.py``).  Same method as
+Usage: ``python bench/ctypes_call.py IMAGE`` where IMAGE is a saved ptxbridge image holding
+``vadd3`` (e.g. ``.gpuimages/cpp.ptxb`` from ``tests/gpu/_images.py``).  Same method as
 ``launch_overhead.py`` (median of 30 batches of 500); numbers in bench/RESULTS.md.
 """
 
@@ -12,10 +12,11 @@ import statistics
 import struct
 import sys
 import time
-from pathlib import Path
 
 import torch
 from cuda.bindings import driver as cu
+
+from ptxbridge import Image
 
 
 def per_launch(launch, stream) -> float:
@@ -34,7 +35,7 @@ def per_launch(launch, stream) -> float:
 
 def main() -> None:
     torch.zeros(1, device="cuda")  # the primary context, current on this thread
-    module = cu.cuModuleLoadData(Path(sys.argv[1]).read_bytes())[1]
+    module = cu.cuModuleLoadData(Image.open(sys.argv[1]).cubin)[1]
     function = cu.cuModuleGetFunction(module, b"vadd3")[1]
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(1024, device="cuda") for _ in range(3))

@@ -3,11 +3,12 @@
 One run, one kernel (``vadd3(const float*, const float*, float*, int)``, 1024
 elements, grid 4 x block 256), one non-default stream.  Figure: host time per
 launch, median of 30 batches of 500 launches, synchronized between batches
-(the method of ``shared/design/BASELINES.md``).  Because the host drifts by
+(one batch is timed end to end, so queueing and the launch call count).  Because the host drifts by
 up to 30% within a run, the headline ratio is also measured in interleaved
 rounds (C loop, then the checked launch, back to back; median of the per-round
 ratios).  Also: cold link + load of a mixed NVRTC + numba image against a warm
-(cached) link + load.
+(cached) link + load; and the no-alias check (docs/safety.md) on vs off for
+vadd3 typed with ``__restrict__`` pointers, in interleaved rounds.
 
 Usage: ``python bench/launch_overhead.py`` on a machine with a GPU, nvcc and
 torch; peers that are not installed are reported as skipped.  Prints a
@@ -104,15 +105,39 @@ def c_loop(work: Path, cubin: Path) -> float:
     return float(out.stdout.strip())
 
 
-def vadd3_image(cubin: bytes):
-    """The benchmark kernel as a ptxbridge image: ``vadd3(*const f32, *const f32, *mut f32, i32)``."""
+def vadd3_image(cubin: bytes, noalias: str = ""):
+    """The benchmark kernel as a ptxbridge image: ``vadd3(*const f32, *const f32, *mut f32, i32)``;
+    ``noalias="restrict"`` types it as ``__restrict__`` pointers (a no-alias promise checked at launch)."""
     from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
     from ptxbridge.image import Image
 
     f32 = Scalar(dtype("f32"))
-    sig = Signature("vadd3", (Param("a", Pointer(f32, False)), Param("b", Pointer(f32, False)),
-                              Param("c", Pointer(f32)), Param("n", Scalar(dtype("i32")))))
+    a, b, c = (Param(name, Pointer(f32, name == "c", noalias)) for name in "abc")
+    sig = Signature("vadd3", (a, b, c, Param("n", Scalar(dtype("i32")))))
     return Image(cubin, "sm_90", {"vadd3": sig})
+
+
+def aliasing_rows(cubin: bytes, torch, rounds: int = ROUNDS) -> dict[str, float]:
+    """The cost of the no-alias check (docs/safety.md) on the C fast path: vadd3 typed with
+    ``__restrict__`` pointers (two pairs of tensors to compare), check on vs off, in interleaved rounds."""
+    os.environ.pop("PTXBRIDGE_FASTLAUNCH", None)
+    checked = vadd3_image(cubin, "restrict").load(0)
+    unchecked = vadd3_image(cubin, "restrict").load(0)
+    unchecked.check_aliasing = False
+    stream = torch.cuda.Stream()
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    handle = stream.cuda_stream
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(rounds):
+        for key, module in (("on", checked), ("off", unchecked)):
+            times[key].append(per_launch(lambda k=module.vadd3: k(a, b, c, N, grid=GRID, block=BLOCK,
+                                                                  stream=handle), stream.synchronize))
+    for module in (checked, unchecked):
+        assert next(iter(module.vadd3._plans.values())).native is not None, "the C plan was not used"
+    torch.testing.assert_close(c, a + b)
+    row = f"ptxbridge, torch, C fast path, stream=int, __restrict__ signature ({rounds} interleaved rounds)"
+    return {f"{row}: with aliasing check": statistics.median(times["on"]),
+            f"{row}: check off": statistics.median(times["off"])}
 
 
 def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
@@ -328,6 +353,7 @@ def main() -> None:
         c_us = c_loop(work, cubin_path)
         rows: dict[str, float | str] = {}
         rows.update(ptxbridge_rows(cubin, torch))
+        rows.update(aliasing_rows(cubin, torch))
         rows.update(peer_rows(cubin, torch))
         c_again = c_loop(work, cubin_path)  # the floor again, to show drift over the run
         interleaved = interleaved_ratios(work, cubin_path, torch)

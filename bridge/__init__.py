@@ -15,6 +15,7 @@ from ptxbridge.abi import (
     EmulatorError,
     FormatError,
     LinkError,
+    MemoryAccessError,
     OptionError,
     PtxBridgeError,
     Signature,
@@ -28,7 +29,7 @@ from ptxbridge.linker import LinkOptions, link, load
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
-    "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
+    "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load", "MemoryAccessError",
     "Kernel", "Module",
 ]
 __version__ = "0.1.0"

@@ -3,8 +3,9 @@
 Plain files become artifacts here too: ``.ptx``, ``.cubin``, ``.fatbin``, ``.ltoir``, ``.o``, ``.a``.
 The format comes from the bytes (:func:`ptxbridge.abi.sniff.sniff`), not the
 name.  Signatures come from the caller (a :class:`Signature`, a list, signature
-text, a JSON manifest path or dict) or from a sidecar next to the file
-(``k.ptx.sig`` / ``k.sig`` as text, ``k.ptx.json`` / ``k.json`` as a manifest).
+text, a JSON manifest path or dict) or from a sidecar named after the whole file
+name (``k.ptx.sig`` as text, ``k.ptx.json`` as a manifest; ``k.json`` is some other
+tool's file and is never read).
 Each given signature is checked against the code where the code declares its
 parameters (PTX entries and functions, cubin ``EIATTR_KPARAM_INFO``; a host
 object through its embedded fatbin); LTO-IR and archives declare none, so
@@ -32,13 +33,14 @@ from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
 from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.image_file import is_image_file
 from ptxbridge.abi.kinds import Opaque, ParamType, Scalar
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, PtxParam, read_ptx
 from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
 from ptxbridge.abi.sniff import sniff
 
 __all__ = ["Artifact", "CodeKind", "Provenance", "artifact_from_bytes", "artifact_from_file",
-           "coerce_signatures",
+           "coerce_signatures", "describe_code",
            "cubin_signatures", "layout_only", "ptx_launch", "ptx_signatures", "sidecar_signatures",
            "with_cubin_facts"]
 
@@ -63,17 +65,28 @@ class Provenance:
     arch: str | None = None
 
 
-def _frozen(mapping: Mapping[str, Signature] | None) -> Mapping[str, Signature]:
+def describe_code(kind: str, arch: str | None, size: int, kernels: Mapping[str, Any]) -> str:
+    """``ptx for sm_80, 2481 bytes, kernels: saxpy, square``: the middle of the Artifact and Image reprs."""
+    names = list(kernels)
+    shown = ", ".join(names[:6]) + (f", ... ({len(names)} in all)" if len(names) > 6 else "")
+    return f"{kind} for {arch or 'any arch'}, {size} bytes, kernels: {shown or 'none'}"
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Artifact:
     """Code from one frontend.
 
     ``kernels``: entry name -> signature.  ``device_functions``: the device
     functions it exports (callable from other artifacts).  ``imports``: the
     foreign device functions it calls, which the linker must find elsewhere.
+    ``link_options``: nvJitLink options the code must be finalised with (a
+    cuda-oxide bundle's ``-fma=0``, ``-lineinfo``, ``-g``).  ``unusable``:
+    kernels the code defines but that cannot be typed, each with the reason,
+    raised when the kernel is asked for on a loaded module.
     ``libraries``: code the frontend links with this code and that is not the
     user's to supply (numba-cuda's runtime and float16 wrappers, ``link=`` files);
     :func:`ptxbridge.link` adds each library once.
@@ -87,12 +100,15 @@ class Artifact:
     imports: Mapping[str, Signature] = field(default_factory=dict)
     provenance: Provenance = field(default_factory=lambda: Provenance("unknown"))
     name: str = "<artifact>"
+    link_options: tuple[str, ...] = ()
+    unusable: Mapping[str, str] = field(default_factory=dict)
     libraries: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
+        object.__setattr__(self, "link_options", tuple(self.link_options))
         object.__setattr__(self, "libraries", tuple(self.libraries))
-        for attr in ("kernels", "device_functions", "imports"):
+        for attr in ("kernels", "device_functions", "imports", "unusable"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 
     @classmethod
@@ -100,14 +116,28 @@ class Artifact:
         """Read a ``.ptx``, ``.cubin``, ``.fatbin``, ``.ltoir`` (...) file: :func:`artifact_from_file`."""
         return artifact_from_file(path, signatures)
 
+    def __repr__(self) -> str:
+        code = describe_code(self.kind.value, self.arch, len(self.code), self.kernels)
+        text = f"<ptxbridge.Artifact {self.name!r}: {code}"
+        for what, names in (("device functions", self.device_functions), ("imports", self.imports)):
+            if names:
+                text += f"; {what}: {', '.join(names)}"
+        return text + ">"
+
 
 _AR_MAGIC = b"!<arch>\n"
-_SIDECARS = ((".sig", "text"), (".json", "manifest"))
+_SIDECARS = ((".sig", "text"), (".json", "manifest"))  # appended to the whole file name
 _MAX_FILE = 1 << 31  # refuse to read anything larger into memory
 
 
 def artifact_from_file(path: str | Path, signatures: Any = None) -> Artifact:
-    """Read one code file; ``signatures`` as in :func:`coerce_signatures`, else a sidecar."""
+    """Read one code file; ``signatures`` as in :func:`coerce_signatures`, else a sidecar.
+
+    A ``str`` with a line break is never a file name: PTX text is read as PTX (so ``load([ptx_text])``
+    works), anything else is an :class:`ArgumentError` asking for bytes or a path.
+    """
+    if isinstance(path, str) and ("\n" in path or "\0" in path):
+        return _from_text(path, signatures)
     path = Path(path)
     try:
         if path.stat().st_size > _MAX_FILE:
@@ -118,6 +148,20 @@ def artifact_from_file(path: str | Path, signatures: Any = None) -> Artifact:
         raise ArgumentError(f"cannot read code file {str(path)!r}: {exc.strerror}") from exc
     given = coerce_signatures(signatures) if signatures is not None else sidecar_signatures(path)
     return artifact_from_bytes(data, given, source=str(path), name=path.name)
+
+
+def _from_text(text: str, signatures: Any) -> Artifact:
+    given = coerce_signatures(signatures) if signatures is not None else []
+    data = text.encode()
+    try:
+        is_ptx = sniff(data, "<str>") == "ptx"
+    except FormatError:
+        is_ptx = False
+    if not is_ptx:
+        raise ArgumentError(f"got a str of {len(text)} characters with line breaks, which is neither a "
+                            f"file name nor PTX text (starts {text[:40]!r}); pass PTX as str, other code as "
+                            "bytes, or a path")
+    return artifact_from_bytes(data, given, source="<PTX text>", name="<PTX text>")
 
 
 def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, source: str = "<bytes>",
@@ -149,11 +193,16 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
 
 
 def _kind(data: bytes, source: str) -> CodeKind:
+    if is_image_file(data):
+        raise FormatError("a saved ptxbridge image, not one code object: open it with "
+                          "ptxbridge.Image.open(path) and load that", source=source)
     found = sniff(data, source)
     if found == "fatbin" and data[:4] == b"\x7fELF":  # a host object carrying device code
         return CodeKind.OBJECT
     if found == "oxart":
         raise FormatError("a cuda-oxide artifact: read it with ptxbridge.oxide.load", source=source)
+    if found == "cutile-cache":
+        raise FormatError("a cutile-rs JIT cache entry: read it with ptxbridge.tile.load", source=source)
     return CodeKind(found)
 
 
@@ -192,15 +241,16 @@ def _manifest_file(path: Path) -> list[Signature]:
 
 
 def sidecar_signatures(path: Path) -> list[Signature]:
-    """Signatures from ``<file>.sig``/``<stem>.sig`` (text) or ``.json`` (manifest), if present."""
+    """Signatures from ``<file>.sig`` (text) or ``<file>.json`` (manifest), if present: ``k.ptx.sig``,
+    ``k.ptx.json``.  A file named after the stem (``k.json``) is not read: it may be anything."""
     from ptxbridge.abi.syntax import parse_signatures
 
     for suffix, form in _SIDECARS:
-        for candidate in (path.with_name(path.name + suffix), path.with_suffix(suffix)):
-            if candidate.is_file() and candidate != path:
-                if form == "manifest":
-                    return _manifest_file(candidate)
-                return parse_signatures(candidate.read_text(errors="replace"))
+        candidate = path.with_name(path.name + suffix)
+        if candidate.is_file():
+            if form == "manifest":
+                return _manifest_file(candidate)
+            return parse_signatures(candidate.read_text(errors="replace"))
     return []
 
 
@@ -288,7 +338,7 @@ def _kparam_only(kernel: Kernel) -> Signature:
 
 def _cubin_launch(sig: Signature, kernel: Kernel) -> LaunchMeta:
     """Launch demands from the cubin; a tile kernel (Tile IR, cutile-rs) with no REQNTID takes
-    block (1,1,1) only (FRONTENDS.md 3)."""
+    block (1,1,1) only (docs/conventions.md, "cutile")."""
     launch = sig.launch
     if None not in (kernel.reqntid, launch.reqntid) and kernel.reqntid != launch.reqntid:
         raise AbiMismatchError(f"{kernel.name}: the signature's reqntid is {launch.reqntid} but the cubin "

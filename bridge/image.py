@@ -1,26 +1,51 @@
-"""A linked image: one device code object plus every kernel's signature."""
+"""A linked image: one device code object plus every kernel's signature; saved and opened as one file.
+
+:meth:`Image.save` / :meth:`Image.open` ship an image to a machine without the toolchains that
+built it (a GPU server, a container): the file holds the cubin, the signatures, the arch and the
+PTX the CPU loader interprets, with a checksum (format: ``docs/image-format.md``).
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
+from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_file
 from ptxbridge.abi.signature import Signature
+from ptxbridge.artifact import describe_code, with_cubin_facts
 from ptxbridge.launch.module import Module
 from ptxbridge.loaders import open_backend
 
 __all__ = ["Image"]
 
+_MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
 
-@dataclass(frozen=True, slots=True)
+
+def _created_by() -> str:
+    try:
+        return f"ptxbridge {importlib.metadata.version('ptxbridge')}"
+    except importlib.metadata.PackageNotFoundError:  # run from a source folder, not installed
+        return "ptxbridge"
+
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Image:
     """What ``ptxbridge.link`` returns.
 
     ``cubin`` is the linked machine code for ``arch`` (None when only the CPU
     loader will run it); ``ptx`` keeps the PTX text of every PTX input so the
-    CPU loader can interpret the same program.  ``kernels`` and
-    ``device_functions`` map names to signatures (launch metadata included).
+    CPU loader can interpret the same program (LTO-IR inputs finalised to
+    PTX).  ``kernels`` and ``device_functions`` map names to signatures
+    (launch metadata included).  ``unusable``: kernels the image has but no
+    signature could be made for, each with the reason; ``cpu_unavailable``:
+    kernels without PTX for the CPU loader, each with the reason.
     """
 
     cubin: bytes | None
@@ -29,11 +54,87 @@ class Image:
     device_functions: Mapping[str, Signature] = field(default_factory=dict)
     ptx: tuple[bytes, ...] = ()
     log: str = ""
+    unusable: Mapping[str, str] = field(default_factory=dict)
+    cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
 
-    def load(self, device: Any = None) -> Module:
+    def load(self, device: Any = None, *, check_aliasing: bool = True) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
 
         ``None`` picks the first GPU, or the CPU loader when there is none
-        (``PTXBRIDGE_DEVICE`` overrides).
+        (``PTXBRIDGE_DEVICE`` overrides).  ``check_aliasing=False`` launches without checking the
+        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).
+
+        Raises
+        ------
+        CudaError
+            A GPU was asked for but there is no NVIDIA driver, or the GPU's arch cannot run the
+            cubin (the message names the arch to rebuild for).
         """
-        return Module(self, open_backend(self, device))
+        return Module(self, open_backend(self, device), check_aliasing=check_aliasing)
+
+    def to_bytes(self) -> bytes:
+        """The image as one saved-image file (``docs/image-format.md``); the link log is not kept."""
+        found = ImageFile(self.arch, self.cubin, self.ptx, self.kernels, self.device_functions, _created_by())
+        return write_image_file(found)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Image:
+        """An image from :meth:`to_bytes` output; its signatures are checked against its cubin.
+
+        Raises
+        ------
+        FormatError
+            Not a saved image, corrupt or truncated (checksum), or signatures that disagree with
+            the cubin's parameter records.
+        """
+        found = read_image_file(data, source)
+        kernels = found.kernels
+        if found.cubin is not None:
+            try:
+                checked = with_cubin_facts(kernels, found.cubin, f"{source} cubin")
+            except (LinkError, AbiMismatchError) as exc:
+                raise FormatError(f"the signatures do not match the cubin: {exc}", source=source) from None
+            kernels = {name: checked[name] for name in kernels}
+        return cls(found.cubin, found.arch, kernels, found.device_functions, found.ptx)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the image to ``path`` (replaced atomically); ``Image.open(path)`` reads it back.
+
+        The conventional suffix is ``.ptxb``; the format is recognised by its content.
+        """
+        path = Path(path)
+        data = self.to_bytes()
+        try:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as out:
+                out.write(data)
+            os.replace(out.name, path)
+        except OSError as exc:
+            raise ArgumentError(f"cannot write image file {str(path)!r}: {exc.strerror}") from exc
+        return path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Image:
+        """Read an image saved with :meth:`save`.
+
+        Raises
+        ------
+        ArgumentError
+            The file cannot be read.
+        FormatError
+            As :meth:`from_bytes`.
+        """
+        path = Path(path)
+        try:
+            size = path.stat().st_size
+            if size > _MAX_FILE:
+                raise FormatError(f"file is larger than {_MAX_FILE} bytes (got {size})", source=str(path))
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ArgumentError(f"cannot read image file {str(path)!r}: {exc.strerror}") from exc
+        return cls.from_bytes(data, str(path))
+
+    def __repr__(self) -> str:
+        cubin = self.cubin is not None
+        kind, size = ("cubin", len(self.cubin)) if cubin else ("PTX", sum(map(len, self.ptx)))
+        return (f"<ptxbridge.Image {describe_code(kind, self.arch, size, self.kernels)}; "
+                f"{len(self.ptx)} PTX module{'s' if len(self.ptx) != 1 else ''} for the CPU loader>")

@@ -20,18 +20,26 @@ Usage: ``python examples/pipeline.py``.
 # No ``from __future__ import annotations`` here: cuTile reads the kernel's annotations
 # (``ct.Constant[int]``) at export time and needs them as objects, not strings.
 import math
+import sys
 from pathlib import Path
 
-import cuda.tile as ct
 import numpy as np
-from cuda.tile import compilation as tc
-from numba import cuda
 
 import ptxbridge
-import ptxbridge.numba
 import ptxbridge.nvrtc
 import ptxbridge.rust
-import ptxbridge.tile
+
+try:
+    import cuda.tile as ct
+    from cuda.tile import compilation as tc
+    from numba import cuda
+
+    import ptxbridge.numba
+    import ptxbridge.tile
+except ImportError as missing:  # a plain `pip install .` has neither numba-cuda nor cuda-tile
+    sys.exit(f"pipeline: needs numba-cuda and cuda-tile (no module {missing.name!r}): pip install "
+             "'.[numba,tile]' in the ptxbridge checkout (or run scripts/quickstart, which installs every "
+             "extra)")
 
 HERE = Path(__file__).parent
 ROWS, COLS, TILE = 64, 1024, 256
@@ -107,4 +115,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ptxbridge.ToolchainError as exc:  # e.g. no Rust compiler: the message says what to install
+        sys.exit(f"pipeline: {exc}")

@@ -6,14 +6,21 @@ interpreter, and says which it used.  Usage: ``python examples/quickstart.py``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
-from numba import cuda
 
 import ptxbridge
-import ptxbridge.numba
 import ptxbridge.rust
+
+try:
+    from numba import cuda
+
+    import ptxbridge.numba
+except ImportError:  # a plain `pip install .` has no numba-cuda
+    sys.exit("quickstart: the numba kernel needs numba-cuda: pip install '.[numba]' in the ptxbridge "
+             "checkout (or run scripts/quickstart, which installs every extra)")
 
 HERE = Path(__file__).parent
 
@@ -51,4 +58,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ptxbridge.ToolchainError as exc:  # e.g. no Rust compiler: the message says what to install
+        sys.exit(f"quickstart: {exc}")

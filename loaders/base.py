@@ -29,6 +29,7 @@ class LoadableImage(Protocol):
     """What a loader reads of an image (``ptxbridge.Image`` has these fields)."""
 
     cubin: bytes | None  # machine code for the GPU loader; None when linked for the CPU only
+    arch: str | None  # what the cubin was built for (``sm_90``)
     kernels: Mapping[str, Signature]
     ptx: tuple[bytes, ...]  # every PTX module, for the CPU loader
 

@@ -4,7 +4,7 @@ Setup (load, kernel handles, checks, attributes, globals) goes through
 ``cuda.bindings.driver``.  The launch itself calls ``cuLaunchKernel`` in
 libcuda through ctypes with pre-built arguments: cuda.bindings converts
 every argument on each call, which costs more than the whole rest of the
-launch path (BASELINES.md: 7.2 us vs 4.5 us for the C loop).
+launch path (measured on an H200: 7.2 us against 4.5 us for a C loop).
 
 The image is loaded with ``cuLibraryLoadData`` and launched through
 ``CUkernel`` handles, so the launch runs in the context of the stream it is
@@ -13,6 +13,8 @@ primary context is made current first.  Parameters travel as one packed
 buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``) or as pointers into it
 (``kernelParams``; set ``PTXBRIDGE_LAUNCH_PARAMS=pointers``); the packed
 layout of every kernel is cross-checked with ``cuFuncGetParamInfo`` at load.
+A kernel may take up to 32,764 bytes of parameters where the driver is CUDA
+12.1 or newer (4 KiB before); one that takes more is refused at load.
 """
 
 from __future__ import annotations
@@ -30,16 +32,18 @@ from cuda.bindings import driver as cu
 
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import AbiMismatchError, CudaError
-from ptxbridge.abi.layout import Packer
+from ptxbridge.abi.layout import MAX_PARAM_BYTES, Packer
 from ptxbridge.abi.signature import Signature
 
 from .base import Backend, Buffer
+from .driver import driver_version
 
 __all__ = ["CudaBackend", "DeviceArray", "cooperative_kernels", "cuda_error"]
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # above this, dynamic shared memory needs an opt-in
 _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h)
 _DEFAULT_STREAMS = (0, 1, 2)  # NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+_OLD_PARAM_BYTES, _LARGE_PARAMS_DRIVER = 4096, (12, 1)  # the limit before CUDA 12.1, and since
 _INIT = threading.Lock()
 _state: dict[str, Any] = {}
 
@@ -96,8 +100,24 @@ def _param_count(function: Any) -> int | None:
     return int(count) if err == cu.CUresult.CUDA_SUCCESS else None
 
 
+def _check_param_space(name: str, signature: Signature) -> None:
+    """The parameter buffer must fit what the driver takes: 32,764 bytes from CUDA 12.1, 4 KiB before."""
+    size = signature.layout.size
+    if size > MAX_PARAM_BYTES:
+        raise CudaError(f"{name}: the parameters take {size} bytes, more than the {MAX_PARAM_BYTES} bytes a "
+                        "kernel may take; pass large data through device memory (a pointer) instead",
+                        code="CUDA_ERROR_INVALID_VALUE")
+    version = driver_version() if size > _OLD_PARAM_BYTES else None
+    if version is not None and version < _LARGE_PARAMS_DRIVER:
+        cuda = f"CUDA {version[0]}.{version[1]}"
+        raise CudaError(f"{name}: the parameters take {size} bytes; the driver ({cuda}) takes "
+                        f"{_OLD_PARAM_BYTES}, CUDA 12.1 and newer take up to {MAX_PARAM_BYTES}: update the "
+                        "NVIDIA driver", code="CUDA_ERROR_INVALID_VALUE")
+
+
 def _cross_check(name: str, signature: Signature, function: Any) -> None:
-    """The driver's parameter offsets and sizes must equal ptxbridge's layout (FRONTENDS.md 7).
+    """The driver's parameter offsets and sizes must equal ptxbridge's layout
+    (docs/conventions.md, "The driver side").
 
     The count is compared where the driver has ``cuFuncGetParamCount``; older
     drivers are not probed past the end (that is an API error under
@@ -217,6 +237,7 @@ class CudaBackend(Backend):
     def _open(self, name: str, signature: Signature) -> _Function:
         kernel = _call(f"{name}: cuLibraryGetKernel", cu.cuLibraryGetKernel, self._library, name.encode())
         function = _call(f"{name}: cuKernelGetFunction", cu.cuKernelGetFunction, kernel)
+        _check_param_space(name, signature)
         _cross_check(name, signature, function)
         offsets = tuple(p.offset for p in signature.layout.params)
         found = _Function(name, kernel, int(kernel), offsets)

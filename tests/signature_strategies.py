@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from ptxbridge.abi.dtypes import DTYPES
 from ptxbridge.abi.kinds import (
     INDEX_WIDTHS,
+    NOALIAS,
     Constant,
     DisjointSlice,
     NumbaArray,
@@ -49,7 +50,7 @@ def tile_arrays(draw: st.DrawFn) -> TileArray:
 constants = st.builds(Constant, st.booleans() | ints | st.floats(allow_nan=False))
 leaves = st.one_of(
     st.builds(Scalar, dtypes),
-    st.builds(Pointer, st.none(), st.booleans()),
+    st.builds(Pointer, st.none(), st.booleans(), st.sampled_from(NOALIAS)),
     st.builds(Slice, dtypes, st.booleans()),
     st.builds(DisjointSlice, dtypes, st.booleans()),
     st.builds(NumbaArray, dtypes, st.integers(0, 8), st.sampled_from("CFA")),
@@ -64,7 +65,7 @@ leaves = st.one_of(
 def _compound(children: st.SearchStrategy) -> st.SearchStrategy:
     fields = st.lists(st.builds(StructField, names, children), max_size=4).map(tuple)
     return st.one_of(
-        st.builds(Pointer, children, st.booleans()),
+        st.builds(Pointer, children, st.booleans(), st.sampled_from(NOALIAS)),
         st.builds(Struct, names, fields),
         st.builds(Tuple, st.lists(children, max_size=4).map(tuple)),
         st.builds(NumbaRecordArray, st.builds(Struct, names, fields), st.integers(0, 8),

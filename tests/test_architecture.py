@@ -57,3 +57,15 @@ def test_every_file_the_readme_names_exists():
     files = _files()
     stale = sorted(p for p in _listed() if not any(fnmatch.fnmatch(f, p) for f in files))
     assert not stale, f"README architecture section names files that do not exist: {stale}"
+
+
+def test_code_and_docs_cite_only_what_ships():
+    """The team's design notes are not part of the package: facts the code relies on are in docs/."""
+    notes = re.compile(r"FRONTENDS\.md|BASELINES\.md|ARCHITECTURE\.md|STYLE\.md|shared/design")
+    folders = (*TOPS, "docs", "tests", "examples", "bench", "scripts")
+    roots = [ROOT / folder for folder in folders] + [ROOT / "README.md"]
+    files = [p for root in roots for p in ([root] if root.is_file() else root.rglob("*"))
+             if p.is_file() and p.suffix in (".py", ".c", ".h", ".md", "")
+             and p.name != "RESULTS.md" and p != Path(__file__).resolve()]
+    citing = sorted(str(p.relative_to(ROOT)) for p in files if notes.search(p.read_text(errors="replace")))
+    assert not citing, citing

@@ -2,13 +2,16 @@
 
 Mutations: byte flips, truncation, and header fields (ELF, section headers,
 nv.info records, fatbin and .oxart headers) overwritten with extreme values.
-A crash (IndexError, struct.error, MemoryError...) or a hang fails the test.
+A crash (IndexError, struct.error, MemoryError...) fails the test, and so does an input that
+takes more than about 1 s of CPU time or 10x its size in memory (``_budget``: CPU time, not wall
+time, so a loaded machine does not fail it).
 """
 
 import struct
 
 import pytest
 from _binary_samples import fatbinary, host_object, ltoir, oxart_bundles, ptx, ptxas
+from _budget import run_within_budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +22,13 @@ from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.abi.oxart import read_oxart, write_oxart
 from ptxbridge.abi.sniff import sniff
 
-FUZZ = settings(max_examples=200, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+LARGE_PARAMS_PTX = b""".version 8.8
+.target sm_90
+.address_size 64
+.visible .entry big(.param .u64 .ptr .global .align 16 g, .param .align 8 .b8 agg[5000], .param .u32 n)
+{ ret; }
+"""
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXTREMES = [0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 63, (1 << 64) - 1]
 
 
@@ -45,8 +54,10 @@ def corpus(tmp_path_factory):
     lz4 = fatbinary(work, [("elf", "90", cubin)], "--compress-all", "--compress-mode=speed", name="lz4")
     blob = write_oxart(oxart_bundles(text, cubin, ltoir("sm_90")), tail=16)
     elf_oxart = host_object(work, {".oxart": blob})
+    large = ptxas(work, LARGE_PARAMS_PTX, "sm_90", name="large")  # EIATTR_KPARAM_INFO_V2 records
     return {
         "cubin": (cubin, _elf_fields(cubin)),
+        "cubin_v2": (large, _elf_fields(large)),
         "fatbin": (fat, [(0, 4), (4, 2), (6, 2), (8, 8)]
                    + [(16 + o, w) for o, w in [(0, 2), (4, 4), (8, 8), (16, 4), (28, 4), (40, 8), (56, 8)]]),
         "lz4": (lz4, [(16 + o, w) for o, w in [(4, 4), (8, 8), (16, 4), (40, 8), (56, 8)]]
@@ -74,7 +85,7 @@ def _mutate(data: bytes, fields: list[tuple[int, int]], draw) -> bytes:
 
 def _survives(reader, data: bytes) -> None:
     try:
-        reader(data, "fuzz.bin")
+        run_within_budget(lambda: reader(data, "fuzz.bin"), len(data), reader.__name__)
     except FormatError as exc:
         assert exc.source == "fuzz.bin"
 
@@ -83,6 +94,12 @@ def _survives(reader, data: bytes) -> None:
 @given(st.data())
 def test_cubin_reader(corpus, data):
     _survives(read_cubin, _mutate(*corpus["cubin"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_cubin_reader_with_kparam_info_v2(corpus, data):
+    _survives(read_cubin, _mutate(*corpus["cubin_v2"], data.draw))
 
 
 @FUZZ
@@ -120,3 +137,4 @@ def test_sniff(corpus, name, data):
 def test_random_bytes(blob):
     for reader in (read_cubin, read_fatbin, read_oxart, sniff):
         _survives(reader, blob)
+

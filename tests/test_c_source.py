@@ -59,7 +59,8 @@ def test_plain_types_pointers_and_launch_bounds():
     bounded = decls.kernels["bounded"]
     assert [p.name for p in bounded.params] == ["a", "x", "y", "n"]
     assert [p.type for p in bounded.params] == [
-        s("f32"), Pointer(s("f32"), mutable=False), Pointer(s("f32"), mutable=True), s("u64")]
+        s("f32"), Pointer(s("f32"), mutable=False, noalias="restrict"), Pointer(s("f32"), mutable=True),
+        s("u64")]
     assert bounded.launch == LaunchMeta(maxntid=(256, 1, 1), minnctapersm=2)
     assert set(decls.kernels) == {"bounded", "types", "noargs", "unnamed"}
     assert decls.kernels["noargs"].params == ()

@@ -116,3 +116,149 @@ def test_clear(private_cache: Path):
     cache.put("unit", cache.key("b"), b"2")
     assert cache.clear() == 2
     assert cache.info().entries == 0
+
+
+# --- an entry is bound to its key ------------------------------------------------------------------
+def test_an_entry_copied_over_another_keys_entry_is_refused(private_cache: Path):
+    first, second = cache.key("y += 1"), cache.key("y *= 1000")
+    cache.put("unit", first, b"adds")
+    cache.put("unit", second, b"multiplies")
+    victim = private_cache / "unit" / first[:2] / first
+    victim.write_bytes((private_cache / "unit" / second[:2] / second).read_bytes())
+    assert cache.get("unit", first) is None and not victim.exists()
+    assert cache.get("unit", second) == b"multiplies"
+    assert cache.cached("unit", first, lambda: b"adds") == b"adds"
+
+
+def test_the_same_key_in_another_namespace_is_another_entry(private_cache: Path):
+    k = cache.key("shared")
+    cache.put("one", k, b"1")
+    (private_cache / "two" / k[:2]).mkdir(parents=True)
+    (private_cache / "two" / k[:2] / k).write_bytes((private_cache / "one" / k[:2] / k).read_bytes())
+    assert cache.get("two", k) is None
+
+
+def test_nvrtc_output_planted_under_another_source_is_not_run(private_cache: Path):
+    """The issue's repro: the cached NVRTC output of ``y *= 1000`` copied over the entry of ``y += 1``."""
+    import numpy as np
+
+    import ptxbridge
+    import ptxbridge.nvrtc
+
+    def kernel(body: str) -> str:
+        return f'extern "C" __global__ void k(float* y) {{ y[threadIdx.x] {body}; }}'
+
+    ptxbridge.nvrtc.compile(kernel("+= 1"), arch="sm_90")
+    before = set((private_cache / "nvrtc").rglob("*"))
+    ptxbridge.nvrtc.compile(kernel("*= 1000"), arch="sm_90")
+    (planted,) = [p for p in set((private_cache / "nvrtc").rglob("*")) - before if p.is_file()]
+    (target,) = [p for p in before if p.is_file()]
+    target.write_bytes(planted.read_bytes())
+    module = ptxbridge.load([ptxbridge.nvrtc.compile(kernel("+= 1"), arch="sm_90")], device="cpu")
+    y = np.array([1, 2], np.float32)
+    module.k(y, grid=1, block=2)
+    assert y.tolist() == [2.0, 3.0]
+
+
+# --- a cache that cannot be used: results uncached, one warning -------------------------------------
+@pytest.fixture
+def unusable_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache path under a regular file: every mkdir fails (NotADirectoryError), even for root."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("PTXBRIDGE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(cache, "_warned", set())
+    return blocker / "cache"
+
+
+def test_an_unwritable_cache_warns_once_and_uses_the_result(unusable_cache: Path):
+    calls = []
+    with pytest.warns(cache.CacheWarning, match=r"cache .*a-file/cache cannot be written \(Not a directory\)"
+                                                r"; results are used without it") as warned:
+        for word in ("a", "b", "a"):
+            assert cache.cached("unit", cache.key(word), lambda w=word: calls.append(w) or w.encode()) \
+                == word.encode()
+    assert calls == ["a", "b", "a"] and len(warned) == 1
+    assert cache.info().entries == 0 and cache.clear() == 0
+
+
+def test_a_full_disk_warns_once_and_uses_the_result(private_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    import errno
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache.os, "replace", full)
+    monkeypatch.setattr(cache, "_warned", set())
+    with pytest.warns(cache.CacheWarning, match="No space left on device") as warned:
+        assert cache.cached("unit", cache.key("x"), lambda: b"made") == b"made"
+        assert cache.cached("unit", cache.key("y"), lambda: b"made too") == b"made too"
+    assert len(warned) == 1 and not list(private_cache.rglob(".tmp-*"))
+
+
+def test_an_unreadable_entry_is_a_miss(private_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    k = cache.key("dir in the way")
+    (private_cache / "unit" / k[:2] / k).mkdir(parents=True)  # reading it: IsADirectoryError
+    monkeypatch.setattr(cache, "_warned", set())
+    with pytest.warns(cache.CacheWarning, match="cannot be read"):
+        assert cache.cached("unit", k, lambda: b"made") == b"made"
+
+
+def test_cached_dir_builds_outside_an_unusable_cache_once_per_process(unusable_cache: Path):
+    builds = []
+
+    def build(path: Path) -> None:
+        builds.append(path)
+        (path / "lib.rlib").write_text("ok")
+
+    with pytest.warns(cache.CacheWarning):
+        first = cache.cached_dir("dirs", cache.key("d"), build)
+    assert cache.cached_dir("dirs", cache.key("d"), build) == first
+    assert (first / "lib.rlib").read_text() == "ok" and len(builds) == 1
+    assert not str(first).startswith(str(unusable_cache))
+
+
+# --- cached directories keep a checksum of every file --------------------------------------------
+@pytest.mark.parametrize("damage", ["truncate", "delete", "replace"])
+def test_a_damaged_cached_dir_is_rebuilt(private_cache: Path, damage: str):
+    builds = []
+
+    def build(path: Path) -> None:
+        builds.append(1)
+        (path / "lib").mkdir()
+        (path / "lib" / "libcore.rlib").write_bytes(b"core" * 1000)
+        (path / "lib" / "libcompiler_builtins.rlib").write_bytes(b"builtins")
+
+    k = cache.key("sysroot")
+    root = cache.cached_dir("dirs", k, build)
+    core = root / "lib" / "libcore.rlib"
+    if damage == "truncate":
+        core.write_bytes(core.read_bytes()[:100])
+    elif damage == "delete":
+        core.unlink()
+    else:  # same size, other bytes
+        core.write_bytes(b"CORE" * 1000)
+    with pytest.warns(cache.CacheWarning, match="changed since it was built"):
+        again = cache.cached_dir("dirs", k, build)
+    assert again == root and core.read_bytes() == b"core" * 1000 and builds == [1, 1]
+    assert cache.cached_dir("dirs", k, build) == root and builds == [1, 1]
+
+
+# --- info and clear count the same entries --------------------------------------------------------
+def test_info_and_clear_count_the_same_entries(private_cache: Path):
+    """``cache info`` said 5 entries and ``cache clear`` removed 7: locks, markers and a directory's
+    files were counted by one and not the other."""
+    for word in ("a", "b", "c"):
+        cache.put("unit", cache.key(word), word.encode())
+
+    def build(path: Path) -> None:
+        (path / "one").write_text("1")
+        (path / "two").write_text("2")
+
+    cache.cached_dir("dirs", cache.key("d"), build)
+    (private_cache / "unit" / "zz").mkdir()
+    (private_cache / "unit" / "zz" / ".tmp-leftover").write_text("half a write")
+    found = cache.info()
+    assert found.entries == 4 and found.bytes > 0
+    assert cache.clear() == 4
+    assert cache.info().entries == 0 and not private_cache.exists()

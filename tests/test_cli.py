@@ -30,7 +30,7 @@ from ptxbridge.abi.oxart import write_oxart
 from ptxbridge.abi.signature import Signature
 from ptxbridge.cli import main
 
-NUMBA_PARAMS = 1 + (5 + 2 * 1) + (5 + 2 * 2)  # f32, then 1-D and 2-D arrays (FRONTENDS.md 4)
+NUMBA_PARAMS = 1 + (5 + 2 * 1) + (5 + 2 * 2)  # f32, then 1-D and 2-D arrays (docs/conventions.md, numba)
 
 
 def axpy(a, x, y):
@@ -171,8 +171,11 @@ def test_oxart_host_object_lists_bundles_and_payloads(capsys, work):
     assert lto["options"] == {"no_fma": True, "line_tables": True, "debug": False}
     assert [c["format"] for c in lto["children"]] == ["ltoir", "nvvm"]
     assert debug["options"]["debug"] is True
+    assert (first["loads"], lto["loads"]) == ("cubin", "nvvm_ir")  # cuda-host: cubin > PTX > NVVM IR > LTO-IR
     main(["inspect", str(path)])
-    assert "bundle lto_crate (target sm_90, no_fma, line_tables)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "bundle lto_crate (target sm_90, no_fma, line_tables, loads nvvm_ir)" in out
+    assert "a crate with generic kernels loads the PTX of vecadd_crate" in out
 
 
 def test_rust_file_shows_its_signature(capsys, toolchain):  # noqa: F811 (the fixture)

@@ -160,7 +160,8 @@ def test_tileiras_cubin_is_tile_ir_with_host_code_and_embedded_ptx(tile):
                      "vadd_Kt1_A1f16_1l0_w_A1f16_1l0_w_A1f16_1l0_w_Si64_I128"}
     narrow = cubin.kernel("vadd_Kt1_A1f32_1l0_A1f32_1l0_A1f32_1l0_Si32_I256")
     wide = cubin.kernel("vadd_Kt1_A1f16_1l0_w_A1f16_1l0_w_A1f16_1l0_w_Si64_I128")
-    # FRONTENDS.md 3: array -> u64 pointer, shape, stride (u32 for int32 index, u64 for int64), then n.
+    # docs/conventions.md, cutile: array -> u64 pointer, shape, stride (u32 for an int32 index, u64 for
+    # int64), then n.
     assert [p.size for p in narrow.params] == [8, 4, 4] * 3 + [4]
     assert [p.size for p in wide.params] == [8, 8, 8] * 3 + [8]
     assert narrow.reqntid == wide.reqntid == (128, 1, 1)
@@ -226,3 +227,15 @@ def test_truncated_cubin_says_where(cubins, cut):
     with pytest.raises(FormatError) as info:
         read_cubin(cubins["sm_90"][0][:cut], "cut.cubin")
     assert info.value.source == "cut.cubin" and info.value.where.startswith("offset 0x")
+
+
+def test_zero_launch_dimensions_are_format_errors(work):
+    """``.reqntid 0`` used to reach LaunchMeta and fail there with a raw ValueError."""
+    text = DIRECTIVES_PTX.format(arch="sm_90").encode()
+    data = bytearray(ptxas(work, text, "sm_90", name="zero"))
+    info = read_elf(bytes(data)).section(".nv.info.req")
+    record = data.find(b"\x04\x10\x0c\x00", info.offset, info.offset + info.size)  # SVAL REQNTID
+    assert struct.unpack_from("<3I", data, record + 4) == (64, 2, 1)
+    struct.pack_into("<I", data, record + 8, 0)
+    with pytest.raises(FormatError, match=r"launch dimensions must be >= 1 \(got 64, 0, 1\)"):
+        read_cubin(bytes(data), "zero.cubin")

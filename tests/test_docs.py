@@ -96,6 +96,12 @@ def rust_setup(tmp_path: Path) -> dict:
     return {}
 
 
+def oxide_setup(tmp_path: Path) -> dict:
+    """cuda-oxide's NVVM IR and its source: the fixtures tests/test_oxide_payloads.py uses."""
+    pytest.importorskip("cuda.bindings.nvvm")
+    return {"fixtures": str(Path(__file__).parent / "rust" / "oxide")}
+
+
 def needs(module: str) -> Callable[[Path], dict]:
     def setup(tmp_path: Path) -> dict:
         pytest.importorskip(module)
@@ -106,16 +112,22 @@ def needs(module: str) -> Callable[[Path], dict]:
 GPU = "needs a GPU"
 # (doc, block index) -> setup, or a skip reason.  Blocks of one doc share a namespace, in order.
 BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
+    ("frameworks.md", 0): needs("torch"),
+    ("frameworks.md", 1): needs("torch"),
+    ("frameworks.md", 2): needs("torch"),
+    ("frameworks.md", 3): needs("ptxbridge._xla_ffi"),
     ("linking.md", 0): nvrtc_setup,
     ("linking.md", 1): link_setup,
     ("linking.md", 2): GPU,
+    ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),
     ("numba.md", 2): needs("numba.cuda"),
     ("numba.md", 3): needs("numba.cuda"),
     ("rust.md", 0): rust_setup,
-    ("rust.md", 1): "needs cuda-oxide build outputs (tests/test_oxide.py covers load)",
+    ("rust.md", 1): oxide_setup,
+    ("safety.md", 0): needs("cuda.bindings.nvrtc"),
     ("tile.md", 0): needs("cuda.tile"),
     ("tile.md", 1): "needs a cutile-rs cubin (tests/test_tile_frontend.py covers load)",
 }

@@ -65,6 +65,31 @@ def test_pipeline_runs_three_languages_on_the_cpu_and_says_the_cutile_step_was_r
     assert "(C++, Rust, numba (cuTile step by NumPy)) on cpu: matches NumPy" in out
 
 
+def test_torch_compile_model_mixes_three_languages_on_cpu_tensors(sysroot):  # noqa: F811
+    pytest.importorskip("torch")
+    out = run(str(EXAMPLES / "torch_compile.py"))
+    assert "-> torch op example::saxpy(float a, Tensor x, Tensor(a2!) y) -> ()" in out
+    assert "eager on cpu (ptxbridge's CPU PTX interpreter; torch sees no CUDA GPU): matches" in out
+    assert "torch._dynamo.explain: 0 graph breaks" in out
+    assert "torch.compile(fullgraph=True, backend='aot_eager') on cpu: matches eager" in out
+
+
+def test_jax_rust_runs_under_jit_on_the_cpu(sysroot):  # noqa: F811
+    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built")
+    out = run(str(EXAMPLES / "jax_rust.py"))
+    assert "jax.jit on cpu (the XLA FFI handler runs ptxbridge's CPU PTX interpreter): matches NumPy" in out
+
+
+@pytest.mark.gpu
+def test_framework_examples_run_on_the_gpu(sysroot):  # noqa: F811
+    pytest.importorskip("torch")
+    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built")
+    compiled = run(str(EXAMPLES / "torch_compile.py"), gpu=True)
+    settings = "backend='inductor', mode='reduce-overhead'"
+    assert f"torch.compile(fullgraph=True, {settings}) on cuda:0: matches eager" in compiled
+    assert "jax.jit on gpu: matches NumPy" in run(str(EXAMPLES / "jax_rust.py"), gpu=True)
+
+
 @pytest.mark.gpu
 def test_examples_run_every_step_on_the_gpu(sysroot):  # noqa: F811
     pytest.importorskip("torch")

@@ -76,9 +76,9 @@ def test_sidecar_text_and_manifest(built, tmp_path):
     (tmp_path / "one.ptx.sig").write_text(SCALE)
     assert isinstance(Artifact.from_file(ptx).kernels["scale"].params[0].type, Pointer)
     (tmp_path / "one.ptx.sig").unlink()
-    (tmp_path / "one.json").write_text(dumps([Signature.parse(SCALE)]))
+    (tmp_path / "one.ptx.json").write_text(dumps([Signature.parse(SCALE)]))
     assert Artifact.from_file(ptx).kernels["scale"] == Signature.parse(SCALE)
-    assert Artifact.from_file(ptx, tmp_path / "one.json").kernels["scale"] == Signature.parse(SCALE)
+    assert Artifact.from_file(ptx, tmp_path / "one.ptx.json").kernels["scale"] == Signature.parse(SCALE)
 
 
 def test_signature_forms(built):

@@ -1,4 +1,4 @@
-"""Lowering and layout: the flat PTX parameter lists FRONTENDS.md documents."""
+"""Lowering and layout: the flat PTX parameter lists docs/conventions.md documents."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def flat(sig: Signature) -> list[tuple[str, str, int, int]]:
 
 
 def test_size_is_end_of_last_param_not_rounded():
-    # FRONTENDS.md 7: (u64, ..., f32) with the f32 at offset 80 takes 84 bytes, not 88.
+    # docs/conventions.md, the driver side: (u64, ..., f32) with the f32 at offset 80 takes 84 bytes, not 88.
     arr = TileArray(dtype("f32"), 2, "i64")
     sig = Signature("k", (Param("a", arr), Param("b", arr), Param("s", F32)), Convention.CUTILE)
     assert sig.layout.params[-1].offset == 80

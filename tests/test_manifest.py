@@ -12,6 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from _budget import growth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from signature_strategies import signatures
@@ -90,6 +91,10 @@ def _edit(path: str, value, delete: bool = False) -> dict:
     (_edit("ptxbridge_manifest", 2), "ptxbridge_manifest",
      "manifest version 2 is not supported (this ptxbridge reads version 1)"),
     (_edit("ptxbridge_manifest", True), "ptxbridge_manifest", "manifest version True is not supported"),
+    (_edit("ptxbridge_manifest", 1.0), "ptxbridge_manifest", "manifest version 1.0 is not supported"),
+    (_edit("signatures.0.params.1.type",
+           {"kind": "tile_list", "element": {"kind": "scalar", "dtype": "f32"}}),
+     "signatures[0].params[1].type.element", "must be a tile_array type (got a scalar)"),
     (_edit("ptxbridge_manifest", None, delete=True), "$", "missing key 'ptxbridge_manifest'"),
     (_edit("signatures", {}), "signatures", "must be a list (got {})"),
     (_edit("signatures.0.conv", "c"), "signatures[0]", "unknown key 'conv' (known: convention, kind"),
@@ -128,6 +133,24 @@ def test_errors_name_the_json_path(data, where: str, message: str) -> None:
         from_manifest(data, source="k.json")
     assert (info.value.source, info.value.where) == ("k.json", where)
     assert message in info.value.reason
+
+
+def test_tile_list_of_a_scalar_is_refused_like_the_text_syntax_refuses_it() -> None:
+    with pytest.raises(FormatError, match="TileList elements must be TileArray"):
+        parse_signatures("kernel k(l: TileList<f32>)")
+    listed = parse_signatures("kernel k(l: TileList<TileArray<f32, 1>>)")
+    assert loads(dumps(listed)) == listed
+
+
+def test_many_signatures_are_read_in_linear_time() -> None:
+    """Duplicate names were found with ``names.count`` per name: 40k signatures took 16.6 s."""
+    one = GOOD["signatures"][0]
+
+    def manifest(n: int):
+        data = {"ptxbridge_manifest": 1, "signatures": [{**one, "name": f"k{i}"} for i in range(n)]}
+        return lambda: from_manifest(data)
+
+    assert growth(manifest, 250) < 10
 
 
 def test_bad_json_text() -> None:

@@ -48,7 +48,7 @@ def test_compile_each_output_typed_from_source(output):
     assert ("-dlto" in art.provenance.options) == (output == "ltoir")
     assert set(art.kernels) == {"saxpy", "_Z5scaleIfEvPT_S0_i", "_Z5scaleIdEvPT_S0_i"}
     assert str(art.kernels["saxpy"]) == ("#[convention(c)] #[maxntid(256)] #[minnctapersm(2)] kernel saxpy("
-                                         "a: f32, x: *const f32, y: *mut f32, n: i32, "
+                                         "a: f32, x: *const restrict f32, y: *mut f32, n: i32, "
                                          "p: struct Params { scale: f32, bias: f64 }, h: f16)")
     assert str(art.kernels["_Z5scaleIdEvPT_S0_i"]).endswith("(x: *mut f64, f: f64, n: i32)")
     assert art.kernels["_Z5scaleIfEvPT_S0_i"].launch.maxntid == (128, 1, 1)  # from a constexpr

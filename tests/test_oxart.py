@@ -137,3 +137,19 @@ def test_writer_validates():
         write_oxart([huge])
     with pytest.raises(ValueError, match="version must be"):
         write_oxart([OxartBundle("n", "sm_80", (), (OxartEntry(EntryKind.KERNEL, "k"),), version=9)])
+
+
+def test_options_sidecar_texts_are_cuda_oxides_canonical_six():
+    # oxide-artifacts ArtifactCompileOptions::sidecar_text: v1 without debug, v2 with it
+    texts = {OxartOptions(no_fma, lines, full).sidecar_text()
+             for no_fma in (False, True) for lines, full in ((False, False), (True, False), (False, True))}
+    assert len(texts) == 6
+    assert OxartOptions(no_fma=True).sidecar_text() == "cuda-oxide-compile-options-v1\nfma-contraction=off\n"
+    assert OxartOptions(line_tables=True).sidecar_text() == (
+        "cuda-oxide-compile-options-v2\nfma-contraction=on\ndebug=line-tables\n")
+    for text in texts:
+        assert OxartOptions.from_sidecar(text).sidecar_text() == text
+    for bad in ("cuda-oxide-compile-options-v1\nfma-contraction=on", "cuda-oxide-compile-options-v1\n"
+                "fma-contraction=on\ndebug=full\n", ""):
+        with pytest.raises(FormatError, match=r"x.options: compile options must be one of"):
+            OxartOptions.from_sidecar(bad, "x.options")

@@ -11,7 +11,7 @@ def test_isa_table(cuda, isa):
 
 
 def test_numba_ptx_on_a_13_0_driver_needs_a_cubin():
-    # BASELINES.md: libNVVM 13.5 writes ISA 9.5; the H200's 13.0 driver rejects it.
+    # docs/conventions.md, the driver side: libNVVM 13.5 writes ISA 9.5; the H200's 13.0 driver rejects it.
     assert needs_cubin((9, 5), (13, 0))
     assert not needs_cubin((7, 0), (13, 0))  # rustc's PTX 7.0 JIT-loads
 

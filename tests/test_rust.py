@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 
 import _rust_fixtures
 import pytest
 
+import ptxbridge
 import ptxbridge.rust as prust
 from ptxbridge import CodeKind, Convention
 from ptxbridge.abi.check import check
@@ -19,7 +21,7 @@ from ptxbridge.abi.errors import (
     FormatError,
     ToolchainError,
 )
-from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField
+from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField, Tuple
 from ptxbridge.abi.lowering import field_offsets
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.linker.target import default_arch
@@ -165,7 +167,8 @@ def test_arch_sets_target_cpu():
 
 
 def test_by_value_shapes_match_rustc(tmp_path):
-    """ZSTs vanish, tuples/arrays/i128/f16 are aggregates, `&[T]` is a 16-byte fat pointer (rustc 1.96)."""
+    """ZSTs vanish, tuples/arrays/i128/f16 are aggregates (an array a tuple of its items, the same
+    layout), `&[T]` is a 16-byte fat pointer (rustc 1.96)."""
     source = HEADER + (
         "#[unsafe(no_mangle)]\n#[allow(improper_ctypes_definitions)]\n"
         "pub unsafe extern \"ptx-kernel\" fn shapes(a: f32, m: core::marker::PhantomData<u32>,\n"
@@ -174,8 +177,9 @@ def test_by_value_shapes_match_rustc(tmp_path):
     sig = prust.compile(source, progress=False).kernels["shapes"]
     kinds = {p.name: p.type for p in sig.params}
     assert kinds["m"] == kinds["u"] == Opaque(0, 1)
-    assert kinds["t"] == Opaque(16, 8) and kinds["arr"] == Opaque(6, 2) and kinds["w"] == Opaque(16, 16)
-    assert kinds["r"] == Pointer(Scalar(dtype("u32")), False)
+    assert kinds["t"] == Opaque(16, 8) and kinds["w"] == Opaque(16, 16)
+    assert kinds["arr"] == Tuple((Scalar(dtype("u16")),) * 3)
+    assert kinds["r"] == Pointer(Scalar(dtype("u32")), False, "borrow")  # a reference: docs/safety.md
     assert isinstance(kinds["s"], Struct) and [f.name for f in kinds["s"].fields] == ["ptr", "len"]
     assert [(lp.param.name, lp.param.size, lp.param.align) for lp in sig.layout.params] == [
         ("a", 4, 4), ("t", 16, 8), ("arr", 6, 2), ("r", 8, 8), ("h", 2, 2), ("b", 1, 1), ("w", 16, 16),
@@ -230,11 +234,17 @@ def test_rustc_errors_carry_the_log():
     assert "mismatched types" in info.value.log
 
 
-def test_untypeable_parameter_names_the_parameter():
+def test_untypeable_parameter_fails_that_kernel_alone_naming_the_parameter():
     source = HEADER + ("#[unsafe(no_mangle)]\n#[allow(improper_ctypes_definitions)]\n"
-                       "pub unsafe extern \"ptx-kernel\" fn k(x: Option<u32>) {}\n")
-    with pytest.raises(FormatError, match=r"k: parameter 'x': unknown type 'Option'.*\(got Option<u32>\)"):
-        prust.compile(source, progress=False)
+                       "pub unsafe extern \"ptx-kernel\" fn k(x: Option<u32>) {}\n"
+                       "#[unsafe(no_mangle)]\npub unsafe extern \"ptx-kernel\" fn ok(x: u32) {}\n")
+    art = prust.compile(source, progress=False)
+    assert set(art.kernels) == {"ok"}
+    message = r"k: parameter 'x': Option<u32> has no layout Rust guarantees.*\(got Option<u32>\)"
+    assert re.search(message, art.unusable["k"])
+    module = ptxbridge.link([art]).load("cpu")
+    with pytest.raises(AbiMismatchError, match=message):
+        module["k"]
 
 
 def test_missing_file_and_bad_crate(tmp_path):
@@ -270,29 +280,31 @@ where 'a: 'a { let _ = '}'; let _ = b"}"; let _ = "}"; }
 
 
 def test_reader_skips_comments_strings_and_chars():
+    from ptxbridge.rust.signatures import read_signatures
     from ptxbridge.rust.source import parse_source
-    from ptxbridge.rust.types import read_signatures
 
     found = read_signatures([parse_source(TRICKY, "tricky.rs")], Convention.C)
     assert set(found.kernels) == {"renamed"} and set(found.imports) == {"real_symbol"}
     assert not found.device_functions  # `mangled` has no stable symbol
     kinds = [p.type for p in found.kernels["renamed"].params]
     assert kinds[0] == Scalar(dtype("u32")) and kinds[1] == F32 and kinds[2] == Opaque(16, 16)
-    assert kinds[3].fields[0].type == Pointer(Scalar(dtype("u8")), False) and kinds[4] == Scalar(dtype("u32"))
+    assert kinds[3].fields[0].type == Pointer(Scalar(dtype("u8")), False, "borrow")
+    assert kinds[4] == Scalar(dtype("u32"))
     assert found.imports["real_symbol"].returns == Scalar(dtype("u32"))
 
 
 def test_reader_errors_name_file_and_line():
+    from ptxbridge.rust.signatures import read_signatures
     from ptxbridge.rust.source import parse_source
-    from ptxbridge.rust.types import read_signatures
 
     with pytest.raises(FormatError, match=r"x.rs:line 2: unterminated block comment"):
         parse_source("fn a() {}\n/* /* */\n", "x.rs")
     with pytest.raises(FormatError, match=r"x.rs:line 1: mismatched '\]'"):
         parse_source("fn a() { ] }", "x.rs")
     source = TRICKY + '#[unsafe(no_mangle)] pub extern "C" fn bad(s: Shape) {}\n'
-    with pytest.raises(FormatError, match=r"bad: parameter 's': enum Shape needs to be fieldless"):
-        read_signatures([parse_source(source, "x.rs")], Convention.C)
+    failed = read_signatures([parse_source(source, "x.rs")], Convention.C).failed["bad"]
+    assert isinstance(failed, FormatError)
+    assert re.match(r"x.rs:line \d+: bad: parameter 's': enum Shape needs #\[repr\(C\)\] or an", str(failed))
 
 
 def test_two_rust_artifacts_link_and_run_together(sysroot):

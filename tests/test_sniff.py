@@ -68,3 +68,22 @@ def test_unrecognised(data):
 def test_truncated_elf_is_a_format_error(samples):
     with pytest.raises(FormatError, match="ELF header needs 64 bytes"):
         sniff(samples["cubin"][:20])
+
+
+def test_blank_runs_before_the_head_take_linear_time():
+    """``sniff(b"\\n" * 24 + b"x")`` took 0.54 s, each 2 more bytes 4x longer (exponential backtracking)."""
+    from _budget import growth, run_within_budget
+
+    def sniffer(n: int):
+        data = b"\n" * n + b"x"
+
+        def run() -> None:
+            with pytest.raises(FormatError):
+                sniff(data)
+
+        return run
+
+    run_within_budget(sniffer(24), 25, "sniff")
+    run_within_budget(sniffer(60000), 60001, "sniff")
+    assert growth(sniffer, 16000) < 10
+    assert sniff(b"/* a */ // b\n" * 4000 + b"\n\t .version 9.0\n") == "ptx"

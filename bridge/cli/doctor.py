@@ -117,7 +117,7 @@ def _rust() -> Check:
         toolchain = find_toolchain()
     except ToolchainError as exc:
         return Check("Rust (nvptx64)", False, str(exc), "apt-get install rustc-web rust-web-src")
-    return Check("Rust (nvptx64)", True, f"{toolchain.version} ({toolchain.rustc})")
+    return Check("Rust (nvptx64)", True, f"{toolchain.version_line} ({toolchain.rustc})")
 
 
 PROBES: tuple[Callable[[], Check | list[Check]], ...] = (

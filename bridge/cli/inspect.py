@@ -3,14 +3,15 @@
 :func:`inspect_path` reads one file into plain, JSON-ready data (the keys are
 documented in ``docs/cli.md``); :func:`format_report` prints that data for
 people.  The format comes from the bytes (:func:`ptxbridge.abi.sniff.sniff`);
-containers (fatbins, host objects, ``.oxart`` bundles) are read recursively
-into ``children``.  ``.rs`` files and crate folders are compiled with
-:func:`ptxbridge.rust.frontend.compile`, ``.cu`` files with :func:`ptxbridge.nvrtc.frontend.compile`,
-and the code they produce is inspected.
+containers (fatbins, host objects, ``.oxart`` bundles, saved ptxbridge images) are read
+recursively into ``children``.  ``.rs`` files and crate folders are compiled with
+:func:`ptxbridge.rust.frontend.compile`, ``.cu`` files with :func:`ptxbridge.nvrtc.frontend.compile`
+(:func:`compile_source`), and the code they produce is inspected.
 
 Signatures come, first match wins, from ``--signatures`` (else a sidecar file,
-see :mod:`ptxbridge.artifact`), from the frontend that compiled a source, or from
-a cuTile mangled name; each is checked against the code and the result
+see :mod:`ptxbridge.artifact`), from the frontend that compiled a source or the
+saved image that holds the code, or from a cuTile mangled name; each is checked
+against the code and the result
 ("ok" or the :class:`AbiMismatchError` message) is reported beside it.
 """
 
@@ -23,24 +24,27 @@ from typing import Any
 
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
+from ptxbridge.abi.cutile_cache import read_cache_entry
 from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import ArgumentError, FormatError, PtxBridgeError
 from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.image_file import image_file_sections, is_image_file, read_image_file
 from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
 from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
+from ptxbridge.rust.payloads import bundle_choice, load_rule
 
-__all__ = ["format_report", "inspect_bytes", "inspect_path"]
+__all__ = ["compile_source", "format_report", "inspect_bytes", "inspect_path", "is_source"]
 
 _MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
-    "nvvm": "NVVM IR (LLVM bitcode): kernels cannot be listed without libNVVM/nvJitLink "
-            "(compile it to PTX or a cubin, then inspect that)",
+    "nvvm": "NVVM IR (LLVM text or bitcode): kernels cannot be listed without libNVVM/nvJitLink "
+            "(ptxbridge.oxide.load reads cuda-oxide's with its Rust source; or link it, then inspect)",
     "object": "a host ELF with no device code (neither .nv_fatbin nor .oxart)",
 }
 
@@ -52,6 +56,7 @@ class _Signatures:
     given: Mapping[str, Signature]
     frontend: Mapping[str, Signature] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
+    origin: str = "frontend"  # what ``frontend`` came from: "frontend" or "image"
 
     def find(self, name: str) -> tuple[Signature | None, str | None, str | None]:
         """(signature, where it came from, error reading it) for the code symbol ``name``.
@@ -63,7 +68,7 @@ class _Signatures:
                 self.used.add(key)
                 return self.given[key], "given", None
         if name in self.frontend:
-            return self.frontend[name], "frontend", None
+            return self.frontend[name], self.origin, None
         if is_cutile_symbol(name):
             try:
                 return demangle(name), "cutile-name", None
@@ -95,8 +100,8 @@ def inspect_path(path: str | Path, signatures: str | Path | None = None) -> dict
             found, sidecar_error = [], f"sidecar signatures not used: {exc}"
     given = {s.name: s for s in found}
     sigs = _Signatures(given)
-    if path.suffix in (".rs", ".cu") or (path.is_dir() and (path / "Cargo.toml").is_file()):
-        artifact = _compile_source(path)
+    if is_source(path):
+        artifact = compile_source(path)
         sigs.frontend = {**artifact.imports, **artifact.device_functions, **artifact.kernels}
         report = {"file": str(path), **inspect_bytes(artifact.code, str(path), sigs)}
         report["compiled_from"] = {"language": "cuda-c++" if path.suffix == ".cu" else "rust",
@@ -135,15 +140,21 @@ def _signatures_file(spec: str | Path) -> list[Signature]:
         raise ArgumentError(f"{path}: cannot read signatures file ({exc.strerror})") from None
 
 
-def _compile_source(path: Path) -> Artifact:
-    """The PTX artifact a frontend makes from ``path`` (the frontends cache it on disk)."""
+def is_source(path: Path) -> bool:
+    """A ``.rs`` / ``.cu`` file or a Rust crate folder: what :func:`compile_source` compiles."""
+    return path.suffix in (".rs", ".cu") or (path.is_dir() and (path / "Cargo.toml").is_file())
+
+
+def compile_source(path: Path, arch: str | None = None) -> Artifact:
+    """The PTX artifact a frontend makes from ``path`` for ``arch`` (default: the frontends'), through
+    the frontends' disk cache."""
     if path.suffix == ".cu":
         from ptxbridge.nvrtc import frontend as nvrtc
 
-        return nvrtc.compile(path, output="ptx")
+        return nvrtc.compile(path, arch=arch, output="ptx")
     from ptxbridge.rust import frontend as rust
 
-    return rust.compile(path)
+    return rust.compile(path, arch=arch)
 
 
 def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
@@ -154,6 +165,11 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
     and .oxart bundles hold PTX and cubins, and crafted input could nest without end.
     """
     sigs = sigs if sigs is not None else _Signatures({})
+    if is_image_file(data):
+        if nested:
+            raise FormatError("a saved image inside a container is not read (expected PTX or a cubin)",
+                              source=source)
+        return _image(data, source, sigs)
     kind = sniff(data, source)
     if nested and kind in ("fatbin", "oxart"):
         raise FormatError(f"a {kind} inside a container is not read (expected PTX or a cubin)", source=source)
@@ -161,10 +177,17 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
         return _ptx(read_ptx(data, source), sigs)
     if kind == "cubin":
         return _cubin(read_cubin(data, source), sigs)
+    if kind == "cutile-cache":
+        entry = read_cache_entry(data, source)
+        return {**_cubin(read_cubin(entry.cubin, source), sigs),
+                "note": f"cutile-rs JIT cache entry: compiled for {entry.gpu_name} by tileiras "
+                        f"{entry.tileiras_fingerprint!r} at opt level {entry.opt_level}"}
     if kind == "fatbin":
         return _fatbin(data, source, sigs)
     if kind == "oxart":
-        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in read_oxart(data, source)]}
+        bundles = read_oxart(data, source)
+        return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in bundles],
+                "load": load_rule(bundles)}
     return {"format": kind, "note": _NO_KERNELS[kind]}
 
 
@@ -259,11 +282,31 @@ def _fatbin(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
         if entry.decompressed:
             child = inspect_bytes(entry.data if entry.kind != "ptx" else entry.text().encode(), where, sigs,
                                   nested=True)
+        elif entry.encoded:
+            child = {"format": entry.kind, "note": "compressed LTO-IR that only nvJitLink reads (link it "
+                     "with lto=True, then inspect the cubin)"}
         else:
             child = {"format": entry.kind, "note": f"{entry.compression}-compressed and this Python cannot "
                      "decompress it (zstd needs the zstandard package or Python 3.14)"}
         children.append({"image": image, **child})
     return {"format": "fatbin", "host_elf": data[:4] == b"\x7fELF", "children": children}
+
+
+def _image(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
+    """A saved image: its cubin and PTX modules as children, checked against the saved signatures."""
+    found = read_image_file(data, source)
+    sigs.frontend, sigs.origin = {**found.device_functions, **found.kernels}, "image"
+    children = []
+    for i, ((kind, code), offset) in enumerate(zip(image_file_sections(found), found.offsets, strict=True)):
+        child = inspect_bytes(code, f"{source} section {i} at {offset:#x}", sigs, nested=True)
+        arch = found.arch if kind == "cubin" else next(iter(child.get("target", ())), None)
+        children.append({"image": {"index": i, "kind": "elf" if kind == "cubin" else kind, "arch": arch,
+                                   "offset": offset, "compression": None}, **child})
+    note = (f"ptxbridge image, format {found.version}, for {found.arch or 'any arch'} "
+            f"({found.created_by or 'creator unknown'}; checksum ok): {len(found.kernels)} kernels, "
+            f"{len(found.ptx)} PTX modules for the CPU loader")
+    return {"format": "image", "format_version": found.version, "arch": found.arch,
+            "created_by": found.created_by, "note": note, "children": children}
 
 
 def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, Any]:
@@ -277,7 +320,9 @@ def _bundle(bundle: OxartBundle, source: str, sigs: _Signatures) -> dict[str, An
             child = {"format": form, "note": _NO_KERNELS[form]}
         children.append({"payload": {"kind": payload.kind.name.lower(), "name": payload.name}, **child})
     options = bundle.options
+    loads = bundle_choice(bundle)
     return {"name": bundle.name, "target": bundle.target, "version": bundle.version,
+            "loads": None if loads is None else loads.name.lower(),
             "options": {"no_fma": options.no_fma, "line_tables": options.line_tables, "debug": options.debug},
             "entries": [{"kind": e.kind.name.lower(), "symbol": e.symbol, "metadata": e.metadata}
                         for e in bundle.entries],

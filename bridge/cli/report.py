@@ -1,13 +1,30 @@
-"""``ptxbridge inspect`` for people: one compact, aligned block per kernel, from the report data."""
+"""``ptxbridge inspect`` for people: one compact, aligned block per kernel, from the report data.
+
+Names come from the files (ELF symbols, ``.oxart`` bundle and entry names...), so every line is
+made printable: control characters, C1 codes and bidirectional overrides are written as Python
+escapes (``\\x1b``), never sent to the terminal.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_report"]
+__all__ = ["format_report", "printable", "printable_lines"]
 
 _INDENT = "  "
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal control characters and direction overrides escaped (``\\x1b``)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` on each line of ``text``; the line breaks stay."""
+    return "".join(printable(line) + "\n" for line in text.splitlines())
 
 
 def format_report(report: Mapping[str, Any]) -> str:
@@ -15,7 +32,7 @@ def format_report(report: Mapping[str, Any]) -> str:
     if "error" in report:
         message = report["error"].splitlines()[0] if report["error"] else "failed"
         named = report["file"] in message
-        return f"{'' if named else report['file'] + ': '}error: {message}\n"
+        return printable(f"{'' if named else report['file'] + ': '}error: {message}") + "\n"
     lines = [f"{report['file']}: {_headline(report)}", *_body(report, _INDENT)]
     if report.get("sidecar_error"):
         lines.append(f"{_INDENT}note: {report['sidecar_error']}")
@@ -24,7 +41,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(f"{_INDENT}signatures given for no code here: {', '.join(unmatched)}")
     if report.get("ok") is False:
         lines.append(f"{_INDENT}MISMATCH: the code disagrees with the signatures (see above)")
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(map(printable, lines)) + "\n\n"
 
 
 def _headline(report: Mapping[str, Any]) -> str:
@@ -40,7 +57,7 @@ def _headline(report: Mapping[str, Any]) -> str:
     elif form == "fatbin":
         text = f"fatbin{' in a host ELF' if report['host_elf'] else ''}, {len(report['children'])} images"
     elif form == "oxart":
-        text = f"cuda-oxide .oxart, {len(report['bundles'])} bundles"
+        text = f"cuda-oxide .oxart, {len(report['bundles'])} bundles; {report['load']}"
     else:
         text = form
     source = report.get("compiled_from")
@@ -71,7 +88,8 @@ def _body(report: Mapping[str, Any], pad: str) -> list[str]:
         lines += _child(child, pad)
     for bundle in report.get("bundles", ()):
         options = ", ".join(k for k, v in bundle["options"].items() if v) or "default options"
-        lines.append(f"{pad}bundle {bundle['name']} (target {bundle['target'] or '?'}, {options})")
+        loads = f", loads {bundle['loads']}" if bundle["loads"] else ", nothing loadable"
+        lines.append(f"{pad}bundle {bundle['name']} (target {bundle['target'] or '?'}, {options}{loads})")
         for entry in bundle["entries"]:
             meta = "" if entry["metadata"] is None else f" metadata {entry['metadata']:#x}"
             lines.append(f"{pad}{_INDENT}entry {entry['kind']} {entry['symbol']}{meta}")

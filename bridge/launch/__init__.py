@@ -16,6 +16,10 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
    :mod:`ptxbridge.abi.tensor_rules`, :mod:`.dlpack`): checks everything and owns every error
    message; tiers 1 and 2 only ever accept what this tier accepts.
 
+Every tier checks the signature's no-alias promises (:mod:`.aliasing`, extents from
+:mod:`.extents`; docs/safety.md): the C plan and the generated function compare the byte ranges
+of contiguous tensors they already read and hand anything else to the full check.
+
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.
 """

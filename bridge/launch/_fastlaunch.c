@@ -5,9 +5,12 @@
  * come from and what it must be.  Per launch it reads each torch tensor
  * through the DLPack C exchange API (one C call, no Python objects), checks
  * dtype, device and contiguity, range-checks Python int / float scalars,
- * packs the parameter buffer on the stack and calls cuLaunchKernel through the
- * entry points the CUDA loader gives each plan (this file never loads libcuda:
- * the loader is the only code that touches the driver).
+ * checks that tensors the signature promises not to alias do not overlap
+ * (bridge/launch/aliasing.py decides which pairs), packs the parameter
+ * buffer (on the stack up to 4 KiB, on the heap up to the driver's 32,764
+ * bytes) and calls cuLaunchKernel through the entry points the CUDA loader
+ * gives each plan (this file never loads libcuda: the loader is the only
+ * code that touches the driver).
  *
  * The C side never raises for user input: whenever a check fails it returns
  * False ("declined") and the Python path runs, which either accepts what
@@ -59,8 +62,10 @@ typedef int (*SetCurrentFn)(void *context);
 
 /* --- plans ---------------------------------------------------------------------------------- */
 enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
-#define MAX_PARAMS 4096 /* bytes: the driver's limit is 32764, the C path takes the common case */
-#define MAX_SLOTS 256
+#define MAX_PARAMS 32764  /* bytes: the driver's limit (CUDA 12.1+), abi/layout.py MAX_PARAM_BYTES */
+#define STACK_PARAMS 4096 /* larger buffers go on the heap: threads may have small stacks */
+#define STACK_SLOTS 256   /* kernelParams pointers kept on the stack */
+#define MAX_ALIAS_SLOTS 64 /* tensors with a no-alias promise a C plan checks; more: the Python path */
 
 typedef struct {
     int kind;
@@ -73,6 +78,7 @@ typedef struct {
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */
+    int alias_slot;              /* tensors in a no-alias pair: where its byte range goes; else -1 */
 } ArgSpec;
 
 typedef struct {
@@ -87,12 +93,14 @@ typedef struct {
     SetCurrentFn set_current_fn; /* cuCtxSetCurrent */
     int pointers;                /* kernelParams instead of extra */
     int nslots;
-    int slots[MAX_SLOTS];        /* kernelParams: flat parameter offsets */
+    int *slots;                  /* kernelParams: flat parameter offsets (nslots of them) */
     long max_shared;
     PyObject *function_obj;      /* re-read max_dynamic_shared when a launch asks for more */
     PyObject *backend, *name;    /* backend.last_kernel = name after each launch */
     const ExchangeAPI *stream_api;
     int32_t device_id;
+    int npairs;
+    int (*pairs)[2];             /* alias slots whose byte ranges must not overlap */
 } Plan;
 
 static PyObject *str_max_shared, *str_last_kernel;
@@ -135,7 +143,8 @@ static int contiguous(const DLView *t, uint64_t *numel) {
     return ok || n == 0;
 }
 
-static int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf) {
+/* range (when not NULL): the bytes [range[0], range[1]) the contiguous tensor covers. */
+static int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range) {
     DLView view;
     if (Py_TYPE(arg) != s->type) return 0;
     if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
@@ -148,6 +157,13 @@ static int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf) {
         || !contiguous(&view, &numel))
         return 0;
     uint64_t address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
+    if (range != NULL) {
+        uint64_t bits;
+        if (__builtin_mul_overflow(numel, (uint64_t)s->dtype.bits, &bits) || bits > UINT64_MAX - 7
+            || __builtin_add_overflow(address, (bits + 7) / 8, &range[1]))
+            return 0;
+        range[0] = address;
+    }
     if (!put_unsigned(buf, s->offset, s->code, address)) return 0;
     return s->len_offset < 0 || put_unsigned(buf, s->len_offset, s->len_code, numel);
 }
@@ -180,16 +196,22 @@ static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     return 1;
 }
 
-/* 1: every argument packed into buf; 0: declined. */
+/* 1: every argument packed into buf and no no-alias pair overlaps; 0: declined. */
 static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf) {
+    uint64_t ranges[MAX_ALIAS_SLOTS][2];
     if (nargs != plan->nargs) return 0;
     memset(buf, 0, plan->size);
     for (Py_ssize_t i = 0; i < nargs; ++i) {
         const ArgSpec *s = &plan->args[i];
         PyObject *arg = argv[i];
-        int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf)
+        uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
+        int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf, range)
                : s->kind == ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
         if (!ok) return 0;
+    }
+    for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
+        const uint64_t *a = ranges[plan->pairs[k][0]], *b = ranges[plan->pairs[k][1]];
+        if (a[0] < b[1] && b[0] < a[1]) return 0;
     }
     return 1;
 }
@@ -201,6 +223,7 @@ static int read_spec(ArgSpec *s, PyObject *item) {
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) goto bad;
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
     s->len_offset = -1;
+    s->alias_slot = -1;
     if (s->kind == ARG_TENSOR) {
         if (!PyArg_ParseTuple(item, "iOOiiiiiiii", &s->kind, &type, &capsule, &dl_code, &dl_bits,
                               &s->device_type, &s->device_id, &s->offset, &s->code, &s->len_offset,
@@ -246,23 +269,58 @@ static int check_place(const ArgSpec *s, int size) {
     return 1;
 }
 
+/* alias_pairs: ((i, j), ...) indices of tensor arguments whose byte ranges must not overlap; each such
+ * tensor gets a slot for its range.  1, or 0 with an error set. */
+static int read_pairs(Plan *self, PyObject *pairs) {
+    PyObject *seq = PySequence_Fast(pairs, "alias_pairs must be a sequence of (i, j) pairs");
+    if (seq == NULL) return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int nslots = 0;
+    self->pairs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *self->pairs);
+    if (self->pairs == NULL) { Py_DECREF(seq); PyErr_NoMemory(); return 0; }
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        Py_ssize_t index[2];
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
+        if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "nn", &index[0], &index[1])) goto bad;
+        for (int e = 0; e < 2; ++e) {
+            if (index[e] < 0 || index[e] >= self->nargs || self->args[index[e]].kind != ARG_TENSOR) goto bad;
+            ArgSpec *s = &self->args[index[e]];
+            if (s->alias_slot < 0) {
+                if (nslots == MAX_ALIAS_SLOTS) goto bad;
+                s->alias_slot = nslots++;
+            }
+            self->pairs[k][e] = s->alias_slot;
+        }
+    }
+    Py_DECREF(seq);
+    self->npairs = (int)n;
+    return 1;
+bad:
+    Py_DECREF(seq);
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "alias_pairs must pair tensor arguments (at most 64 tensors)");
+    return 0;
+}
+
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
- *      backend=None, name=None, device_id=0, launch_entry=0, set_current_entry=0): the two entries
- *      are the addresses of cuLaunchKernel and cuCtxSetCurrent; a plan without them never launches. */
+ *      backend=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=()): the
+ *      two entries are the addresses of cuLaunchKernel and cuCtxSetCurrent; a plan without them never
+ *      launches. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
                             "function_obj", "backend", "name", "device_id", "launch_entry",
-                            "set_current_entry", NULL};
+                            "set_current_entry", "alias_pairs", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *backend = Py_None, *name = Py_None;
+    PyObject *alias_pairs = NULL;
     unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKK", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &backend, &name, &self->device_id, &launch_entry,
-                                     &set_current_entry))
+                                     &set_current_entry, &alias_pairs))
         return -1;
     if (self->size < 0 || self->size > MAX_PARAMS) {
         PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
@@ -280,11 +338,18 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
         }
         if (s->kind == ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
     }
+    if (alias_pairs != NULL && !read_pairs(self, alias_pairs)) goto fail;
     if (offsets != Py_None) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
         if (seq == NULL) goto fail;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        if (n > MAX_SLOTS) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "too many parameters"); goto fail; }
+        self->slots = n > MAX_PARAMS ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
+        if (self->slots == NULL) {
+            Py_DECREF(seq);
+            if (n > MAX_PARAMS) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
+            else PyErr_NoMemory();
+            goto fail;
+        }
         for (Py_ssize_t i = 0; i < n; ++i) {
             self->slots[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
             if (self->slots[i] < 0 || self->slots[i] >= (self->size ? self->size : 1)) {
@@ -308,7 +373,12 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     return 0;
 fail: /* leave an empty plan behind: packing it writes nothing and launches nothing */
     PyMem_Free(self->args);
+    PyMem_Free(self->pairs);
+    PyMem_Free(self->slots);
     self->args = NULL;
+    self->pairs = NULL;
+    self->npairs = 0;
+    self->slots = NULL;
     self->nargs = 0;
     self->size = 0;
     self->stream_api = NULL;
@@ -317,6 +387,8 @@ fail: /* leave an empty plan behind: packing it writes nothing and launches noth
 
 static void plan_dealloc(Plan *self) {
     PyMem_Free(self->args);
+    PyMem_Free(self->pairs);
+    PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->function_obj);
     Py_XDECREF(self->backend);
@@ -324,12 +396,34 @@ static void plan_dealloc(Plan *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* One launch's parameter buffer: on the stack up to STACK_PARAMS bytes, else on the heap (per launch:
+ * a plan may launch from several threads at once, each packing its own buffer). */
+typedef struct {
+    char stack[STACK_PARAMS];
+    char *data;
+} ParamBuffer;
+
+static char *buffer_open(ParamBuffer *b, int size) {
+    b->data = size <= STACK_PARAMS ? b->stack : PyMem_Malloc((size_t)size);
+    return b->data;
+}
+
+static void buffer_close(ParamBuffer *b) {
+    if (b->data != b->stack) PyMem_Free(b->data);
+}
+
 /* Plan.pack(args) -> bytes, or False when declined (the CPU-testable half of launch). */
 static PyObject *plan_pack(Plan *self, PyObject *args) {
-    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
-    if (!PyTuple_CheckExact(args) || !pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
-        Py_RETURN_FALSE;
-    return PyBytes_FromStringAndSize(buf, self->size);
+    ParamBuffer b;
+    char *buf = buffer_open(&b, self->size);
+    PyObject *out = Py_False;
+    if (buf == NULL) Py_RETURN_FALSE; /* no memory: the Python path will say so */
+    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
+        out = PyBytes_FromStringAndSize(buf, self->size);
+    else
+        Py_INCREF(out);
+    buffer_close(&b);
+    return out;
 }
 
 int parse_dim(PyObject *value, unsigned out[3]) {
@@ -369,7 +463,6 @@ static int shared_allowed(Plan *self, long shared) {
 int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsigned grid[3],
              const unsigned block[3], long shared, PyObject *stream_arg, int *code) {
     Plan *self = (Plan *)plan;
-    char buf[MAX_PARAMS > 0 ? MAX_PARAMS : 1];
     void *stream = NULL;
     if (self->launch_fn == NULL || self->set_current_fn == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
         || !shared_allowed(self, shared))
@@ -387,11 +480,18 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     } else {
         return 0;
     }
-    if (!pack(self, argv, nargs, buf)) return 0;
+    ParamBuffer b;
+    void *stack_params[STACK_SLOTS];
+    char *buf = buffer_open(&b, self->size);
+    void **params = self->nslots <= STACK_SLOTS ? stack_params : PyMem_Malloc(self->nslots * sizeof(void *));
+    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf)) {
+        if (params != stack_params) PyMem_Free(params);
+        if (buf != NULL) buffer_close(&b);
+        return 0;
+    }
     size_t size = (size_t)self->size;
     void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
                       (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
-    void *params[MAX_SLOTS];
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
@@ -401,6 +501,8 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
                           (unsigned)shared, stream, self->pointers ? params : NULL,
                           self->pointers ? NULL : extra);
     Py_END_ALLOW_THREADS
+    if (params != stack_params) PyMem_Free(params);
+    buffer_close(&b);
     if (self->backend != Py_None && PyObject_SetAttr(self->backend, str_last_kernel, self->name) < 0)
         return -1;
     return 1;
@@ -465,7 +567,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
+    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAMS) < 0
+        || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);
         return NULL;

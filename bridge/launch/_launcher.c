@@ -1,13 +1,15 @@
 /* ptxbridge.launch._fastlaunch.Launcher: the base type of ptxbridge.Kernel, so that calling a kernel
  * runs C from the first instruction (PEP 590 vectorcall) instead of a Python __call__.
  *
- * Per call: find the C Plan cached for the tuple of positional argument types (a linear probe
- * over CACHE_SIZE entries that the Python side fills through _remember), read grid= / block= /
- * shared_mem= / stream= exactly as ptxbridge.launch.module.dim3 and Kernel._call_python accept them,
- * apply the default block (.reqntid), and run the plan.  Anything else -- a cache miss, a keyword
- * or value this file does not take, a plan that declines -- calls the Python implementation
- * Kernel._call_python with the same arguments, which launches or raises the house-format error:
- * this file never makes up an error message of its own.  A driver error goes to
+ * Per call: read grid= / block= / shared_mem= / stream= exactly as ptxbridge.launch.module.dim3 and
+ * Kernel._call_python accept them, find the C Plan cached for the tuple of positional argument types
+ * (a linear probe over CACHE_SIZE entries that the Python side fills through _remember), apply the
+ * default block (.reqntid), and run the plan.  A call spelled any other way -- a keyword that is not
+ * one of the four (a parameter by name, a typo), or no grid= -- goes to Kernel._call_keywords, which
+ * binds it or raises the error that shows the expected call; anything else this file does not take
+ * -- a cache miss, a value it does not read, a plan that declines -- calls Kernel._call_python with
+ * the same arguments, which launches or raises the house-format error: this file never makes up an
+ * error message of its own.  The accepting path does no more work for this split than before it.  A driver error goes to
  * Kernel._launch_failed, which raises the loader's CudaError.
  */
 #include "_fastlaunch.h"
@@ -32,7 +34,7 @@ typedef struct {
     PyObject *stream_handle;   /* callable: a stream object -> int handle (NULL until configured) */
 } Launcher;
 
-static PyObject *str_call_python, *keyword_names[4]; /* grid, block, shared_mem, stream */
+static PyObject *str_call_python, *str_call_keywords, *keyword_names[4]; /* grid, block, shared_mem, stream */
 
 static PyObject *lookup(const Launcher *self, PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < CACHE_SIZE; ++i) {
@@ -45,8 +47,9 @@ static PyObject *lookup(const Launcher *self, PyObject *const *args, Py_ssize_t 
     return NULL;
 }
 
-/* Kernel._call_python(*args, **kwargs) with this call's arguments. */
-static PyObject *fallback(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* self.<method>(*args, **kwargs) with this call's arguments (method: _call_python or _call_keywords). */
+static PyObject *fallback(PyObject *self, PyObject *method, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
     PyObject *small[STACK_ARGS + 1];
@@ -54,7 +57,7 @@ static PyObject *fallback(PyObject *self, PyObject *const *args, size_t nargsf, 
     if (with_self == NULL) return PyErr_NoMemory();
     with_self[0] = self;
     memcpy(with_self + 1, args, (size_t)total * sizeof(PyObject *));
-    PyObject *result = PyObject_VectorcallMethod(str_call_python, with_self, (size_t)(nargs + 1), kwnames);
+    PyObject *result = PyObject_VectorcallMethod(method, with_self, (size_t)(nargs + 1), kwnames);
     if (with_self != small) PyMem_Free(with_self);
     return result;
 }
@@ -90,11 +93,11 @@ static PyObject *launch_failed(PyObject *self, int code, const unsigned g[3], co
                                b[2], shared);
 }
 
-/* The launch of a cache hit: 1 when the driver was called (its CUresult in *code), 0 when this
- * call is the Python path's to judge, -1 with an error set. */
+/* The launch of a cache hit (kw->grid is set): 1 when the driver was called (its CUresult in *code),
+ * 0 when this call is the Python path's to judge, -1 with an error set. */
 static int try_launch(const Launcher *self, PyObject *plan, PyObject *const *args, Py_ssize_t nargs,
                       const Keywords *kw, unsigned grid[3], unsigned block[3], long *shared, int *code) {
-    if (kw->grid == NULL || !parse_dim(kw->grid, grid)) return 0;
+    if (!parse_dim(kw->grid, grid)) return 0;
     if (kw->block == NULL || kw->block == Py_None) {
         if (!self->has_block) return 0;
         memcpy(block, self->block, 3 * sizeof(unsigned));
@@ -131,8 +134,9 @@ static PyObject *launcher_call(PyObject *callable, PyObject *const *args, size_t
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Keywords kw;
     PyObject *plan;
-    if (!read_keywords(args + nargs, kwnames, &kw) || (plan = lookup(self, args, nargs)) == NULL)
-        return fallback(callable, args, nargsf, kwnames);
+    if (!read_keywords(args + nargs, kwnames, &kw) || kw.grid == NULL)
+        return fallback(callable, str_call_keywords, args, nargsf, kwnames);
+    if ((plan = lookup(self, args, nargs)) == NULL) return fallback(callable, str_call_python, args, nargsf, kwnames);
     unsigned grid[3], block[3];
     long shared;
     int code = 0;
@@ -141,7 +145,7 @@ static PyObject *launcher_call(PyObject *callable, PyObject *const *args, size_t
     int ran = try_launch(self, plan, args, nargs, &kw, grid, block, &shared, &code);
     Py_DECREF(plan);
     if (ran < 0) return NULL;
-    if (ran == 0) return fallback(callable, args, nargsf, kwnames);
+    if (ran == 0) return fallback(callable, str_call_python, args, nargsf, kwnames);
     if (code != 0) return launch_failed(callable, code, grid, block, shared);
     Py_RETURN_NONE;
 }
@@ -253,7 +257,8 @@ PyTypeObject LauncherType = {
     .tp_name = "ptxbridge.launch._fastlaunch.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Base of ptxbridge.Kernel: calls run C plans, falling back to Kernel._call_python.",
+    .tp_doc = "Base of ptxbridge.Kernel: calls run C plans, falling back to Kernel._call_python "
+              "(or Kernel._call_keywords for calls spelled another way).",
     .tp_new = launcher_new,
     .tp_dealloc = (destructor)launcher_dealloc,
     .tp_traverse = (traverseproc)launcher_traverse,
@@ -268,5 +273,6 @@ int launcher_ready(void) {
     for (int k = 0; k < 4; ++k)
         if ((keyword_names[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
     str_call_python = PyUnicode_InternFromString("_call_python");
-    return str_call_python != NULL && PyType_Ready(&LauncherType) == 0;
+    str_call_keywords = PyUnicode_InternFromString("_call_keywords");
+    return str_call_python != NULL && str_call_keywords != NULL && PyType_Ready(&LauncherType) == 0;
 }

@@ -14,6 +14,7 @@ Simple binders take ``(arg, stream)``; binders that need scratch memory
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,7 +24,7 @@ from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import ParamType, TileTensor
+from ptxbridge.abi.kinds import ParamType
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -350,28 +351,46 @@ def _items_binder(ctx: BindContext, where: _Where) -> Binder:
 
 def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
     """cutile-rs partitions: ``(tensor, partition_dims, partition_strides)``, all s32."""
-    rank = where.t.rank
-    whole = TileTensor(where.t.dtype, rank)
+    rank, t = where.t.rank, where.t
+    # the tensor keeps the promises about itself; static_shape is the tile's, own_strides the partition's
+    whole = dataclasses.replace(t, partition=False, static_shape=(), own_strides=False)
     cache: dict[type, Binder] = {}
 
     def is_ints(part: Any) -> bool:
         return (isinstance(part, (tuple, list)) and len(part) == rank
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in part))
 
+    def tensor_binder(tensor: Any) -> Binder:
+        binder = cache.get(type(tensor))
+        if binder is None:
+            binder = cache[type(tensor)] = make_binder(ctx, Param(where.name, whole), type(tensor))
+        return binder
+
     def values(arg: Any, stream: Any) -> tuple:
         if not (isinstance(arg, tuple) and len(arg) == 3 and is_ints(arg[1]) and is_ints(arg[2])):
             raise where.fail(f"takes (tensor, partition_dims, partition_strides) with {rank} ints each "
                              f"(got {arg!r})")
         tensor, dims, strides = arg
-        binder = cache.get(type(tensor))
-        if binder is None:
-            binder = cache[type(tensor)] = make_binder(ctx, Param(where.name, whole), type(tensor))
+        binder = tensor_binder(tensor)
         extra = (*dims, *strides)
         if any(not -(1 << 31) <= v < (1 << 31) for v in extra):
             raise where.fail(f"partition dims/strides must fit i32 (got {extra})")
-        return binder.values(tensor, stream) + extra
+        flat = binder.values(tensor, stream)
+        for axis, dim in enumerate(dims):
+            if (static := t.axis_promise("static_shape", axis, None)) is not None and dim != static:
+                raise where.fail(f"partition dim {axis} must be {static} (got {dim})")
+        own = flat[1 + rank:1 + 2 * rank]
+        if t.own_strides and tuple(strides) != tuple(own):
+            raise where.fail(f"partition strides must be the tensor's own strides {own} "
+                             f"(got {tuple(strides)})")
+        return flat + extra
 
-    return Binder(values)
+    def buffer(arg: Any, stream: Any) -> Buffer:
+        """The partitioned tensor's memory (the CPU loader bounds-checks the kernel against it);
+        called after ``values`` accepted ``arg``."""
+        return tensor_binder(arg[0]).buffer(arg[0], stream)  # type: ignore[misc]
+
+    return Binder(values, buffer=buffer)
 
 
 # binding family (a kind entry's ``binding``) -> how its binder is built from (ctx, where, argument type)

@@ -11,8 +11,9 @@ binders; nothing from the arguments reaches the source text.
 When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
 arguments are all torch tensors on pointers/slices and plain int/float
 scalars also get a C plan (:func:`native_specs`): it reads tensors through
-the DLPack C exchange API, packs on the stack and calls the driver; on any
-check failure it declines and this module's Python function runs.  Set
+the DLPack C exchange API, checks the byte ranges of tensors the signature
+promises not to overlap (:mod:`.aliasing`), packs on the stack and calls the
+driver; on any check failure it declines and this module's Python function runs.  Set
 ``PTXBRIDGE_FASTLAUNCH=0`` to turn the C plan off.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.layout import PACK_CODES, Layout
+from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
 
 try:
@@ -92,23 +94,33 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
     return tuple(specs)
 
 
-def native_plan(size: int, specs: tuple, **launch: Any) -> Any:
+def native_plan(size: int, specs: tuple, alias_pairs: tuple[tuple[int, int], ...] = (), **launch: Any) -> Any:
     """A ``_fastlaunch.Plan``; ``launch`` is the loader's ``native_facts`` (the kernel handle, the
-    context and the driver's entry points, see bridge/launch/_fastlaunch.c)."""
-    return _fastlaunch.Plan(size, specs, **launch)
+    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias_pairs``: argument
+    index pairs whose tensors must not overlap (the plan declines when they do)."""
+    return _fastlaunch.Plan(size, specs, alias_pairs=alias_pairs, **launch)
 
 
-def _inline_tensor(i: int, test: str, ptr: str, numel: str, kind: str) -> tuple[list[str], str]:
+def _inline_tensor(i: int, test: str, reads: tuple[str, str], kind: str,
+                   itemsize: int) -> tuple[list[str], str]:
     """Lines reading a tensor's address (and element count, for slices) inline when ``test``
-    holds, else through its checked binder ``b{i}``; with the expression of its flat values."""
-    if kind == "pointer":
-        return [test, f"        v{i} = {ptr}", "    else:", f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
-    return [test, f"        v{i} = {ptr}", f"        w{i} = {numel}", "    else:",
-            f"        v{i}, w{i} = b{i}(a{i}, stream)"], f"v{i}, w{i}"
+    holds, else through its checked binder ``b{i}``; with the expression of its flat values.
+    ``itemsize`` > 0: also its byte range ``[l{i}, e{i})`` for the no-alias test (after a binder's
+    fallback the range is everything, so the full check decides)."""
+    ptr, numel = reads
+    flat = f"v{i}" if kind == "pointer" else f"v{i}, w{i}"
+    inline = [test, f"        v{i} = {ptr}"] + ([] if kind == "pointer" else [f"        w{i} = {numel}"])
+    fallback = [f"        {flat}{',' if kind == 'pointer' else ''} = b{i}(a{i}, stream)"]
+    if itemsize:
+        count = numel if kind == "pointer" else f"w{i}"
+        inline.append(f"        l{i}, e{i} = v{i}, v{i} + {count} * {itemsize}")
+        fallback.append(f"        l{i}, e{i} = -1, {1 << 65}")
+    return [*inline, "    else:", *fallback], flat
 
 
-def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str], str]:
-    """Source lines binding argument ``a{i}`` and the expression of its flat values."""
+def _inline(i: int, hint: tuple | None, names: dict[str, Any], ranged: bool = False) -> tuple[list[str], str]:
+    """Source lines binding argument ``a{i}`` and the expression of its flat values (with its byte
+    range when ``ranged``)."""
     if hint is None:
         return [f"    v{i} = b{i}(a{i}, stream)"], f"*v{i}"
     if hint[0] == "torch":
@@ -117,13 +129,15 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
         cpu = "" if device >= 0 else f"a{i}.is_cpu and "  # get_device() is -1 for meta tensors too
         test = (f"    if a{i}.dtype is d{i} and a{i}.get_device() == {int(device)} "
                 f"and {cpu}a{i}.is_contiguous():")
-        return _inline_tensor(i, test, f"a{i}.data_ptr()", f"a{i}.numel()", kind)
+        return _inline_tensor(i, test, (f"a{i}.data_ptr()", f"a{i}.numel()"), kind,
+                              torch_dtype.itemsize if ranged else 0)
     if hint[0] == "cupy":
         _, kind, numpy_dtype, device = hint
         names[f"d{i}"] = numpy_dtype
         test = (f"    if a{i}.dtype is d{i} and a{i}.data.device_id == {int(device)} "
                 f"and a{i}.flags.c_contiguous:")
-        return _inline_tensor(i, test, f"a{i}.data.ptr", f"a{i}.size", kind)
+        return _inline_tensor(i, test, (f"a{i}.data.ptr", f"a{i}.size"), kind,
+                              numpy_dtype.itemsize if ranged else 0)
     if hint[0] == "int":
         _, lo, hi = hint
         test = f"    if a{i}.__class__ is int and {int(lo)} <= a{i} <= {int(hi)}:"
@@ -133,19 +147,35 @@ def _inline(i: int, hint: tuple | None, names: dict[str, Any]) -> tuple[list[str
     return [test, f"        v{i} = a{i}", "    else:", f"        v{i}, = b{i}(a{i}, stream)"], f"v{i}"
 
 
-def compile_launch(binders: Sequence[Binder], launch: Callable[..., None]) -> Callable[..., None]:
-    """``f(args, grid, block, shared_mem, stream)`` binding every argument, then ``launch``."""
-    names: dict[str, Any] = {"launch": launch}
+def _alias_test(binders: Sequence[Binder], check: AliasCheck) -> tuple[set[int], str]:
+    """The arguments whose byte ranges the plan reads inline, and the line that runs ``check``:
+    only when two of those ranges overlap, or always when a promise needs more than ranges."""
+    pairs = check.argument_pairs()
+    inline = {i for i, b in enumerate(binders) if b.inline is not None and b.inline[0] in ("torch", "cupy")}
+    if not pairs or any(i not in inline for pair in pairs for i in pair):
+        return set(), "    if check_aliasing: check(args)"
+    quick = " or ".join(f"l{j} < e{i} and l{i} < e{j}" for i, j in pairs)
+    return {i for pair in pairs for i in pair}, f"    if check_aliasing and ({quick}): check(args)"
+
+
+def compile_launch(binders: Sequence[Binder], launch: Callable[..., None],
+                   check: AliasCheck | None = None) -> Callable[..., None]:
+    """``f(args, grid, block, shared_mem, stream, check_aliasing=True)`` binding every argument,
+    then ``check(args)`` (the no-alias promises, :mod:`.aliasing`) unless told not to, then ``launch``."""
+    names: dict[str, Any] = {"launch": launch, "check": check}
     count = len(binders)
-    lines = ["def bound_launch(args, grid, block, shared_mem, stream):"]
+    lines = ["def bound_launch(args, grid, block, shared_mem, stream, check_aliasing=True):"]
     if count:
         lines.append(f"    {', '.join(f'a{i}' for i in range(count))}, = args")
+    ranged, test = _alias_test(binders, check) if check is not None else (set(), "")
     values = []
     for i, binder in enumerate(binders):
         names[f"b{i}"] = binder.values
-        body, expression = _inline(i, binder.inline, names)
+        body, expression = _inline(i, binder.inline, names, i in ranged)
         lines += body
         values.append(expression)
+    if test:
+        lines.append(test)
     lines.append(f"    launch(({', '.join(values)}{',' if len(values) == 1 else ''}), grid, block, "
                  "shared_mem, stream)")
     namespace: dict[str, Any] = dict(names)

@@ -4,7 +4,8 @@
 launch plan cached for the tuple of argument types (in C when the optional
 extension is built: ``Kernel``'s base is then ``_fastlaunch.Launcher``, whose
 vectorcall runs the C plan and calls ``Kernel._call_python`` for anything
-else); a plan holds one binder
+else, or ``Kernel._call_keywords`` for parameters passed by name, unknown
+keywords and a missing ``grid=``: :mod:`ptxbridge.launch.call_form`); a plan holds one binder
 per argument (:mod:`ptxbridge.launch.args`), the packer, how to find the caller's
 stream, and the loader's launch function.  Building a plan does everything
 that depends only on types; a launch reads pointers, packs, and makes one
@@ -30,9 +31,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ptxbridge.abi.devices import DLPACK_CUDA
-from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
+from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
+from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 from ptxbridge.loaders import open_backend
@@ -43,6 +46,20 @@ __all__ = ["Module", "Kernel", "Globals", "dim3"]
 Dim3 = tuple[int, int, int]
 _DIM_LIMIT = 1 << 31
 _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
+_LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
+
+
+class _PerKernel:
+    """An attribute that is ``on_class`` on the class and ``of(kernel)`` on a kernel: ``__doc__`` and
+    ``__signature__``, so ``help(kernel)``, ``inspect.signature(kernel)`` and notebooks show the kernel's
+    own call while the class keeps its docstring and ``inspect.signature(Kernel)`` its constructor."""
+
+    def __init__(self, on_class: Any, of: Any):
+        self.on_class = on_class
+        self.of = of
+
+    def __get__(self, kernel: Kernel | None, owner: type) -> Any:
+        return self.on_class if kernel is None else self.of(kernel._form())
 
 
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
@@ -58,7 +75,8 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
-    __slots__ = ("binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers", "stateful")
+    __slots__ = ("aliasing", "binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers",
+                 "stateful")
 
     def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
         signature, backend = kernel.signature, kernel._backend
@@ -70,6 +88,7 @@ class _Plan:
                           backend.pointer_device)
         pairs = zip(signature.params, arg_types, strict=True)
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
+        self.aliasing = alias_check(signature, kernel.name) if kernel._module.check_aliasing else None
         self.stateful = any(b.stateful for b in self.binders)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
@@ -81,13 +100,15 @@ class _Plan:
         self.fast = prepared is not None
         if prepared is not None:
             self.launch = prepared
-            self.bound = compile_launch(self.binders, prepared)
+            self.bound = compile_launch(self.binders, prepared, self.aliasing)
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         if self.fast and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, arg_types, signature.layout)
-            facts = None if specs is None else backend.native_facts(kernel._function, kernel.name)
+            pairs = () if self.aliasing is None else self.aliasing.argument_pairs()  # None: C cannot check
+            facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
+                                                                                     kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, **facts)
+                self.native = native_plan(packer.size, specs, pairs, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
@@ -107,7 +128,8 @@ class _Plan:
             return stream_handle(stream)
         return 0 if self.default_stream is None else self.default_stream(device_id)
 
-    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any) -> None:
+    def run(self, kernel: Kernel, args: tuple, grid: Dim3, block: Dim3, shared_mem: int, stream: Any,
+            check_aliasing: bool = True) -> None:
         """The general path: binders in a loop, memory ranges collected for the loader."""
         backend = kernel._backend
         handle = self.stream_of(stream, backend.device_id)
@@ -117,16 +139,21 @@ class _Plan:
             values += binder.values(arg, state if binder.stateful else handle)
             if self.need_buffers and binder.buffer is not None:
                 state.buffers.append(binder.buffer(arg, handle))
+        if self.aliasing is not None and check_aliasing:
+            self.aliasing(args)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
 
 
 class Kernel(_KernelBase):
     """One kernel of a loaded module; call it with tensors and scalars:
     ``kernel(*args, grid=, block=None, shared_mem=0, stream=None)`` launches on ``grid`` x ``block``;
-    ``block`` defaults to the kernel's ``.reqntid``."""
+    arguments go by position or by parameter name; ``block`` defaults to the kernel's ``.reqntid``.
+    ``inspect.signature(kernel)`` and ``help(kernel)`` show the kernel's own parameters."""
 
-    __slots__ = ("_backend", "_cooperative", "_default_block", "_function", "_module", "_plans", "name",
-                 "signature")
+    __doc__ = _PerKernel(__doc__, CallForm.doc)
+    __signature__ = _PerKernel(None, CallForm.inspect_signature)
+    __slots__ = ("_backend", "_call_form", "_cooperative", "_default_block", "_function", "_module", "_plans",
+                 "name", "signature")
 
     def __init__(self, module: Module, name: str, signature: Signature):
         self._module = module
@@ -134,6 +161,7 @@ class Kernel(_KernelBase):
         self.name = name
         self.signature = signature
         self._function = module.backend.function(name)
+        self._call_form: CallForm | None = None
         self._plans: dict[tuple[type, ...], _Plan] = {}
         self._cooperative = name in module.backend.cooperative_kernels
         reqntid = signature.launch.reqntid
@@ -142,8 +170,9 @@ class Kernel(_KernelBase):
             self._configure(self._default_block, stream_handle)
 
     def _call_python(self, *args: Any, grid: Any, block: Any = None, shared_mem: int = 0,
-                     stream: Any = None) -> None:
-        """The whole call in Python: what the C launcher does not take, and every error."""
+                     stream: Any = None, check_aliasing: bool = True) -> None:
+        """The whole call in Python: what the C launcher does not take, and every error.
+        ``check_aliasing=False`` skips the no-alias check for this call (docs/safety.md)."""
         key = tuple(map(type, args))
         plan = self._plans.get(key)
         if plan is None:
@@ -178,17 +207,32 @@ class Kernel(_KernelBase):
                     handle = 0 if reader is None else reader(self._backend.device_id)
                 else:
                     handle = stream if stream.__class__ is int else stream_handle(stream)
-                plan.bound(args, grid3, block3, shared_mem, handle)
+                plan.bound(args, grid3, block3, shared_mem, handle, check_aliasing)
             else:
-                plan.run(self, args, grid3, block3, shared_mem, stream)
+                plan.run(self, args, grid3, block3, shared_mem, stream, check_aliasing)
         except OtherDeviceError as moved:
             sibling = self._module._sibling(moved.device_id)
             if sibling is None:
                 raise
-            sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+            sibling[self.name](*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream,
+                               check_aliasing=check_aliasing)
 
-    if _KernelBase is object:  # no C launcher: calls go straight to the Python implementation
-        __call__ = _call_python
+    def _call_keywords(self, *args: Any, **kwargs: Any) -> None:
+        """A call in any other spelling (parameters by name, no ``grid=``, unknown keywords): put in
+        order, or the ArgumentError that shows the expected call."""
+        args, launch = self._form().bind(args, kwargs)
+        self._call_python(*args, **launch)
+
+    if _KernelBase is object:  # no C launcher: the common spelling goes straight to the Python path
+        def __call__(self, *args: Any, **kwargs: Any) -> None:
+            if "grid" in kwargs and kwargs.keys() <= _LAUNCH_KEYWORDS:
+                return self._call_python(*args, **kwargs)
+            return self._call_keywords(*args, **kwargs)
+
+    def _form(self) -> CallForm:
+        if self._call_form is None:
+            self._call_form = CallForm(self.name, self.signature, self._default_block is not None)
+        return self._call_form
 
     def _launch_failed(self, code: int, grid3: Dim3, block3: Dim3, shared_mem: int) -> NoReturn:
         """Raise the loader's error for a launch the driver refused (the C launcher calls this too)."""
@@ -203,6 +247,10 @@ class Kernel(_KernelBase):
     @cooperative.setter
     def cooperative(self, value: bool) -> None:
         self._cooperative = bool(value)
+        self._replan()
+
+    def _replan(self) -> None:
+        """Drop the cached plans (Python and C): the next call decides afresh."""
         self._plans.clear()
         if _KernelBase is not object:
             self._forget()
@@ -232,14 +280,32 @@ class Globals:
 
 
 class Module:
-    """An image loaded on one device: kernels as attributes and ``module["name"]``."""
+    """An image loaded on one device: kernels as attributes and ``module["name"]``.
 
-    def __init__(self, image: Any, backend: Backend):
+    ``check_aliasing`` (default True, settable): refuse launches whose arguments break the
+    signature's no-alias promises (Rust ``&mut``, ``DisjointSlice``, ``__restrict__``, cuTile
+    alias groups; docs/safety.md).  Per call: ``kernel(..., check_aliasing=False)``.
+    """
+
+    def __init__(self, image: Any, backend: Backend, *, check_aliasing: bool = True):
         self.image = image
         self.backend = backend
+        self._check_aliasing = bool(check_aliasing)
         self.globals = Globals(backend)
         self._kernels: dict[str, Kernel] = {}
         self._siblings: dict[int, Module] = {}
+
+    @property
+    def check_aliasing(self) -> bool:
+        return self._check_aliasing
+
+    @check_aliasing.setter
+    def check_aliasing(self, value: bool) -> None:
+        self._check_aliasing = bool(value)
+        for module in (self, *self._siblings.values()):
+            module._check_aliasing = self._check_aliasing
+            for kernel in module._kernels.values():
+                kernel._replan()
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -248,6 +314,8 @@ class Module:
     def __getitem__(self, name: str) -> Kernel:
         found = self._kernels.get(name)
         if found is None:
+            if name in getattr(self.image, "unusable", {}):
+                raise AbiMismatchError(self.image.unusable[name])
             signature = self.image.kernels.get(name)
             if signature is None:
                 raise KeyError(f"the image has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
@@ -255,8 +323,10 @@ class Module:
         return found
 
     def __getattr__(self, name: str) -> Kernel:
-        # Python's special names (__array__...) are never kernels; __vectorized_f (cuda.vectorize) is
-        if (name.startswith("__") and name.endswith("__")) or name not in self.image.kernels:
+        special = name.startswith("__") and name.endswith("__")  # Python's (__array__...), never kernels
+        if not special and name in getattr(self.image, "unusable", {}):
+            raise AbiMismatchError(self.image.unusable[name])
+        if special or name not in self.image.kernels:  # __vectorized_f (cuda.vectorize) is a kernel
             raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
         return self[name]
 
@@ -284,7 +354,8 @@ class Module:
             return None
         found = self._siblings.get(device_id)
         if found is None:
-            found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id))
+            found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id),
+                                                       check_aliasing=self._check_aliasing)
         return found
 
     def synchronize(self) -> None:

@@ -7,7 +7,7 @@ layouts (a :class:`LinkError` naming both sides, not an nvJitLink log);
 refuse PTX newer than nvJitLink reads; then link with nvJitLink (pip wheel,
 ``cuda.bindings.nvjitlink``), through the disk cache.  The result is always
 a cubin for the exact arch, so PTX newer than the driver never reaches the
-driver (FRONTENDS.md 4, BASELINES.md "What loads on this driver").
+driver (docs/conventions.md, "The driver side").
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file, with_cubin_facts
 from ptxbridge.image import Image
 from ptxbridge.linker.device_runtime import device_runtime, runtime_calls
+from ptxbridge.linker.finalize import as_ltoir, policy_args
 from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
 from ptxbridge.linker.target import (
@@ -36,7 +37,7 @@ from ptxbridge.linker.target import (
     ptx_isa_supported,
 )
 
-__all__ = ["as_artifact", "link", "load", "nvjitlink_version"]
+__all__ = ["as_artifact", "link", "load", "nvjitlink_version", "ptx_from_ltoir"]
 
 @functools.cache
 def nvjitlink_version() -> tuple[int, int]:
@@ -71,7 +72,7 @@ _INPUT_TYPES = {CodeKind.PTX: "PTX", CodeKind.LTOIR: "LTOIR", CodeKind.CUBIN: "C
 
 
 def _run_nvjitlink(args: list[str], artifacts: Sequence[Artifact]) -> bytes:
-    """Link with nvJitLink; returns ``json({"log": info log}) + b"\\n" + cubin`` for the cache."""
+    """Link with nvJitLink; returns ``json({"log": info log}) + b"\\n" + cubin`` (PTX with ``-ptx``)."""
     from cuda.bindings import nvjitlink
 
     handle = nvjitlink.create(len(args), args)
@@ -85,9 +86,11 @@ def _run_nvjitlink(args: list[str], artifacts: Sequence[Artifact]) -> bytes:
             names = ", ".join(a.name for a in artifacts)
             raise LinkError(f"nvJitLink failed linking {names} with {' '.join(args)}: {exc}",
                             log=_log(nvjitlink, handle, "error")) from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-        return json.dumps({"log": _log(nvjitlink, handle, "info")}).encode() + b"\n" + bytes(cubin)
+        which = "ptx" if "-ptx" in args else "cubin"
+        output = bytearray(getattr(nvjitlink, f"get_linked_{which}_size")(handle))
+        getattr(nvjitlink, f"get_linked_{which}")(handle, output)
+        log = json.dumps({"log": _log(nvjitlink, handle, "info")}).encode()
+        return log + b"\n" + bytes(output).rstrip(b"\0")
     finally:
         nvjitlink.destroy(handle)
 
@@ -141,21 +144,26 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     if not artifacts:
         raise LinkError("link: needs at least one input (got none)")
     for artifact in artifacts:
-        if artifact.kind not in _INPUT_TYPES:
-            raise LinkError(f"{artifact.name}: nvJitLink cannot link {artifact.kind.value} input; "
-                            "compile NVVM IR to LTO-IR first (got kind={artifact.kind.value!r})")
+        if artifact.kind not in _INPUT_TYPES and artifact.kind != CodeKind.NVVM:
+            raise LinkError(f"{artifact.name}: nvJitLink cannot link {artifact.kind.value} input "
+                            f"(got kind={artifact.kind.value!r})")
     kernels: dict[str, Signature] = {}
     device_functions: dict[str, Signature] = {}
+    unusable: dict[str, str] = {}
     for artifact in artifacts:
         kernels.update(artifact.kernels)
         device_functions.update(artifact.device_functions)
+        unusable.update(artifact.unusable)
     executable = _executable_cubin(artifacts, arch)
     if executable is not None:
-        facts = with_cubin_facts(kernels, executable.code, executable.name)
-        return Image(executable.code, executable.arch, facts, device_functions)
+        facts = _usable(with_cubin_facts(kernels, executable.code, executable.name), unusable)
+        return Image(executable.code, executable.arch, facts, device_functions, unusable=unusable,
+                     cpu_unavailable=_machine_code_only(artifacts))
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
+    artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
     lto = use_lto(a.kind for a in artifacts) if lto is None else lto
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
+    args += policy_args(artifacts, options)
     check_symbols(artifacts)
     _check_isa(artifacts)
     calls = runtime_calls([parsed_ptx(a.code, a.name) for a in artifacts if a.kind == CodeKind.PTX])
@@ -168,13 +176,60 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         parts += [artifact.kind.value, artifact.code]
     blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
     header, _, cubin = blob.partition(b"\n")
-    facts = with_cubin_facts(kernels, cubin, "<linked cubin>")
+    facts = _usable(with_cubin_facts(kernels, cubin, "<linked cubin>"), unusable)
     hidden = _library_kernels(artifacts)
     if with_runtime or hidden:  # the device runtime's (static) and libraries' kernels are not the user's
         facts = {name: sig for name, sig in facts.items()
                  if not name.startswith("__nv_static_") and name not in hidden}
-    return Image(cubin, arch, facts, device_functions,
-                 tuple(a.code for a in artifacts if a.kind == CodeKind.PTX), json.loads(header)["log"])
+    ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
+    return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
+                 cpu_unavailable=cpu_unavailable)
+
+
+def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:
+    """One PTX module from the LTO-IR ``inputs``: ``nvJitLink -arch -lto -ptx`` with ``args``, cached.
+
+    nvJitLink makes PTX from LTO-IR inputs only; the CPU loader interprets it, and
+    :func:`ptxbridge.oxide.load` reads an LTO-IR payload's kernels from it.
+    """
+    full = [f"-arch={arch}", "-lto", "-ptx", *(a for a in args if a not in ("-lto", f"-arch={arch}"))]
+    parts: list[str | bytes] = ["ptx-from-ltoir", *full, "\0"]
+    for artifact in inputs:
+        parts += [artifact.name, artifact.code]
+    blob = cache.cached("ltoir-ptx", cache.key(*parts), lambda: _run_nvjitlink(full, inputs))
+    return blob.partition(b"\n")[2]
+
+
+def _usable(facts: dict[str, Signature], unusable: dict[str, str]) -> dict[str, Signature]:
+    """The linked kernels less those no signature could be made for (asking for one raises why)."""
+    return {name: sig for name, sig in facts.items() if name not in unusable}
+
+
+_NOT_FOR_PTX = ("-Xptxas=", "-maxrregcount=", "-split-compile=", "-verbose")
+
+
+def _cpu_ptx(artifacts: Sequence[Artifact], arch: str, args: Sequence[str]) -> tuple[tuple[bytes, ...],
+                                                                                   dict[str, str]]:
+    """The PTX the CPU loader interprets: PTX inputs, and LTO-IR inputs finalised to PTX together;
+    with the kernels that have none, each with the reason."""
+    ptx = [a.code for a in artifacts if a.kind == CodeKind.PTX]
+    unavailable = _machine_code_only(artifacts)
+    lto = [a for a in artifacts if a.kind == CodeKind.LTOIR]
+    if lto:
+        try:
+            ptx.append(ptx_from_ltoir(lto, arch, [a for a in args if not a.startswith(_NOT_FOR_PTX)]))
+        except LinkError as exc:
+            reason = f"finalising its LTO-IR to PTX for the CPU loader failed: {exc}"
+            unavailable.update({name: reason for a in lto for name in a.kernels})
+    return tuple(ptx), unavailable
+
+
+def _machine_code_only(artifacts: Sequence[Artifact]) -> dict[str, str]:
+    """Kernels that come only as machine code (cubin, fatbin, object, library): no PTX to interpret."""
+    machine = (CodeKind.CUBIN, CodeKind.FATBIN, CodeKind.OBJECT, CodeKind.LIBRARY)
+    return {name: f"it comes from {a.name}, a {a.kind.value} (machine code), and the CPU loader interprets "
+                  "PTX; link its PTX, LTO-IR or NVVM IR instead"
+            for a in artifacts if a.kind in machine for name in a.kernels}
 
 
 def _with_libraries(artifacts: list[Artifact]) -> list[Artifact]:
@@ -216,9 +271,10 @@ def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifa
     return replace(found[0], arch=built)
 
 
-def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None,
-         **link_kwargs: Any) -> Any:
-    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`).
+def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None, *,
+         check_aliasing: bool = True, **link_kwargs: Any) -> Any:
+    """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`;
+    ``check_aliasing=False``: no no-alias check at launch, docs/safety.md).
 
     With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
     no ``arch=``, the image is linked for that GPU's arch.
@@ -228,4 +284,4 @@ def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: An
     parsed = parse_device(device)
     if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
         link_kwargs["arch"] = device_arch(parsed[1])
-    return link(inputs, **link_kwargs).load(device)
+    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing)

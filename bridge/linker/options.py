@@ -10,7 +10,7 @@ from ptxbridge.artifact import CodeKind
 
 __all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]
 
-_LTO_KINDS = (CodeKind.LTOIR,)
+_LTO_KINDS = (CodeKind.LTOIR, CodeKind.NVVM)  # NVVM IR is compiled to LTO-IR before the link
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

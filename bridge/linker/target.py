@@ -20,6 +20,7 @@ A driver newer than the table is assumed to accept at least the newest ISA liste
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ptxbridge.abi.errors import OptionError
@@ -84,16 +85,25 @@ def choose_arch(requested: str | None, device: str | None, input_archs: Iterable
     ==================================  =====================================
     ``requested`` given                 ``requested``
     else a GPU is present               the GPU's arch (``device``)
-    else                                ``sm_90``
+    else                                ``sm_90``, or the newest arch an input
+                                        is built for when that is newer (code
+                                        for sm_100 never links for sm_90)
     an input is built for ``<arch>a``   ``<arch>a`` (e.g. a tileiras cubin is
     (same SM, arch-specific features)   ``sm_90a``; the plain arch cannot
                                         link it, the ``a`` arch runs all)
     ==================================  =====================================
     """
-    arch = normalize_arch(requested or device or DEFAULT_ARCH)
+    input_archs = [a for a in input_archs if a]
+    arch = normalize_arch(requested or device or max([DEFAULT_ARCH, *input_archs], key=_arch_number))
     if arch[-1].isdigit() and any(a and normalize_arch(a) == f"{arch}a" for a in input_archs):
         return f"{arch}a"
     return arch
+
+
+def _arch_number(arch: str) -> int:
+    """``sm_100a`` -> 100 (for ordering archs)."""
+    digits = re.search(r"\d+", arch)
+    return int(digits.group()) if digits else 0
 
 
 def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """numba-cuda frontend: a Python function + a numba signature -> a typed PTX or LTO-IR artifact.
 
 numba-cuda compiles ahead of time with no GPU when the compute capability is
-given (FRONTENDS.md section 4).  Kernels use numba's own parameter lowering
+given (docs/conventions.md, "numba").  Kernels use numba's own parameter lowering
 (convention ``numba``: arrays as meminfo, parent, nitems, itemsize, data,
 shape, strides in bytes; records by device pointer; tuples flattened).
 Device functions are exported with ``abi="c"`` so CUDA C++, Rust and other

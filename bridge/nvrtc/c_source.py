@@ -42,6 +42,7 @@ _SPECIFIERS = frozenset({"__global__", "__device__", "__host__", "__forceinline_
                          "explicit", "friend", "__noinline", "__cudart_builtin__"})
 _IGNORED_QUALIFIERS = frozenset({"__restrict__", "__restrict", "restrict", "volatile", "struct",
                                  "union", "class", "typename", "register"})
+_RESTRICT = frozenset({"__restrict__", "__restrict", "restrict"})  # recorded on the pointer they qualify
 _ATTRIBUTES = frozenset({"__launch_bounds__", "__cluster_dims__", "__attribute__", "__align__",
                          "alignas", "__maxnreg__", "__declspec", "__grid_constant__"})
 _INT_WORDS = frozenset({"signed", "unsigned", "char", "short", "int", "long"})
@@ -436,20 +437,23 @@ def _parse_param(tokens: tuple[Token, ...] | list[Token], index: int,
 
 
 def _parse_type(words: list[str], env: Mapping[str, ParamType | str]) -> ParamType:
-    """``const float * const *`` -> Pointer(Pointer(Scalar(f32), const), mutable)."""
-    words = [w for w in words if w not in _IGNORED_QUALIFIERS]
+    """``const float * const *`` -> Pointer(Pointer(Scalar(f32), const), mutable);
+    ``float * __restrict__`` -> Pointer(Scalar(f32), noalias="restrict")."""
+    words = [w for w in words if w not in _IGNORED_QUALIFIERS - _RESTRICT]
     segments: list[list[str]] = [[]]
     for word in words:
         if word in ("*", "&"):
             segments.append([])
         else:
             segments[-1].append(word)
-    base_words = [w for w in segments[0] if w != "const"]
+    base_words = [w for w in segments[0] if w != "const" and w not in _RESTRICT]
     kind = _base_type(base_words, env)
     for level in range(1, len(segments)):
-        if [w for w in segments[level] if w != "const"]:
+        qualifiers = set(segments[level])
+        if qualifiers - _RESTRICT - {"const"}:
             raise _Unreadable(f"cannot read type {' '.join(words)!r}")
-        kind = Pointer(kind, mutable="const" not in segments[level - 1])
+        kind = Pointer(kind, mutable="const" not in segments[level - 1],
+                       noalias="restrict" if qualifiers & _RESTRICT else "")
     if kind is None:
         raise _Unreadable("'void' is not a parameter type")
     return kind

@@ -4,7 +4,7 @@ NVRTC is driven through ``cuda.bindings.nvrtc`` rather than
 ``cuda.core.Program``: cuda.core 1.2 asks the driver whether it can load the
 PTX it made, which fails on a machine without one, and NVRTC itself needs no
 driver.  Signatures come from :mod:`ptxbridge.nvrtc.c_source` and are checked
-against the PTX NVRTC wrote (FRONTENDS.md 5).
+against the PTX NVRTC wrote (docs/conventions.md, "c").
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import toolchain as rust_toolchain
+from ptxbridge.rust.signatures import SourceSignatures, read_signatures
 from ptxbridge.rust.source import parse_source, read_crate
 from ptxbridge.rust.syntax import RustSource
-from ptxbridge.rust.types import SourceSignatures, read_signatures
 
 __all__ = ["compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
@@ -134,6 +134,18 @@ def localize_panic_handler(ptx: bytes) -> bytes:
     return _PANIC_HANDLER.sub(rb"\1", ptx)
 
 
+def _require_stable_kernel_names(units: list[RustSource]) -> None:
+    """A FormatError for the first kernel rustc would mangle: it would be missing from the PTX."""
+    for unit in units:
+        for fn in unit.functions:
+            if fn.abi == "ptx-kernel" and fn.symbol is None and not fn.foreign:
+                raise FormatError(f"kernel {fn.name!r} has no #[unsafe(no_mangle)] (#[no_mangle] before "
+                                  "edition 2024): rustc mangles its name and leaves it out of the PTX, so it "
+                                  "could not be launched; add the attribute (or "
+                                  "#[unsafe(export_name = \"...\")])",
+                                  source=unit.path, where=str(fn.line))
+
+
 def checked_signatures(found: SourceSignatures, module: PtxModule,
                        ) -> tuple[dict[str, Signature], dict[str, Signature], dict[str, Signature]]:
     """Kernels, device functions and imports, each checked against the PTX.
@@ -180,17 +192,22 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
         The source uses a parameter type ptxbridge cannot type.
     AbiMismatchError
         A signature read from the source disagrees with the PTX.
+    FormatError
+        An ``extern "ptx-kernel"`` function has no ``#[unsafe(no_mangle)]`` (rustc would mangle its
+        name and drop it from the PTX, so it could never be launched).
     """
     arch = arch or default_arch()
     crate = _crate(path_or_source)
+    _require_stable_kernel_names(crate.units)
     options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
                             extra=tuple(extra_args))
     toolchain = rust_toolchain.find_toolchain()
     code = localize_panic_handler(_compile_ptx(crate, options, toolchain, progress))
     module = read_ptx(code, crate.root)
-    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    found = read_signatures(crate.units, Convention.C)
+    kernels, device, imports = checked_signatures(found, module)
     return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
-                    imports=imports, name=crate.name,
+                    imports=imports, name=crate.name, unusable=found.unusable,
                     provenance=Provenance(str(toolchain.rustc), toolchain.version_line, options, arch))
 
 
@@ -206,9 +223,10 @@ def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
         raise ArgumentError(f"rust.from_ptx: cannot read PTX file {str(ptx_path)!r}: {exc.strerror}") from exc
     module = read_ptx(code, str(ptx_path))
     crate = _crate(Path(source_path))
-    kernels, device, imports = checked_signatures(read_signatures(crate.units, Convention.C), module)
+    found = read_signatures(crate.units, Convention.C)
+    kernels, device, imports = checked_signatures(found, module)
     arch = module.target[0] if module.target else None
     return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
-                    imports=imports, name=ptx_path.stem,
+                    imports=imports, name=ptx_path.stem, unusable=found.unusable,
                     provenance=Provenance("rustc (prebuilt PTX)", f"PTX ISA {module.version[0]}."
                                           f"{module.version[1]}", (), arch))

@@ -1,10 +1,19 @@
 """A small reader of Rust item signatures: enough to type GPU kernels from their source.
 
 It reads what a kernel's ABI depends on and skips everything else: functions
-(with their ABI string, attributes, generics, parameters and return type),
-``extern "C" { ... }`` import blocks, structs with their ``#[repr]``, fieldless
-enums, trivial ``type`` aliases and inline/file modules.  Bodies are skipped by
-brace matching, so expressions are never parsed.
+(with their ABI string, attributes, generics and bounds, parameters and return
+type), ``extern "C" { ... }`` import blocks, structs, unions and enums with
+their ``#[repr]``, ``type`` aliases, ``const`` items (their expressions, for
+array lengths), ``static`` items (for ``#[constant]`` statics) and inline/file
+modules.  Bodies are skipped by brace matching, so expressions are never parsed.
+
+Real files hold host code too (``Box<dyn Error>``, ``impl Trait``, async,
+closures, macros).  A type the reader cannot give a fixed ABI becomes
+:class:`~ptxbridge.rust.syntax.TNoAbi` carrying the reason, and an item it
+cannot read at all is skipped (a function is kept, marked ``broken``), so only
+the kernel that needs such a type fails, and only when it is typed.  Only a
+file that is not Rust (an unterminated comment, a mismatched bracket) fails
+as a whole.
 """
 
 from __future__ import annotations
@@ -12,99 +21,39 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptxbridge.abi.errors import FormatError
+from ptxbridge.rust.cursor import spell, split_commas, strip_attrs, strip_vis, top_level
 from ptxbridge.rust.syntax import (
     Attr,
     RustEnum,
     RustFn,
     RustSource,
+    RustStatic,
     RustStruct,
     RustType,
-    TArray,
-    TFnPtr,
+    TNoAbi,
     Token,
-    TPath,
-    TPtr,
-    TRef,
-    TSlice,
-    TTuple,
     tokenize,
 )
+from ptxbridge.rust.type_syntax import TypeReader, ident
 
 __all__ = ["parse_source", "read_crate", "split_commas"]
 
-_OPEN = {"(": ")", "[": "]", "{": "}"}
 _QUALIFIERS = {"pub", "unsafe", "safe", "const", "async", "default", "extern", "auto"}
 
 
-class _Parser:
+class _Parser(TypeReader):
     """Recursive descent over the token list; errors name the file and line."""
 
     def __init__(self, tokens: list[Token], source: str):
-        self.toks, self.pos, self.source = tokens, 0, source
+        super().__init__(tokens, source)
         self.functions: list[RustFn] = []
         self.structs: dict[str, RustStruct] = {}
         self.enums: dict[str, RustEnum] = {}
         self.aliases: dict[str, RustType] = {}
+        self.consts: dict[str, str] = {}
+        self.statics: list[RustStatic] = []
         self.submodules: list[str] = []
-
-    # -- token helpers -------------------------------------------------------------
-    def peek(self, ahead: int = 0) -> Token | None:
-        index = self.pos + ahead
-        return self.toks[index] if index < len(self.toks) else None
-
-    def at(self, text: str, ahead: int = 0) -> bool:
-        tok = self.peek(ahead)
-        return tok is not None and tok.text == text and tok.kind in ("punct", "ident")
-
-    def next(self) -> Token:
-        tok = self.peek()
-        if tok is None:
-            last = self.toks[-1].line if self.toks else 1
-            raise FormatError("unexpected end of Rust source", source=self.source, where=f"line {last}")
-        self.pos += 1
-        return tok
-
-    def expect(self, text: str) -> Token:
-        tok = self.next()
-        if tok.text != text:
-            self.fail(f"expected {text!r} (got {tok.text!r})", tok)
-        return tok
-
-    def fail(self, message: str, tok: Token | None = None) -> None:
-        tok = tok or self.peek() or (self.toks[-1] if self.toks else Token("punct", "", 1))
-        raise FormatError(message, source=self.source, where=f"line {tok.line}")
-
-    def group(self) -> list[Token]:
-        """Consume a balanced ``(..)``/``[..]``/``{..}`` group; returns the tokens inside."""
-        opener = self.next()
-        closer, depth, start = _OPEN[opener.text], 1, self.pos
-        while depth:
-            tok = self.next()
-            if tok.kind == "punct" and tok.text in _OPEN:
-                depth += 1
-            elif tok.kind == "punct" and tok.text in (")", "]", "}"):
-                depth -= 1
-                if depth == 0 and tok.text != closer:
-                    self.fail(f"mismatched {tok.text!r} closing {opener.text!r} from line {opener.line}", tok)
-        return self.toks[start:self.pos - 1]
-
-    def skip_item(self) -> None:
-        """Skip to the end of an item: a top-level ``;`` or a closing brace group."""
-        while True:
-            tok = self.peek()
-            if tok is None:
-                return
-            if tok.text == ";":
-                self.pos += 1
-                return
-            if tok.text == "{":
-                self.group()
-                if not self.at(";"):
-                    return
-            elif tok.text in ("(", "["):
-                self.group()
-            else:
-                self.pos += 1
+        self.cuda_module: str | None = None  # the enclosing #[cuda_module] module's name
 
     # -- items ---------------------------------------------------------------------
     def items(self, until_brace: bool = False) -> None:
@@ -125,10 +74,28 @@ class _Parser:
 
     def item(self) -> None:
         attrs = self.attributes()
-        if self.peek() is None:
-            return
+        start = self.pos
+        try:
+            self.item_body(attrs)
+        except FormatError as exc:  # an item this reader cannot follow: skip it, keep the reason
+            self.pos = start
+            self.broken(attrs, exc)
+
+    def broken(self, attrs: list[Attr], exc: FormatError) -> None:
+        head = self.until("{", ";", "=")
+        fn = next((i for i, t in enumerate(head[:-1]) if t.text == "fn" and head[i + 1].kind == "ident"),
+                  None)
+        self.skip_item()
+        if fn is not None:
+            name = ident(head[fn + 1].text)
+            self.functions.append(RustFn(name, _symbol(attrs, name, False), None, (), None, (), tuple(attrs),
+                                         head[fn].line, broken=exc.reason, source=self.source))
+
+    def item_body(self, attrs: list[Attr]) -> None:
         abi: str | None = None
         while (tok := self.peek()) is not None and tok.kind == "ident" and tok.text in _QUALIFIERS:
+            if tok.text == "const" and self.at(":", 2):  # `const NAME: T = ..;`, not `const fn`
+                break
             self.pos += 1
             if tok.text == "pub" and self.at("("):
                 self.group()
@@ -137,7 +104,7 @@ class _Parser:
                 if (lit := self.peek()) is not None and lit.kind == "str":
                     abi = _unquote(self.next().text)
                 if self.at("{"):
-                    self.foreign_block(abi)
+                    self.foreign_block(abi, attrs)
                     return
                 if self.at("crate"):
                     self.skip_item()
@@ -147,18 +114,22 @@ class _Parser:
             return
         if head.text == "fn":
             self.function(attrs, abi, foreign=False)
-        elif head.text == "struct" or head.text == "union":
+        elif head.text in ("struct", "union"):
             self.struct(attrs)
         elif head.text == "enum":
             self.enum(attrs)
         elif head.text == "type":
             self.alias()
         elif head.text == "mod":
-            self.module()
+            self.module(attrs)
+        elif head.text == "const" and self.at(":", 2):
+            self.const()
+        elif head.text == "static":
+            self.static(attrs)
         else:
             self.skip_item()
 
-    def module(self) -> None:
+    def module(self, attrs: list[Attr]) -> None:
         self.expect("mod")
         name = self.next().text
         if self.at(";"):
@@ -166,13 +137,41 @@ class _Parser:
             self.submodules.append(name)
             return
         self.expect("{")
-        self.items(until_brace=True)
+        outer = self.cuda_module
+        if any(a.path == "cuda_module" for a in attrs):
+            self.cuda_module = name
+        try:
+            self.items(until_brace=True)
+        finally:
+            self.cuda_module = outer
         self.expect("}")
 
-    def foreign_block(self, abi: str) -> None:
+    def const(self) -> None:
+        self.expect("const")
+        name = ident(self.next().text)
+        self.expect(":")
+        self.until("=", ";")
+        if self.at("="):
+            self.pos += 1
+            value = self.until(";", types=False)
+            self.consts[name] = " ".join(t.text for t in value)
+        self.skip_item()
+
+    def static(self, attrs: list[Attr]) -> None:
+        self.expect("static")
+        if self.at("mut"):
+            self.pos += 1
+        tok = self.next()
+        self.expect(":")
+        declared = self.sub_type(self.until("=", ";"), tok)
+        self.skip_item()
+        self.statics.append(RustStatic(ident(tok.text), declared, tuple(attrs), tok.line, tok.col,
+                                       self.cuda_module))
+
+    def foreign_block(self, abi: str, block_attrs: list[Attr]) -> None:
         self.expect("{")
         while not self.at("}"):
-            attrs = self.attributes()
+            attrs = block_attrs + self.attributes()  # `#[device] extern "C" { .. }` marks each fn
             while (tok := self.peek()) is not None and tok.text in ("pub", "safe", "unsafe"):
                 self.pos += 1
                 if tok.text == "pub" and self.at("("):
@@ -183,192 +182,109 @@ class _Parser:
                 self.skip_item()
         self.expect("}")
 
-    def generics(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Names of the type and const parameters in ``<...>`` in order, and the const ones alone."""
+    def generics(self) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[str, str]]]:
+        """Type and const parameter names in ``<...>`` in order, the const ones alone, and bounds."""
         if not self.at("<"):
-            return (), ()
+            return (), (), []
         names: list[str] = []
         consts: list[str] = []
+        bounds: list[tuple[str, str]] = []
         for part in self.split_angle():
             if not part or part[0].kind == "life":
                 continue
             if part[0].text == "const" and len(part) > 1:
                 consts.append(part[1].text)
-            names.append(part[1].text if part[0].text == "const" and len(part) > 1 else part[0].text)
-        return tuple(names), tuple(consts)
-
-    def split_angle(self) -> list[list[Token]]:
-        """Consume ``<...>``, returning its top-level comma-separated parts."""
-        self.expect("<")
-        parts: list[list[Token]] = [[]]
-        depth = 1
-        while True:
-            tok = self.peek()
-            if tok is None:
-                self.fail("unterminated '<'")
-            if tok.text in _OPEN:
-                start = self.pos
-                self.group()
-                parts[-1].extend(self.toks[start:self.pos])
+                names.append(part[1].text)
                 continue
-            self.pos += 1
-            if tok.text == "<":
-                depth += 1
-            elif tok.text == ">":
-                depth -= 1
-                if depth == 0:
-                    return parts
-            elif tok.text == "," and depth == 1:
-                parts.append([])
-                continue
-            parts[-1].append(tok)
+            names.append(part[0].text)
+            if len(part) > 2 and part[1].text == ":":
+                bounds.append((part[0].text, spell(part[2:])))
+        return tuple(names), tuple(consts), bounds
 
     def function(self, attrs: list[Attr], abi: str | None, *, foreign: bool) -> None:
         line = self.expect("fn").line
-        name = _ident(self.next().text)
-        generics, consts = self.generics()
-        params = []
-        for index, part in enumerate(split_commas(self.group())):
-            params.append(self.param(part, index))
+        name = ident(self.next().text)
+        generics, consts, bounds = self.generics()
+        parts = split_commas(self.group())
+        params = [self.param(part, index) for index, part in enumerate(parts)]
         returns = None
         if self.at("->"):
-            self.pos += 1
-            returns = self.type()
+            tok = self.next()
+            returns = self.sub_type(self.until("{", ";", "where"), tok)
         if self.at("where"):
-            while not (self.at("{") or self.at(";")):
-                if self.at("<"):
-                    self.split_angle()
-                else:
-                    self.pos += 1
+            self.pos += 1
+            for part in split_commas(self.until("{", ";")):
+                if len(part) > 2 and part[1].text == ":" and part[0].kind == "ident":
+                    bounds.append((part[0].text, spell(part[2:])))
         if self.at("{"):
             self.group()
         else:
             self.expect(";")
         symbol = _symbol(attrs, name, foreign)
-        self.functions.append(RustFn(name, symbol, abi, tuple(params), returns, generics,
-                                     tuple(attrs), line, foreign, consts))
+        self.functions.append(RustFn(name, symbol, abi, tuple(params), returns, generics, tuple(attrs), line,
+                                     foreign, consts, tuple(bounds), source=self.source,
+                                     param_lines=tuple(p[0].line for p in parts)))
 
     def param(self, part: list[Token], index: int) -> tuple[str, RustType]:
-        part = _strip_attrs(part)
-        colon = next((i for i, t in enumerate(part) if t.text == ":" and t.kind == "punct"), None)
+        part = strip_attrs(part)
+        colon = top_level(part, ":")
         if colon is None:
+            if part and part[-1].text == "self":
+                return "self", TNoAbi("a method receiver (self)")
             self.fail(f"parameter {index} has no type", part[0] if part else None)
         pattern = [t for t in part[:colon] if t.text not in ("mut", "ref")]
         simple = len(pattern) == 1 and pattern[0].kind == "ident" and pattern[0].text != "_"
-        name = _ident(pattern[0].text) if simple else f"arg{index}"
-        return name, _Parser(part[colon + 1:], self.source).whole_type()
-
-    def whole_type(self) -> RustType:
-        parsed = self.type()
-        if self.peek() is not None:
-            self.fail(f"unexpected {self.peek().text!r} after a type")
-        return parsed
-
-    def type(self) -> RustType:
-        tok = self.next()
-        text = tok.text
-        if text == "&":
-            if (life := self.peek()) is not None and life.kind == "life":
-                self.pos += 1
-            mutable = self.at("mut")
-            self.pos += mutable
-            return TRef(self.type(), mutable)
-        if text == "*":
-            qualifier = self.next().text
-            if qualifier not in ("const", "mut"):
-                self.fail(f"raw pointer needs 'const' or 'mut' (got {qualifier!r})", tok)
-            return TPtr(self.type(), qualifier == "mut")
-        if text == "(":
-            self.pos -= 1
-            items = [_Parser(p, self.source).whole_type() for p in split_commas(self.group())]
-            return TTuple(tuple(items))
-        if text == "[":
-            self.pos -= 1
-            inside = self.group()
-            semi = next((i for i, t in enumerate(inside) if t.text == ";"), None)
-            inner = _Parser(inside[:semi] if semi is not None else inside, self.source).whole_type()
-            if semi is None:
-                return TSlice(inner)
-            return TArray(inner, " ".join(t.text for t in inside[semi + 1:]))
-        if text in ("unsafe", "extern") or text == "fn":
-            while not self.at("("):
-                self.next()
-            self.group()
-            if self.at("->"):
-                self.pos += 1
-                self.type()
-            return TFnPtr()
-        if text == "!":
-            return TTuple(())
-        if text in ("dyn", "impl"):
-            self.fail(f"'{text} Trait' parameters have no fixed ABI", tok)
-        if tok.kind != "ident" and text != "::":
-            self.fail(f"expected a type (got {text!r})", tok)
-        self.pos -= 1
-        return self.path_type()
-
-    def path_type(self) -> TPath:
-        segments: list[str] = []
-        args: tuple[RustType | str, ...] = ()
-        if self.at("::"):
-            self.pos += 1
-        while True:
-            segments.append(_ident(self.next().text))
-            if self.at("::") and self.at("<", 1):
-                self.pos += 1
-            if self.at("<"):
-                args = tuple(self.generic_arg(part) for part in self.split_angle() if part
-                             and part[0].kind != "life")
-            if not self.at("::"):
-                return TPath(tuple(segments), args)
-            self.pos += 1
-
-    def generic_arg(self, part: list[Token]) -> RustType | str:
-        if part[0].kind in ("num", "str", "char") or part[0].text in ("{", "-", "true", "false"):
-            return " ".join(t.text for t in part)
-        if len(part) > 1 and part[1].text == "=":  # associated type binding
-            return " ".join(t.text for t in part)
-        return _Parser(part, self.source).whole_type()
+        name = ident(pattern[0].text) if simple else f"arg{index}"
+        return name, self.sub_type(part[colon + 1:], part[colon])
 
     def struct(self, attrs: list[Attr]) -> None:
-        line = self.next().line
-        name = _ident(self.next().text)
+        keyword = self.next()
+        name = ident(self.next().text)
         generics = self.generics()[0]
         fields: list[tuple[str, RustType]] = []
         if self.at("("):
             for index, part in enumerate(split_commas(self.group())):
-                fields.append((str(index), _Parser(_strip_vis(_strip_attrs(part)), self.source).whole_type()))
+                part = strip_vis(strip_attrs(part))
+                fields.append((str(index), self.sub_type(part, keyword)))
         while self.at("where"):
-            self.skip_where()
+            self.until("{", ";")
         if self.at("{"):
-            for part in split_commas(self.group()):
-                part = _strip_vis(_strip_attrs(part))
-                if len(part) < 3 or part[1].text != ":":
-                    self.fail(f"struct {name}: expected 'field: Type'", part[0] if part else None)
-                fields.append((_ident(part[0].text), _Parser(part[2:], self.source).whole_type()))
+            fields += self.named_fields(name)
         else:
             self.expect(";")
-        self.structs[name] = RustStruct(name, generics, tuple(fields), _repr(attrs), line)
+        self.structs[name] = RustStruct(name, generics, tuple(fields), _repr(attrs), keyword.line,
+                                        keyword.text == "union")
 
-    def skip_where(self) -> None:
-        while not (self.at("{") or self.at(";")):
-            if self.at("<"):
-                self.split_angle()
-            else:
-                self.pos += 1
+    def named_fields(self, owner: str) -> list[tuple[str, RustType]]:
+        fields = []
+        for part in split_commas(self.group()):
+            part = strip_vis(strip_attrs(part))
+            if len(part) < 3 or part[1].text != ":":
+                self.fail(f"{owner}: expected 'field: Type'", part[0] if part else None)
+            fields.append((ident(part[0].text), self.sub_type(part[2:], part[1])))
+        return fields
 
     def enum(self, attrs: list[Attr]) -> None:
         line = self.next().line
-        name = _ident(self.next().text)
+        name = ident(self.next().text)
         self.generics()
-        self.skip_where()
-        body = self.group()
-        fieldless = not any(t.text in ("(", "{") for t in body)
-        self.enums[name] = RustEnum(name, _repr(attrs), fieldless, line)
+        self.until("{")
+        variants = []
+        for part in split_commas(self.group()):
+            inner = _Parser(strip_attrs(part), self.source)
+            inner.next()  # the variant's name
+            fields: list[tuple[str, RustType]] = []
+            if inner.at("("):
+                items = split_commas(inner.group())
+                fields = [(str(i), self.sub_type(p, part[0])) for i, p in enumerate(items)]
+            elif inner.at("{"):
+                fields = inner.named_fields(name)
+            variants.append(tuple(fields))
+        self.enums[name] = RustEnum(name, _repr(attrs), tuple(variants), line)
 
     def alias(self) -> None:
-        self.expect("type")
-        name = _ident(self.next().text)
+        tok = self.expect("type")
+        name = ident(self.next().text)
         generic = self.at("<")
         if generic:
             self.split_angle()
@@ -376,47 +292,10 @@ class _Parser:
             self.skip_item()
             return
         self.pos += 1
-        start = self.pos
+        value = self.until(";")
         self.skip_item()
         if not generic:  # only trivial (non-generic) aliases are resolved
-            self.aliases[name] = _Parser(self.toks[start:self.pos - 1], self.source).whole_type()
-
-
-def split_commas(tokens: list[Token]) -> list[list[Token]]:
-    """Top-level comma-separated parts of a token list (nesting by brackets and angles)."""
-    parts: list[list[Token]] = [[]]
-    depth = 0
-    for tok in tokens:
-        if tok.kind == "punct":
-            if tok.text in ("(", "[", "{", "<"):
-                depth += 1
-            elif tok.text in (")", "]", "}", ">"):
-                depth -= 1
-            elif tok.text == "," and depth == 0:
-                parts.append([])
-                continue
-        parts[-1].append(tok)
-    return [p for p in parts if p]
-
-
-def _strip_attrs(part: list[Token]) -> list[Token]:
-    while len(part) > 1 and part[0].text == "#" and part[1].text == "[":
-        depth, i = 0, 1
-        for i in range(1, len(part)):
-            depth += part[i].text == "["
-            depth -= part[i].text == "]"
-            if depth == 0:
-                break
-        part = part[i + 1:]
-    return part
-
-
-def _strip_vis(part: list[Token]) -> list[Token]:
-    if part and part[0].text == "pub":
-        part = part[1:]
-        if part and part[0].text == "(":  # pub(crate), pub(in path): no nested parentheses
-            part = part[next(i for i, t in enumerate(part) if t.text == ")") + 1:]
-    return part
+            self.aliases[name] = self.sub_type(value, tok)
 
 
 def _attr(body: list[Token]) -> Attr:
@@ -455,16 +334,12 @@ def _unquote(text: str) -> str:
     return text[1:-1] if text.startswith('"') else text.split('"', 1)[1].rsplit('"', 1)[0]
 
 
-def _ident(text: str) -> str:
-    return text[2:] if text.startswith("r#") else text
-
-
 def parse_source(text: str, source: str = "<rust>") -> RustSource:
     """Read the signature-relevant items of one Rust file."""
     parser = _Parser(tokenize(text, source), source)
     parser.items()
     return RustSource(source, tuple(parser.functions), parser.structs, parser.enums, parser.aliases,
-                      tuple(parser.submodules))
+                      tuple(parser.submodules), parser.consts, tuple(parser.statics))
 
 
 def read_crate(root: Path) -> tuple[list[RustSource], list[Path]]:

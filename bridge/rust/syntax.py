@@ -8,13 +8,13 @@ Comments and whitespace are dropped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptxbridge.abi.errors import FormatError
 
 __all__ = [
-    "Token", "Attr", "TPath", "TRef", "TPtr", "TSlice", "TArray", "TTuple", "TFnPtr", "RustType",
-    "RustFn", "RustStruct", "RustEnum", "RustSource", "tokenize",
+    "Token", "Attr", "TPath", "TRef", "TPtr", "TSlice", "TArray", "TTuple", "TFnPtr", "TNoAbi", "RustType",
+    "RustFn", "RustStruct", "RustEnum", "RustStatic", "RustSource", "tokenize",
 ]
 
 _TOKEN = re.compile(r"""
@@ -35,6 +35,7 @@ class Token:
     kind: str  # ident, num, str, char, life, punct
     text: str
     line: int
+    col: int = 0  # 0-based, in characters (as proc_macro2 spans count them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,16 @@ class TFnPtr:
     """A function pointer type ``fn(..) -> ..``: one 64-bit address."""
 
 
-RustType = TPath | TRef | TPtr | TSlice | TArray | TTuple | TFnPtr
+@dataclass(frozen=True, slots=True)
+class TNoAbi:
+    """A type with no fixed ABI (``dyn Trait``, ``impl Trait``, ``_``, a macro type), or one the
+    reader could not read; ``reason`` says which.  ``fat``: a reference to it is a fat pointer."""
+
+    reason: str
+    fat: bool = False
+
+
+RustType = TPath | TRef | TPtr | TSlice | TArray | TTuple | TFnPtr | TNoAbi
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +122,10 @@ class RustFn:
     line: int
     foreign: bool = False
     const_generics: tuple[str, ...] = ()
+    bounds: tuple[tuple[str, str], ...] = ()  # (generic parameter, its bounds' text)
+    broken: str | None = None  # why the reader could not follow this function's signature
+    source: str = ""  # the file it is in
+    param_lines: tuple[int, ...] = ()  # the line of each parameter
 
     def attr(self, name: str) -> Attr | None:
         return next((a for a in self.attrs if a.path == name), None)
@@ -126,16 +140,34 @@ class RustStruct:
     fields: tuple[tuple[str, RustType], ...]
     repr: tuple[str, ...]
     line: int
+    union: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RustEnum:
-    """An enum; only a fieldless one with an integer ``#[repr]`` has a portable ABI."""
+    """An enum with its variants' fields (tuple fields named ``"0"``...); a layout is defined only
+    with ``#[repr(C)]`` or an integer ``#[repr]`` (RFC 2195)."""
 
     name: str
     repr: tuple[str, ...]
-    fieldless: bool
+    variants: tuple[tuple[tuple[str, RustType], ...], ...]
     line: int
+
+    @property
+    def fieldless(self) -> bool:
+        return not any(self.variants)
+
+
+@dataclass(frozen=True, slots=True)
+class RustStatic:
+    """A ``static`` item; ``module`` is the enclosing ``#[cuda_module]`` module's name, if any."""
+
+    name: str
+    type: RustType
+    attrs: tuple[Attr, ...]
+    line: int
+    col: int
+    module: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +178,18 @@ class RustSource:
     enums: dict[str, RustEnum]
     aliases: dict[str, RustType]
     submodules: tuple[str, ...]  # names of `mod name;` declarations (file modules)
+    consts: dict[str, str] = field(default_factory=dict)  # `const N: T = <expr>;` -> expression text
+    statics: tuple[RustStatic, ...] = ()
 
 
 def tokenize(text: str, source: str = "<rust>") -> list[Token]:
     """Split Rust source into tokens, dropping whitespace and comments."""
     tokens: list[Token] = []
-    pos, line, end = 0, 1, len(text)
+    pos, line, line_start, end = 0, 1, 0, len(text)
     while pos < end:
         if text.startswith("/*", pos):
             pos, line = _skip_block_comment(text, pos, line, source)
+            line_start = text.rfind("\n", 0, pos) + 1
             continue
         match = _TOKEN.match(text, pos)
         if match is None:
@@ -171,8 +206,10 @@ def tokenize(text: str, source: str = "<rust>") -> list[Token]:
             stop = close_at + len(closing)
         chunk = text[pos:stop]
         if kind not in ("ws", "line"):
-            tokens.append(Token(kind, chunk, line))
-        line += chunk.count("\n")
+            tokens.append(Token(kind, chunk, line, pos - line_start))
+        if "\n" in chunk:
+            line += chunk.count("\n")
+            line_start = pos + chunk.rfind("\n") + 1
         pos = stop
     return tokens
 

@@ -3,7 +3,7 @@
 Debian's ``rustc-web`` package has a rustc whose LLVM includes the NVPTX
 backend, and ``rust-web-src`` the library sources, but no prebuilt ``core``
 for the target.  :func:`sysroot` builds ``core`` and ``compiler_builtins``
-once per (rustc, sources) into the ptxbridge cache (FRONTENDS.md 1).  A rustup
+once per (rustc, sources) into the ptxbridge cache (docs/conventions.md, "c").  A rustup
 rustc (``~/.cargo/bin``, ``~/.rustup``) is never picked up implicitly: its
 targets depend on what that user installed.
 """
@@ -88,9 +88,10 @@ def _probe(rustc: Path) -> tuple[str, str] | None:
     return (done.stdout.strip(), release.group(1)) if done.returncode == 0 and release else None
 
 
-def _library_for(release: str) -> Path | None:
-    """The ``library/`` source tree of ``release`` (``rust-web-src`` puts it in /usr/src/rustc-X.Y.Z)."""
-    explicit = os.environ.get("PTXBRIDGE_RUST_SRC")
+def _library_for(release: str, *, explicit_src: bool = True) -> Path | None:
+    """The ``library/`` source tree of ``release`` (``rust-web-src`` puts it in /usr/src/rustc-X.Y.Z);
+    ``$PTXBRIDGE_RUST_SRC`` first when ``explicit_src``."""
+    explicit = os.environ.get("PTXBRIDGE_RUST_SRC") if explicit_src else None
     candidates = [Path(explicit)] if explicit else [Path(f"/usr/src/rustc-{release}/library")]
     for library in candidates:
         if (library / "core/src/lib.rs").is_file() and _builtins_root(library).is_file():
@@ -100,6 +101,29 @@ def _library_for(release: str) -> Path | None:
 
 def _builtins_root(library: Path) -> Path:
     return library / "compiler-builtins/compiler-builtins/src/lib.rs"
+
+
+def _usable_debian() -> str | None:
+    """The release of an installed Debian ``rustc-web`` with the target and ``rust-web-src``, or None."""
+    for rustc in _debian_candidates():
+        probed = None if any(m in str(rustc.resolve()) for m in _RUSTUP_MARKERS) else _probe(rustc)
+        if probed is not None and TARGET in _targets(rustc) and _library_for(probed[1], explicit_src=False):
+            return probed[1]
+    return None
+
+
+def _targets(rustc: Path) -> list[str]:
+    return subprocess.run([str(rustc), "--print", "target-list"], capture_output=True, text=True,
+                          check=False).stdout.split()
+
+
+def _remedy(explicit: bool, otherwise: str) -> str:
+    """What to do: for a ``$PTXBRIDGE_RUSTC`` compiler, say so when Debian's (used without it) would work."""
+    debian = _usable_debian() if explicit else None
+    if debian is None:
+        return otherwise
+    return (f"Debian's rustc-web {debian} and rust-web-src are already installed and are used when "
+            f"PTXBRIDGE_RUSTC is unset: unset it")
 
 
 @functools.cache
@@ -126,16 +150,18 @@ def find_toolchain() -> RustToolchain:
         if probed is None:
             continue
         version, release = probed
-        targets = subprocess.run([str(rustc), "--print", "target-list"], capture_output=True, text=True,
-                                 check=False).stdout.split()
-        if TARGET not in targets:
-            raise ToolchainError(f"Rust for {TARGET}: {rustc} has no {TARGET} target (got "
-                                 f"{version.splitlines()[0]}); install Debian's with `{_INSTALL}`")
+        named = f"{rustc} (PTXBRIDGE_RUSTC)" if explicit else str(rustc)
+        if TARGET not in _targets(rustc):
+            raise ToolchainError(f"Rust for {TARGET}: {named} has no {TARGET} target (got "
+                                 f"{version.splitlines()[0]}); "
+                                 + _remedy(bool(explicit), f"install Debian's with `{_INSTALL}`"))
         library = _library_for(release)
         if library is None:
-            raise ToolchainError(f"Rust for {TARGET}: no library sources for rustc {release} (looked for "
-                                 f"/usr/src/rustc-{release}/library/core and compiler-builtins); install "
-                                 f"them with `{_INSTALL}` or set PTXBRIDGE_RUST_SRC to a library/ folder")
+            looked = os.environ.get("PTXBRIDGE_RUST_SRC") or f"/usr/src/rustc-{release}/library"
+            remedy = _remedy(bool(explicit), f"install them with `{_INSTALL}`")
+            raise ToolchainError(f"Rust for {TARGET}: no library sources for rustc {release}, {named} "
+                                 f"(looked for core and compiler-builtins in {looked}); {remedy}, or set "
+                                 f"PTXBRIDGE_RUST_SRC to the library/ folder of rustc {release}")
         return RustToolchain(rustc, version, release, library)
     raise ToolchainError(f"Rust for {TARGET}: none of {', '.join(map(str, candidates))} runs "
                          f"(`rustc -vV` failed); reinstall with `{_INSTALL}`")
@@ -153,9 +179,11 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
     """The private sysroot with ``core`` and ``compiler_builtins`` for the target, built once.
 
     The build takes ~15-30 s and is cached under the key (rustc ``-vV``,
-    library path, flags); several processes wait on one builder.
+    library path, flags); several processes wait on one builder.  The cache
+    keeps every file's SHA-256, so a truncated or deleted ``libcore.rlib`` is
+    rebuilt (it used to fail every later compile).
     """
-    entry_key = cache.key("rust-sysroot-v1", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS)
+    entry_key = cache.key("rust-sysroot-v2", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS)
 
     def build(root: Path) -> None:
         out = root / _SYSROOT_LAYOUT

@@ -57,8 +57,9 @@ class EmulatorBackend(Backend):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
         if not image.ptx:
-            raise EmulatorError("the CPU emulator needs the image's PTX (image.ptx is empty): link from PTX "
-                                "or LTO-free inputs so the PTX is kept")
+            reasons = "; ".join(sorted(set(getattr(image, "cpu_unavailable", {}).values())))
+            raise EmulatorError("the CPU emulator needs the image's PTX and it has none: "
+                                + (reasons or "link PTX, LTO-IR or NVVM IR inputs"))
         if max_batch_threads < 32:
             raise ArgumentError(f"max_batch_threads must be >= 32 (got {max_batch_threads})")
         self.image = image
@@ -71,8 +72,12 @@ class EmulatorBackend(Backend):
         self._closed = False
 
     def function(self, name: str) -> str:
-        """The kernel's name, checked to be an ``.entry`` of the image (KeyError otherwise)."""
+        """The kernel's name, checked to be an ``.entry`` of the image (KeyError otherwise; an
+        :class:`EmulatorError` saying why when the image has the kernel but no PTX for it)."""
         if name not in self.program.entries:
+            why = getattr(self.image, "cpu_unavailable", {}).get(name)
+            if why is not None:
+                raise EmulatorError(f"{name}: the CPU loader cannot run this kernel: {why}")
             raise KeyError(name)
         return name
 

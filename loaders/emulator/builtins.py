@@ -18,7 +18,8 @@ import numpy as np
 
 __all__ = ["BUILTINS"]
 
-_SPEC = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|z|j|t)?([diouxXcsfFeEgGaAp%])")
+# possessive quantifiers: flags, width and precision are read once (tests/test_redos.py)
+_SPEC = re.compile(r"%([-+ #0]*+\d*+(?:\.\d++)?+)(hh|h|ll|l|z|j|t)?([diouxXcsfFeEgGaAp%])")
 _MAX_STRING = 4096
 
 

@@ -309,11 +309,14 @@ class _BodyParser:
         return Mem(base, offset)
 
     def split_offset(self, text: str) -> tuple[str, int]:
-        match = re.match(r"^(.*?)\s*([+-])\s*(-?(?:0x[0-9a-fA-F]+|\d+))$", text)
-        if match is None or not match.group(1) or match.group(1)[0].isdigit():
+        # the first sign followed by a number that runs to the end (a search, not ``^(.*?)\s*...``,
+        # which backtracks quadratically over a long run of blanks; tests/test_redos.py)
+        match = re.search(r"([+-])\s*+(-?(?:0x[0-9a-fA-F]++|\d++))$", text)
+        base = "" if match is None else text[:match.start()].rstrip()
+        if match is None or not base or base[0].isdigit():
             return text, 0
-        value = int(match.group(3), 0)
-        return match.group(1), value if match.group(2) == "+" else -value
+        value = int(match.group(2), 0)
+        return base, value if match.group(1) == "+" else -value
 
 
 def _split_top(text: str) -> list[str]:

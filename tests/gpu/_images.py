@@ -1,16 +1,17 @@
 """The images the GPU suite runs, built by ptxbridge's own frontends and linker.
 
 Each builder compiles real sources (NVRTC, numba-cuda, Debian rustc, cuTile)
-and links with nvJitLink for sm_90.  ``PTXBRIDGE_GPU_IMAGES=DIR`` keeps the
-linked cubin and signatures of each image in DIR: a machine with the
-toolchains (``python tests/gpu/_images.py DIR``) fills it, and a GPU machine
-without them (no rustc, an older nvJitLink) loads from it.  Without the
-variable every image is built from scratch.
+and links with nvJitLink for sm_90.  Every image the suite runs has gone
+through the public saved-image format (``Image.save`` / ``Image.open``,
+docs/image-format.md): a machine with the toolchains writes them with
+``python tests/gpu/_images.py DIR`` (one ``NAME.ptxb`` per image), and a GPU
+machine given ``PTXBRIDGE_GPU_IMAGES=DIR`` opens them from there, so it needs
+no rustc, numba or cuTile.  Without the variable each image is built here and
+passed through the format in memory (``to_bytes`` / ``from_bytes``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -19,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from ptxbridge.abi.errors import ToolchainError
-from ptxbridge.abi.manifest import dumps, loads
 from ptxbridge.image import Image
 
 ARCH = "sm_90"
@@ -273,34 +273,30 @@ def build(name: str) -> Image:
     return link(BUILDERS[name](), arch="sm_90a" if name == "tile" else ARCH)
 
 
-def save(name: str, image: Image, where: Path) -> None:
-    where.mkdir(parents=True, exist_ok=True)
-    (where / f"{name}.cubin").write_bytes(image.cubin)
-    for index, ptx in enumerate(image.ptx):  # the CPU interpreter runs these beside the GPU
-        (where / f"{name}.{index}.ptx").write_bytes(ptx)
-    (where / f"{name}.json").write_text(json.dumps({"arch": image.arch,
-                                                    "kernels": json.loads(dumps(image.kernels.values()))}))
+def path(name: str, where: Path) -> Path:
+    """Where image ``name`` is saved in ``where``."""
+    return where / f"{name}.ptxb"
 
 
 def image(name: str) -> Image:
-    """Image ``name``: prebuilt from ``PTXBRIDGE_GPU_IMAGES`` when there, else built (skips
+    """Image ``name``, opened from ``PTXBRIDGE_GPU_IMAGES`` when set (a missing file fails: build
+    the folder with this script), else built here and passed through the saved-image format (skips
     when a toolchain is missing)."""
     where = _store()
-    if where is not None and (where / f"{name}.json").exists():
-        meta = json.loads((where / f"{name}.json").read_text())
-        kernels = {s.name: s for s in loads(json.dumps(meta["kernels"]))}
-        ptx = tuple(p.read_bytes() for p in sorted(where.glob(f"{name}.*.ptx"),
-                                                   key=lambda p: int(p.suffixes[-2][1:])))
-        return Image((where / f"{name}.cubin").read_bytes(), meta["arch"], kernels, ptx=ptx)
+    if where is not None:
+        if not path(name, where).is_file():
+            pytest.fail(f"image {name!r} is not in {where}: python tests/gpu/_images.py {where}")
+        return Image.open(path(name, where))
     try:
-        return build(name)
+        built = build(name)
     except ToolchainError as exc:
         pytest.skip(f"image {name!r} needs a toolchain this machine lacks: {exc}")
+    return Image.from_bytes(built.to_bytes(), f"<image {name}>")
 
 
 if __name__ == "__main__":
     target = Path(sys.argv[1])
+    target.mkdir(parents=True, exist_ok=True)
     for key in sys.argv[2:] or BUILDERS:
         built = build(key)
-        save(key, built, target)
-        print(f"{key}: {', '.join(built.kernels)}")
+        print(f"{built.save(path(key, target))}: {built!r}")

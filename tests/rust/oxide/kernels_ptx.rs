@@ -1,5 +1,5 @@
 //! The kernels of `kernels.rs`, spelled with the flat parameters cuda-oxide
-//! lowers them to (FRONTENDS.md 2), for plain rustc: `&[T]` and
+//! lowers them to (docs/conventions.md, `oxide`), for plain rustc: `&[T]` and
 //! `DisjointSlice<T>` are pointer + u64 length, a runtime 2-D DisjointSlice adds
 //! a u32 row width, zero-sized parameters vanish, other structs travel as one
 //! blob, generic instances are named `<base>_TID_<32 hex>`.

@@ -1,0 +1,179 @@
+"""The saved-image file: one linked image (code, signatures, arch, PTX) in one checksummed file.
+
+The format is specified in ``docs/image-format.md``; this module is its only reader and writer.
+Reading is strict: a wrong magic, an unknown version, a checksum that does not match, a header
+that is not the documented JSON, or sections that do not add up to the file's length raise
+:class:`FormatError` naming the file and what is wrong.  No I/O here: callers pass bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import reprlib
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import FormatError
+from .manifest import from_manifest, to_manifest
+from .signature import Signature
+
+__all__ = ["IMAGE_MAGIC", "IMAGE_VERSION", "ImageFile", "image_file_sections", "is_image_file",
+           "read_image_file", "write_image_file"]
+
+IMAGE_MAGIC = b"\x89PTXBIMG"
+IMAGE_VERSION = 1
+_FIXED = struct.Struct("<8sII32s")  # magic, format version, header length, SHA-256 of the rest
+_HEADER_KEYS = {"arch", "sections", "signatures", "created_by"}
+_SECTION_KINDS = ("cubin", "ptx")
+_ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFile:
+    """What a saved-image file holds: ``kernels`` and ``device_functions`` map names to signatures."""
+
+    arch: str | None
+    cubin: bytes | None
+    ptx: tuple[bytes, ...] = ()
+    kernels: Mapping[str, Signature] = field(default_factory=dict)
+    device_functions: Mapping[str, Signature] = field(default_factory=dict)
+    created_by: str = ""
+    version: int = IMAGE_VERSION
+    offsets: tuple[int, ...] = ()  # where each section (cubin first, then PTX) starts in the file; read only
+
+
+def is_image_file(data: bytes) -> bool:
+    """``data`` starts with the saved-image magic (the rest may still be corrupt)."""
+    return bytes(data[:len(IMAGE_MAGIC)]) == IMAGE_MAGIC
+
+
+def write_image_file(image: ImageFile) -> bytes:
+    """The bytes of ``image`` in format :data:`IMAGE_VERSION` (``docs/image-format.md``)."""
+    if image.arch is not None and not _ARCH.fullmatch(image.arch):
+        raise ValueError(f"arch must look like 'sm_90' or 'sm_90a' (got {image.arch!r})")
+    sections = list(image_file_sections(image))
+    header = {
+        "arch": image.arch,
+        "created_by": image.created_by,
+        "sections": [{"kind": kind, "size": len(data)} for kind, data in sections],
+        "signatures": to_manifest([*image.kernels.values(), *image.device_functions.values()]),
+    }
+    body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for _, d in sections)
+    header_size = len(body) - sum(len(d) for _, d in sections)
+    return _FIXED.pack(IMAGE_MAGIC, IMAGE_VERSION, header_size, hashlib.sha256(body).digest()) + body
+
+
+def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
+    """Parse a saved-image file.
+
+    Raises
+    ------
+    FormatError
+        Not a saved image, a format version this reader does not know, a checksum mismatch
+        (corrupt or truncated), or a header or section table that breaks the format.
+    """
+    data = bytes(data)
+    if len(data) < _FIXED.size:
+        raise FormatError(f"truncated: a ptxbridge image file is at least {_FIXED.size} bytes "
+                          f"(got {len(data)})", source=source)
+    magic, version, header_size, digest = _FIXED.unpack_from(data)
+    if magic != IMAGE_MAGIC:
+        raise FormatError(f"not a ptxbridge image file (starts with {magic!r}, expected {IMAGE_MAGIC!r})",
+                          source=source)
+    if version != IMAGE_VERSION:
+        newer = " (written by a newer ptxbridge: upgrade to read it)" if version > IMAGE_VERSION else ""
+        raise FormatError(f"image format version {version} is not supported (this ptxbridge reads version "
+                          f"{IMAGE_VERSION}){newer}", source=source, where="8")
+    body = data[_FIXED.size:]
+    if hashlib.sha256(body).digest() != digest:
+        raise FormatError("checksum mismatch: the file is corrupt or truncated (the SHA-256 of bytes "
+                          f"{_FIXED.size}.. is not the one recorded at byte 16); save the image again",
+                          source=source)
+    if header_size > len(body):
+        raise FormatError(f"header of {header_size} bytes runs past the end of the file", source=source,
+                          where="12")
+    header = _header(body[:header_size], source)
+    return _parse(header, body[header_size:], source, _FIXED.size + header_size)
+
+
+def _fail(path: str, message: str, source: str) -> FormatError:
+    return FormatError(message, source=source, where=f"header.{path}")
+
+
+def _header(raw: bytes, source: str) -> dict[str, Any]:
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON; nesting beyond Python's stack
+        raise FormatError(f"header is not valid JSON ({exc})", source=source,
+                          where=str(_FIXED.size)) from None
+    if not isinstance(header, dict):
+        raise _fail("$", f"must be a JSON object (got {reprlib.repr(header)})", source)
+    unknown = sorted(set(header) - _HEADER_KEYS)
+    missing = sorted(_HEADER_KEYS - set(header))
+    if unknown or missing:
+        problem = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
+        raise _fail("$", f"{problem} (keys: {', '.join(sorted(_HEADER_KEYS))})", source)
+    return header
+
+
+def _parse(header: dict[str, Any], payload: bytes, source: str, start: int) -> ImageFile:
+    arch = header["arch"]
+    if arch is not None and not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
+        raise _fail("arch", f"must be null or look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
+                    source)
+    if not isinstance(header["created_by"], str):
+        raise _fail("created_by", f"must be a string (got {reprlib.repr(header['created_by'])})", source)
+    cubin, ptx, offsets = _sections(header["sections"], payload, source)
+    if not isinstance(header["signatures"], dict):
+        raise _fail("signatures", "must be a signature manifest object (docs/manifest.md)", source)
+    signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
+    kernels = {s.name: s for s in signatures if s.kind == "kernel"}
+    device = {s.name: s for s in signatures if s.kind == "device"}
+    return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"],
+                     offsets=tuple(start + offset for offset in offsets))
+
+
+def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...], list[int]]:
+    """The cubin (at most one), the PTX modules, and where each starts in ``payload``
+    (cubin first, as :func:`image_file_sections` orders them)."""
+    if not isinstance(table, list):
+        raise _fail("sections", f"must be a list (got {reprlib.repr(table)})", source)
+    cubin, ptx, offset = None, [], 0
+    starts: dict[str, list[int]] = {"cubin": [], "ptx": []}
+    for i, entry in enumerate(table):
+        where = f"sections[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"kind", "size"}:
+            raise _fail(where, f"must be an object with keys kind and size (got {reprlib.repr(entry)})",
+                        source)
+        kind, size = entry["kind"], entry["size"]
+        if kind not in _SECTION_KINDS:
+            raise _fail(f"{where}.kind", f"must be one of {', '.join(_SECTION_KINDS)} "
+                                         f"(got {reprlib.repr(kind)})", source)
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= len(payload) - offset:
+            left = len(payload) - offset
+            raise _fail(f"{where}.size", f"must be an integer from 0 to the {left} bytes left "
+                                         f"(got {reprlib.repr(size)})", source)
+        data = payload[offset:offset + size]
+        starts[kind].append(offset)
+        offset += size
+        if kind == "ptx":
+            ptx.append(data)
+        elif cubin is not None:
+            raise _fail(where, "a second cubin section (an image has at most one)", source)
+        else:
+            cubin = data
+    if offset != len(payload):
+        raise _fail("sections", f"sections cover {offset} bytes but {len(payload)} follow the header", source)
+    return cubin, tuple(ptx), starts["cubin"] + starts["ptx"]
+
+
+def image_file_sections(image: ImageFile) -> Iterable[tuple[str, bytes]]:
+    """(kind, bytes) of every section in file order: the cubin first, then each PTX module."""
+    if image.cubin is not None:
+        yield "cubin", image.cubin
+    for module in image.ptx:
+        yield "ptx", module

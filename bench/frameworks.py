@@ -1,0 +1,408 @@
+"""Framework ops, measured: CUDA graphs vs a raw C launch loop, op dispatch, cross-language LTO.
+
+1. **Eight mixed-language kernels per step** (``_framework_images.py``: 3 CUDA C++, 3 numba,
+   2 Rust; 1024 floats each, grid 4 x block 256), host microseconds per kernel: a raw C
+   ``cuLaunchKernel`` loop over the same eight prepared launches (built here with ``cc``, called
+   in this process), eager ptxbridge ``Kernel`` calls, eager ``ptxbridge.torch`` ops, the ops under
+   ``torch.compile(mode="reduce-overhead")``, and a ``torch.cuda.CUDAGraph`` of the eager launches
+   replayed.  Interleaved rounds (every path once per round); medians over rounds.  Goal: under
+   CUDA graphs, host time per kernel <= 0.35x the C loop's.
+2. **Op dispatch** for one kernel: a ``ptxbridge.torch`` op (in place and allocating) against the
+   direct ``Kernel`` call and against ``torch.add``.
+3. **Cross-language LTO**: a compute-bound numba kernel whose multiply-add is a device function
+   in numba itself, in CUDA C++ through LTO, in Rust through plain PTX linking, and in Rust
+   through LTO where the Rust frontend makes LTO-IR; kernel time from CUDA events (median of
+   interleaved rounds) and the SASS ``CALL`` count (``cuobjdump -sass``: 0 means inlined).
+
+Usage: ``python bench/frameworks.py --save DIR`` where the toolchains are (no GPU needed: it
+builds the images and prints the SASS check), then ``python bench/frameworks.py --images DIR`` on
+the GPU.  Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _framework_images import FMA_STEPS, images
+
+N, GRID, BLOCK, BATCHES, PER_BATCH, ROUNDS = 1024, 4, 256, 20, 100, 7
+LTO_N, LTO_ITERS = 1 << 22, 50
+
+C_LOOP = r"""
+#include <stddef.h>
+#include <time.h>
+typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                         void **, void **);
+typedef int (*sync_fn)(void *);
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+/* per batch: host microseconds per step of ``count`` prepared launches (packed buffers, extra) */
+int run_steps(void *launch, void *sync, int count, void **functions, void **params, size_t *sizes,
+              const unsigned *dims, void *stream, int batches, int per, double *times) {
+    launch_fn go = (launch_fn)launch;
+    sync_fn wait = (sync_fn)sync;
+    void *extras[64][5];
+    if (count > 64) return -1;
+    for (int i = 0; i < count; i++) {
+        extras[i][0] = (void *)1; extras[i][1] = params[i]; extras[i][2] = (void *)2;
+        extras[i][3] = &sizes[i]; extras[i][4] = (void *)0;
+    }
+    for (int b = -1; b < batches; b++) {
+        double t0 = now_us();
+        for (int p = 0; p < per; p++)
+            for (int i = 0; i < count; i++) {
+                const unsigned *d = dims + 6 * i;
+                int r = go(functions[i], d[0], d[1], d[2], d[3], d[4], d[5], 0, stream, NULL, extras[i]);
+                if (r) return r;
+            }
+        if (b >= 0) times[b] = (now_us() - t0) / per;
+        if (wait(stream)) return -2;
+    }
+    return 0;
+}
+"""
+
+
+def per_call(fn: Callable[[], object], sync: Callable[[], None], per: int = PER_BATCH) -> float:
+    """Median over batches of host microseconds per call (synchronized between batches)."""
+    for _ in range(per):
+        fn()
+    sync()
+    times = []
+    for _ in range(BATCHES):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        times.append((time.perf_counter() - t0) / per * 1e6)
+        sync()
+    return statistics.median(times)
+
+
+def the_step(module, tensors):
+    """The eight launches of one step: (kernel, arguments) on preallocated tensors."""
+    x, y, t = tensors["x"], tensors["y"], tensors["t"]
+    return [(module.add, (x, y, t[0], N)), (module.relu, (t[0], t[1])),
+            (module.scale_into, (0.5, t[1], t[2], N)), (module.mul, (t[2], x, t[3], N)),
+            (module.square, (t[3], t[4])), (module.softsign, (t[4], t[5], N)),
+            (module.affine, (t[5], t[6], 2.0, 1.0, N)), (module.relu, (t[6], t[7]))]
+
+
+def reference(torch, x, y):
+    h = torch.relu(x + y) * 0.5 * x
+    h = h * h
+    return torch.relu(2.0 * (h / (1.0 + h.abs())) + 1.0)
+
+
+def make_ops(image):
+    import ptxbridge.torch as pt
+    from ptxbridge.abi.kinds import NumbaArray
+
+    def make(kernel: str, source: str, output: str | None, name: str | None = None):
+        """The op of ``kernel``: ``output`` shaped like argument ``source``, ``n`` its element count."""
+        outputs = {} if output is None else {output: f"like {source}"}
+        params = image.kernels[kernel].params
+        numba = isinstance(params[0].type, NumbaArray)  # writable to numba; these kernels only read x
+        return pt.op(image, kernel, name=f"bench::{name or kernel}", outputs=outputs, grid=GRID, block=BLOCK,
+                     derived={"n": f"numel {source}"} if "n" in [p.name for p in params] else {},
+                     read_only=(source,) if numba else ())
+
+    ops = {"add": make("add", "a", "c"), "add_into": make("add", "a", None, "add_into"),
+           "mul": make("mul", "a", "c"), "affine": make("affine", "x", "y"), "relu": make("relu", "x", "out"),
+           "square": make("square", "x", "out"), "scale_into": make("scale_into", "x", "y"),
+           "softsign": make("softsign", "x", "y")}
+
+    def step(x, y):
+        h = ops["relu"](ops["add"](x, y))
+        h = ops["mul"](ops["scale_into"](0.5, h), x)
+        h = ops["softsign"](ops["square"](h))
+        return ops["relu"](ops["affine"](h, 2.0, 1.0))
+
+    return ops, step
+
+
+def c_loop_runner(module, launches, stream):
+    """A callable timing the eight launches in C (per-step host microseconds, median of batches)."""
+    from ptxbridge.launch.args import BindContext, make_binder
+
+    work = Path(tempfile.mkdtemp())
+    (work / "loop.c").write_text(C_LOOP)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(work / "loop.so"), str(work / "loop.c")],
+                   check=True)
+    lib = ctypes.CDLL(str(work / "loop.so"))
+    backend = module.backend
+    functions, buffers, sizes, dims = [], [], [], []
+    for kernel, args in launches:
+        sig = kernel.signature
+        ctx = BindContext(kernel.name, sig.convention, backend.device_type, backend.device_id)
+        flat: tuple = ()
+        for param, arg in zip(sig.params, args, strict=True):
+            flat += make_binder(ctx, param, type(arg)).values(arg, stream.cuda_stream)
+        packed = sig.layout.packer().pack(flat)
+        buffers.append(ctypes.create_string_buffer(packed, len(packed)))
+        sizes.append(len(packed))
+        functions.append(backend.function(kernel.name).handle)
+        dims += [GRID, 1, 1, BLOCK, 1, 1]
+    count = len(launches)
+    c_functions = (ctypes.c_void_p * count)(*functions)
+    c_params = (ctypes.c_void_p * count)(*(ctypes.addressof(b) for b in buffers))
+    c_sizes = (ctypes.c_size_t * count)(*sizes)
+    c_dims = (ctypes.c_uint * len(dims))(*dims)
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    entry = ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p)
+    sync = ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p)
+    times = (ctypes.c_double * BATCHES)()
+
+    def run() -> float:
+        code = lib.run_steps(entry, sync, count, c_functions, c_params, c_sizes, c_dims,
+                             ctypes.c_void_p(stream.cuda_stream), BATCHES, PER_BATCH, times)
+        if code:
+            raise RuntimeError(f"the C loop failed with {code}")
+        return statistics.median(times)
+
+    run.keep = (buffers, c_functions, c_params, c_sizes, c_dims)  # the pointers above point into these
+    return run
+
+
+def step_section(image, torch) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Per-kernel host microseconds of each path, one list entry per interleaved round."""
+    module = image.load(0)
+    stream = torch.cuda.Stream()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x, y = (torch.randn(N, device="cuda", generator=gen) for _ in range(2))
+    tensors = {"x": x, "y": y, "t": [torch.empty(N, device="cuda") for _ in range(8)]}
+    launches = the_step(module, tensors)
+    expected = reference(torch, x, y)
+
+    def eager() -> None:
+        for kernel, args in launches:
+            kernel(*args, grid=GRID, block=BLOCK)
+
+    _, step = make_ops_cached(image)
+    torch._dynamo.mark_static_address(x)
+    torch._dynamo.mark_static_address(y)
+    compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")
+
+    def replay_compiled() -> None:
+        torch.compiler.cudagraph_mark_step_begin()
+        compiled(x, y)
+
+    with torch.cuda.stream(stream):
+        eager()
+        stream.synchronize()
+        torch.testing.assert_close(tensors["t"][7], expected)
+        torch.testing.assert_close(step(x, y), expected)
+        for _ in range(3):
+            torch.compiler.cudagraph_mark_step_begin()
+            result = compiled(x, y)
+        torch.testing.assert_close(result, expected)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            eager()
+    c_loop = c_loop_runner(module, launches, stream)
+    paths: dict[str, Callable[[], float]] = {"raw C cuLaunchKernel loop": c_loop}
+    with torch.cuda.stream(stream):
+        paths["eager ptxbridge Kernel calls"] = lambda: per_call(eager, stream.synchronize)
+        paths["eager ptxbridge.torch ops (allocating)"] = lambda: per_call(lambda: step(x, y),
+                                                                           stream.synchronize)
+        paths["torch.compile(mode='reduce-overhead') of the ops"] = lambda: per_call(replay_compiled,
+                                                                                     stream.synchronize)
+        paths["torch.cuda.CUDAGraph.replay() of the eager launches"] = lambda: per_call(graph.replay,
+                                                                                        stream.synchronize)
+        rounds: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(ROUNDS):
+            for name, measure in paths.items():
+                rounds[name].append(measure() / len(launches))
+        gpu = {"graph replay": _gpu_us(torch, graph.replay, stream) / len(launches),
+               "eager launches": _gpu_us(torch, eager, stream) / len(launches)}
+    torch.testing.assert_close(tensors["t"][7], expected)
+    return rounds, gpu
+
+
+def _gpu_us(torch, fn: Callable[[], object], stream) -> float:
+    """Device microseconds per call of ``fn``, from CUDA events around PER_BATCH calls."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    for _ in range(PER_BATCH):
+        fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / PER_BATCH
+
+
+def dispatch_section(image, torch) -> dict[str, float]:
+    """Host microseconds per call of one kernel (``add``, 1024 floats) through each path."""
+    module = image.load(0)
+    ops, _ = make_ops_cached(image)
+    stream = torch.cuda.Stream()
+    a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
+    rows = {}
+    with torch.cuda.stream(stream):
+        rows["ptxbridge Kernel call, preallocated c"] = per_call(
+            lambda: module.add(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
+        rows["ptxbridge.torch op, in place (c mutated)"] = per_call(lambda: ops["add_into"](a, b, c),
+                                                                   stream.synchronize)
+        rows["ptxbridge.torch op, allocating (returns c)"] = per_call(lambda: ops["add"](a, b),
+                                                                     stream.synchronize)
+        rows["torch.add(a, b, out=c)"] = per_call(lambda: torch.add(a, b, out=c), stream.synchronize)
+        rows["torch.add(a, b)"] = per_call(lambda: torch.add(a, b), stream.synchronize)
+    torch.testing.assert_close(ops["add"](a, b), a + b)
+    return rows
+
+
+_OPS: dict[int, tuple] = {}
+
+
+def make_ops_cached(image):
+    """The torch ops of ``image``, made once (op names are global to the process)."""
+    if id(image) not in _OPS:
+        _OPS[id(image)] = make_ops(image)
+    return _OPS[id(image)]
+
+
+def lto_section(found, torch) -> dict[str, tuple[float | str, int | str]]:
+    """Kernel microseconds (median of interleaved rounds) and SASS CALL count per variant."""
+    labels = {"fw_lto_one": "numba only (device function in numba)",
+              "fw_lto_cpp": "numba -> CUDA C++ device function, LTO",
+              "fw_ptx_rust": "numba -> Rust device function, PTX link (no LTO)",
+              "fw_lto_rust": "numba -> Rust device function, LTO"}
+    x = torch.rand(LTO_N, device="cuda")
+    kernels, results = {}, {}
+    for name, label in labels.items():
+        if isinstance(found[name], str):
+            results[label] = (found[name], "")
+            continue
+        kernels[label] = (found[name].load(0).fma_loop, torch.empty_like(x))
+    blocks = -(-LTO_N // BLOCK)
+    expected = x.clone()
+    for _ in range(FMA_STEPS):
+        expected = expected * 1.0001 + 0.5
+    times: dict[str, list[float]] = {label: [] for label in kernels}
+    for _ in range(ROUNDS):
+        for label, (kernel, out) in kernels.items():
+            times[label].append(_gpu_us(torch, lambda k=kernel, o=out: k(x, o, grid=blocks, block=BLOCK),
+                                        torch.cuda.current_stream()))
+    for label, (_kernel, out) in kernels.items():
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        results[label] = (statistics.median(times[label]), "")
+    return {label: (results[label][0], sass_calls(found[name]))
+            for name, label in labels.items()}
+
+
+def _cuobjdump() -> tuple[str, dict[str, str]] | None:
+    """cuobjdump, with nvdisasm (which ``-sass`` runs) on PATH: the CUDA wheels' bin folder first."""
+    env = dict(os.environ)
+    try:
+        import nvidia.cu13
+
+        wheel_bin = Path(nvidia.cu13.__path__[0]) / "bin"
+        env["PATH"] = f"{wheel_bin}{os.pathsep}{env.get('PATH', '')}"
+    except ImportError:
+        pass
+    tool = shutil.which("cuobjdump", path=env["PATH"])
+    if tool is None or shutil.which("nvdisasm", path=env["PATH"]) is None:
+        return None
+    return tool, env
+
+
+def sass_calls(image) -> int | str:
+    """``CALL`` instructions in ``fma_loop``'s SASS, or why they were not counted."""
+    if isinstance(image, str):
+        return "-"
+    found = _cuobjdump()
+    if found is None:
+        return "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+    tool, env = found
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "image.cubin"
+        path.write_bytes(image.cubin)
+        done = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return f"cuobjdump -sass failed: {(done.stderr or done.stdout).strip()[:120]}"
+    functions = re.split(r"\n\s*Function : ", done.stdout)
+    body = next((f for f in functions if f.startswith("fma_loop")), None)
+    if body is None:
+        return "fma_loop not in the SASS"
+    return len(re.findall(r"\bCALL\b", body))
+
+
+def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
+    floor = rounds["raw C cuLaunchKernel loop"]
+    print("| 8 mixed-language kernels per step | host us per kernel (median) | min | max | vs C loop "
+          "(median of per-round ratios) |\n| --- | ---: | ---: | ---: | ---: |")
+    for name, values in rounds.items():
+        ratio = statistics.median(v / f for v, f in zip(values, floor, strict=True))
+        middle = statistics.median(values)
+        print(f"| {name} | {middle:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio:.2f} |")
+    for name, value in gpu.items():
+        print(f"\nGPU time per kernel, {name} (CUDA events): {value:.2f} us")
+    goal = statistics.median(v / f for v, f in zip(rounds["torch.compile(mode='reduce-overhead') of the ops"],
+                                                   floor, strict=True))
+    print(f"\ngoal (reduce-overhead host time per kernel <= 0.35x the C loop's): "
+          f"{'met' if goal <= 0.35 else 'not met'} ({goal:.2f}x)")
+
+
+def print_dispatch(rows: dict[str, float]) -> None:
+    direct = rows["ptxbridge Kernel call, preallocated c"]
+    print("\n| one kernel, 1024 floats | host us per call | vs Kernel call | vs torch.add, same form |\n"
+          "| --- | ---: | ---: | ---: |")
+    for name, value in rows.items():
+        peer = rows["torch.add(a, b)"] if "allocating" in name or name == "torch.add(a, b)" else \
+            rows["torch.add(a, b, out=c)"]
+        print(f"| {name} | {value:.2f} | {value / direct:.2f} | {value / peer:.2f} |")
+
+
+def print_lto(rows: dict[str, tuple[float | str, int | str]]) -> None:
+    one = rows["numba only (device function in numba)"][0]
+    print(f"\n| {FMA_STEPS} dependent multiply-adds x {LTO_N} floats | kernel us (median) | vs numba only | "
+          "SASS CALLs in fma_loop |\n| --- | ---: | ---: | ---: |")
+    for name, (value, calls) in rows.items():
+        if isinstance(value, str):
+            print(f"| {name} | {value} | | {calls} |")
+        else:
+            ratio = f"{value / one:.3f}" if isinstance(one, float) else ""
+            print(f"| {name} | {value:.1f} | {ratio} | {calls} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--save", type=Path, help="build the images into DIR and check their SASS (no GPU)")
+    parser.add_argument("--images", type=Path, help="load the images saved in DIR (e.g. on a GPU host)")
+    args = parser.parse_args()
+    found = images(args.save or args.images)
+    if args.save:
+        for name, value in found.items():
+            if isinstance(value, str):
+                print(f"{name}: {value}")
+            elif name == "fw_step":
+                print(f"{name}: saved; kernels {', '.join(value.kernels)}")
+            else:
+                print(f"{name}: saved; SASS CALLs in fma_loop: {sass_calls(value)}")
+        return
+    import torch
+
+    print(f"# framework ops, {time.strftime('%Y-%m-%d')}, {torch.cuda.get_device_name(0)}, "
+          f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
+    rounds, gpu = step_section(found["fw_step"], torch)
+    print_step(rounds, gpu)
+    print_dispatch(dispatch_section(found["fw_step"], torch))
+    print_lto(lto_section(found, torch))
+
+
+if __name__ == "__main__":
+    main()

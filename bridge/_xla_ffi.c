@@ -1,0 +1,172 @@
+/* The XLA FFI handler behind ptxbridge.jax: one bridged kernel launch inside a jax.jit program.
+ *
+ * Plain C over the XLA FFI C API (xla/ffi/api/c_api.h from jax.ffi.include_dir()); setup.py builds
+ * it only where jaxlib is installed at build time.  Everything a launch needs is fixed when the
+ * program is traced and arrives as attributes (bridge/xla_ffi.py writes them):
+ *
+ *   entry     u64    a function with cuLaunchKernel's signature (the driver's, or on the CPU a
+ *                    ctypes callback into ptxbridge's CPU PTX interpreter)
+ *   function  u64    its first argument (a CUkernel handle, or the CPU launch record's id)
+ *   describe  u64    0, or int (*)(int code, const char **text): the text for a failed launch
+ *   geometry  i64[7] grid x y z, block x y z, dynamic shared memory bytes
+ *   params    u8[]   the packed parameter buffer with every pointer slot zero
+ *   slots     i64[]  pairs (byte offset, buffer): buffer >= 0 is operand k, < 0 is result -k-1
+ *   stream    i64    1: launch on XLA's stream (CUDA); 0: no stream (CPU)
+ *   kernel    string the kernel's name, for messages
+ *   session   u64    unread: a per-process random number that keeps programs of different
+ *                    processes apart (the addresses above are valid in one process only)
+ *
+ * Per call the handler copies the template, writes each buffer's address into its slots, and
+ * makes one launch with the packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  It launches the same
+ * work every time, so it declares itself command-buffer compatible (XLA may capture it in a
+ * CUDA graph).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xla/ffi/api/c_api.h"
+
+typedef int (*launch_fn)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                         unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_mem,
+                         void *stream, void **kernel_params, void **extra);
+typedef int (*describe_fn)(int code, const char **text);
+
+#define STACK_PARAMS 4096
+#define BUFFER_POINTER ((void *)1) /* CU_LAUNCH_PARAM_BUFFER_POINTER (cuda.h) */
+#define BUFFER_SIZE ((void *)2)    /* CU_LAUNCH_PARAM_BUFFER_SIZE */
+#define PARAM_END ((void *)0)      /* CU_LAUNCH_PARAM_END */
+
+static XLA_FFI_Error *fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *message) {
+    XLA_FFI_Error_Create_Args args = {XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, message, code};
+    return api->XLA_FFI_Error_Create(&args);
+}
+
+/* The attribute ``name`` of type ``type``, or NULL. */
+static const void *attribute(const XLA_FFI_Attrs *attrs, const char *name, XLA_FFI_AttrType type) {
+    size_t length = strlen(name);
+    for (int64_t i = 0; i < attrs->size; i++) {
+        const XLA_FFI_ByteSpan *found = attrs->names[i];
+        if (found->len == length && memcmp(found->ptr, name, length) == 0)
+            return attrs->types[i] == type ? attrs->attrs[i] : NULL;
+    }
+    return NULL;
+}
+
+static int scalar64(const XLA_FFI_Attrs *attrs, const char *name, uint64_t *out) {
+    const XLA_FFI_Scalar *found = attribute(attrs, name, XLA_FFI_AttrType_SCALAR);
+    if (found == NULL || (found->dtype != XLA_FFI_DataType_U64 && found->dtype != XLA_FFI_DataType_S64))
+        return 0;
+    memcpy(out, found->value, sizeof *out);
+    return 1;
+}
+
+static const XLA_FFI_Array *array(const XLA_FFI_Attrs *attrs, const char *name, XLA_FFI_DataType dtype) {
+    const XLA_FFI_Array *found = attribute(attrs, name, XLA_FFI_AttrType_ARRAY);
+    return found != NULL && found->dtype == dtype ? found : NULL;
+}
+
+static XLA_FFI_Error *metadata(XLA_FFI_Metadata_Extension *extension) {
+    XLA_FFI_Api_Version version = {XLA_FFI_Api_Version_STRUCT_SIZE, NULL, XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
+    extension->metadata->api_version = version;
+    extension->metadata->traits = XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+    return NULL;
+}
+
+/* The address of buffer ``source`` (operand k >= 0, result -k-1); 0 when there is no such buffer. */
+static int buffer_address(const XLA_FFI_CallFrame *frame, int64_t source, void **out) {
+    if (source >= 0) {
+        if (source >= frame->args.size || frame->args.types[source] != XLA_FFI_ArgType_BUFFER) return 0;
+        *out = ((XLA_FFI_Buffer *)frame->args.args[source])->data;
+        return 1;
+    }
+    int64_t index = -source - 1;
+    if (index >= frame->rets.size || frame->rets.types[index] != XLA_FFI_RetType_BUFFER) return 0;
+    *out = ((XLA_FFI_Buffer *)frame->rets.rets[index])->data;
+    return 1;
+}
+
+static XLA_FFI_Error *launch_failed(const XLA_FFI_Api *api, const XLA_FFI_ByteSpan *kernel, uint64_t describe,
+                                    int code, const int64_t *g) {
+    const char *text = NULL;
+    if (describe == 0 || ((describe_fn)(uintptr_t)describe)(code, &text) != 0 || text == NULL)
+        text = "the driver refused it (see CUresult in cuda.h)";
+    char message[2048];
+    snprintf(message, sizeof message,
+             "%.*s: the launch (grid=(%lld, %lld, %lld), block=(%lld, %lld, %lld), shared_mem=%lld) "
+             "failed with code %d: %s",
+             kernel ? (int)kernel->len : 6, kernel ? kernel->ptr : "kernel", (long long)g[0], (long long)g[1],
+             (long long)g[2], (long long)g[3], (long long)g[4], (long long)g[5], (long long)g[6], code, text);
+    return fail(api, XLA_FFI_Error_Code_INTERNAL, message);
+}
+
+static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
+    const XLA_FFI_Api *api = frame->api;
+    if (frame->extension_start != NULL && frame->extension_start->type == XLA_FFI_Extension_Metadata)
+        return metadata((XLA_FFI_Metadata_Extension *)frame->extension_start);
+    if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    const XLA_FFI_Attrs *attrs = &frame->attrs;
+    uint64_t entry, function, describe, use_stream;
+    const XLA_FFI_Array *geometry = array(attrs, "geometry", XLA_FFI_DataType_S64);
+    const XLA_FFI_Array *params = array(attrs, "params", XLA_FFI_DataType_U8);
+    const XLA_FFI_Array *slots = array(attrs, "slots", XLA_FFI_DataType_S64);
+    const XLA_FFI_ByteSpan *kernel = attribute(attrs, "kernel", XLA_FFI_AttrType_STRING);
+    if (!scalar64(attrs, "entry", &entry) || !scalar64(attrs, "function", &function) ||
+        !scalar64(attrs, "describe", &describe) || !scalar64(attrs, "stream", &use_stream) ||
+        geometry == NULL || geometry->size != 7 || params == NULL || slots == NULL || slots->size % 2)
+        return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                    "ptxbridge_launch: the custom call lacks attributes ptxbridge.jax writes (entry, function, "
+                    "describe, stream: 64-bit scalars; geometry: 7 x i64; params: u8[]; slots: i64 pairs)");
+    const int64_t *g = geometry->data;
+    const int64_t *pairs = slots->data;
+    size_t size = params->size;
+    unsigned char stack[STACK_PARAMS];
+    unsigned char *buffer = size <= STACK_PARAMS ? stack : malloc(size);
+    if (buffer == NULL) return fail(api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "ptxbridge_launch: out of memory");
+    memcpy(buffer, params->data, size);
+    XLA_FFI_Error *error = NULL;
+    for (size_t i = 0; i < slots->size && error == NULL; i += 2) {
+        int64_t offset = pairs[i];
+        void *address = NULL;
+        if (offset < 0 || (size_t)offset + sizeof address > size || !buffer_address(frame, pairs[i + 1], &address))
+            error = fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                         "ptxbridge_launch: a pointer slot lies outside the parameter buffer or names no buffer");
+        else
+            memcpy(buffer + offset, &address, sizeof address);
+    }
+    void *stream = NULL;
+    if (error == NULL && use_stream) {
+        XLA_FFI_Stream_Get_Args args = {XLA_FFI_Stream_Get_Args_STRUCT_SIZE, NULL, frame->ctx, NULL};
+        error = api->XLA_FFI_Stream_Get(&args);
+        stream = args.stream;
+    }
+    if (error == NULL) {
+        void *extra[] = {BUFFER_POINTER, buffer, BUFFER_SIZE, &size, PARAM_END};
+        int code = ((launch_fn)(uintptr_t)entry)((void *)(uintptr_t)function, (unsigned)g[0], (unsigned)g[1],
+                                                 (unsigned)g[2], (unsigned)g[3], (unsigned)g[4], (unsigned)g[5],
+                                                 (unsigned)g[6], stream, NULL, extra);
+        if (code != 0) error = launch_failed(api, kernel, describe, code, g);
+    }
+    if (buffer != stack) free(buffer);
+    return error;
+}
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ptxbridge._xla_ffi",
+    "The XLA FFI handler of ptxbridge.jax; ``handler`` is a PyCapsule for jax.ffi.register_ffi_target.",
+    -1, NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__xla_ffi(void) {
+    PyObject *self = PyModule_Create(&module);
+    if (self == NULL) return NULL;
+    PyObject *capsule = PyCapsule_New((void *)ptxbridge_launch, NULL, NULL);
+    if (capsule == NULL || PyModule_AddObject(self, "handler", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}

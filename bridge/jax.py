@@ -1,0 +1,221 @@
+"""Bridged kernels inside ``jax.jit``: one XLA FFI custom call per launch.
+
+:func:`op` turns a kernel into a JAX function.  Its arguments are the kernel's parameters in
+order, less ``outputs`` and ``derived`` ones (:mod:`ptxbridge.opspec`); it returns every tensor
+the kernel writes, in signature order: the outputs, allocated from their shape rule, and the
+tensors it mutates, which XLA aliases to their inputs (``input_output_aliases``), so the kernel
+writes in place where XLA can give it the buffer.  Scalars are compile-time attributes (like a
+static argument: pass Python numbers; a new value traces again).
+
+Under ``jax.jit`` the call lowers to the custom call ``ptxbridge_launch`` (``bridge/_xla_ffi.c``),
+whose attributes fix the launch at trace time: the packed parameter buffer, where each buffer's
+address goes, the geometry.  On a GPU it calls ``cuLaunchKernel`` on XLA's stream; on the CPU
+the same handler calls back into ptxbridge's CPU PTX interpreter (:mod:`ptxbridge.xla_ffi`).
+Buffers arrive in the signature's order, dense and row-major.
+
+Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plain
+``module.kernel(...)`` call also takes eager JAX arrays through DLPack, read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from ptxbridge.abi.devices import DLPACK_CPU
+from ptxbridge.abi.dtypes import DTYPES, DType, from_numpy
+from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kind_entries import KINDS
+from ptxbridge.abi.kinds import NumbaArray
+from ptxbridge.abi.syntax import format_type
+from ptxbridge.abi.tensor_rules import TensorProblem
+from ptxbridge.image import Image
+from ptxbridge.launch.args import BindContext, make_binder
+from ptxbridge.launch.dlpack import TensorInfo
+from ptxbridge.launch.module import Module, dim3
+from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
+from ptxbridge.xla_ffi import TARGET, Packed, cpu_attributes, cuda_attributes, register
+
+__all__ = ["JaxOp", "Output", "op"]
+
+_ML_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2"}
+_TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
+
+
+def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
+       outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
+       read_only: Sequence[str] = ()) -> JaxOp:
+    """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
+
+    Parameters
+    ----------
+    source
+        A linked :class:`~ptxbridge.Image` or a loaded :class:`~ptxbridge.Module`.
+    kernel
+        The kernel's name in the image.
+    grid, block, shared_mem
+        Launch geometry: an int / tuple, or a callable of named op values (shapes are static
+        under ``jax.jit``).  ``block=None`` takes the kernel's ``.reqntid``.
+    outputs, derived, read_only
+        As in :func:`ptxbridge.torch.op`: ``{"y": "like x"}``, ``{"n": "numel x"}``; a tensor named
+        in ``read_only`` (a numba array the kernel only reads) is neither aliased nor returned.
+
+    Returns
+    -------
+    JaxOp
+        ``f(*args, **kwargs)``: one array, or a tuple when the kernel writes several tensors.
+    """
+    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
+                              grid=grid, block=block, shared_mem=shared_mem)
+    return JaxOp(spec, modules)
+
+
+class JaxOp:
+    """A bridged kernel as a JAX function (see :func:`op`)."""
+
+    def __init__(self, spec: OpSpec, modules: Modules):
+        written = [p.name for p in spec.signature.params
+                   if p.name in spec.mutated or any(o.param.name == p.name for o in spec.outputs)]
+        if not written:
+            raise ArgumentError(f"{spec.name}: writes no tensor, so a JAX op of it would return nothing; "
+                                "declare what it writes in outputs= or type the pointer *mut")
+        self.spec, self.modules, self.written = spec, modules, tuple(written)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        spec = self.spec
+        values = spec.bind(args, kwargs)
+        operands = []
+        for param in spec.inputs:
+            if param.name in spec.tensors:
+                values[param.name] = jax.numpy.asarray(values[param.name])
+                operands.append(values[param.name])
+            else:
+                values[param.name] = _static(spec.name, param.name, values[param.name])
+        sources = {p.name: i for i, p in enumerate(p for p in spec.inputs if p.name in spec.tensors)}
+        spec.derive(values)
+        for output in spec.outputs:
+            dt = _jax_dtype(output.dtype) if output.dtype is not None else values[output.like].dtype
+            values[output.param.name] = jax.ShapeDtypeStruct(spec.shape(output, values), dt)
+        results, aliases = [], {}
+        for name in self.written:
+            if name in sources:  # mutated: the result is the operand's buffer, written in place
+                aliases[sources[name]] = len(results)
+            sources[name] = -len(results) - 1
+            results.append(jax.ShapeDtypeStruct(values[name].shape, values[name].dtype))
+        packed = _pack(spec, values, sources)
+        call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases, vmap_method="sequential")
+        register()
+        branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
+        if _has_cuda():
+            facts = self._cuda_facts(packed.geometry[6])
+            branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
+        found = branches["cpu"](*operands) if len(branches) == 1 else jax.lax.platform_dependent(
+            *operands, **branches)
+        return found[0] if len(found) == 1 else tuple(found)
+
+    def _cuda_facts(self, shared_mem: int) -> dict[str, Any]:
+        """The CUDA loader's launch facts of the kernel (its CUkernel serves every GPU's context)."""
+        name = self.spec.name
+        backend = self.modules.get("cuda:0").backend
+        facts = backend.native_facts(backend.function(name), name)
+        if name in backend.cooperative_kernels:
+            raise ArgumentError(f"{name}: a cooperative (grid-sync) kernel cannot run inside jax.jit (the "
+                                "handler launches with cuLaunchKernel)")
+        if shared_mem > facts["max_shared"]:
+            raise ArgumentError(f"{name}: {shared_mem} bytes of dynamic shared memory need an opt-in the "
+                                "handler does not make; declare #[shared(dynamic = N)] in the signature so "
+                                "the loader opts in when it loads the image")
+        return facts
+
+    def __repr__(self) -> str:
+        return f"<ptxbridge JAX op {self.spec.signature}>"
+
+
+@functools.cache
+def _has_cuda() -> bool:
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
+
+
+def _static(kernel: str, name: str, value: Any) -> Any:
+    """A scalar argument as the Python value it is compiled in as."""
+    if isinstance(value, jax.core.Tracer):
+        raise ArgumentError(f"{kernel}: argument '{name}' is a traced value; scalars are compiled into the "
+                            "call under jax.jit: pass a Python number (e.g. mark it static_argnames)")
+    return value.item() if isinstance(value, (jax.Array, np.ndarray, np.generic)) else value
+
+
+def _dtype_of(value: Any) -> DType | None:
+    name = np.dtype(value.dtype).name
+    return from_numpy(name) or DTYPES.get(_ML_DTYPES.get(name, ""))
+
+
+def _jax_dtype(dt: DType) -> Any:
+    name = _TO_JAX.get(dt.name, dt.numpy_name)
+    if name is None:
+        raise ArgumentError(f"element type {dt.name} has no JAX dtype")
+    return jax.numpy.dtype(name)
+
+
+def _tensor_values(spec: OpSpec, index: int, value: Any) -> tuple:
+    """The flat values of a tensor parameter for a dense row-major buffer at address 0."""
+    param = spec.signature.params[index]
+    dt, want = _dtype_of(value), element_type(param.type)
+    if want is not None and dt != want:
+        raise ArgumentError(f"{spec.name}: argument '{param.name}' ({format_type(param.type)}) got "
+                            f"{np.dtype(value.dtype).name} array; expected {want.numpy_name or want.name}")
+    shape = tuple(int(n) for n in value.shape)
+    steps = itertools.accumulate(reversed(shape[1:]), lambda step, n: step * max(n, 1), initial=1)
+    dense = tuple(steps)[::-1] if shape else ()  # row-major strides in elements: XLA's buffers are dense
+    info = TensorInfo(0, dt, np.dtype(value.dtype).name, shape, dense, DLPACK_CPU, 0, False, None)
+    try:
+        return KINDS.entry_of(param.type).tensor.values(info, param.type)
+    except TensorProblem as problem:
+        where = f"{spec.name}: argument '{param.name}' ({format_type(param.type)})"
+        raise ArgumentError(f"{where} {problem}") from None
+
+
+def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int]) -> Packed:
+    """The launch fixed at trace time: template buffer, pointer slots, spans and geometry."""
+    signature = spec.signature
+    context = BindContext(spec.name, signature.convention, DLPACK_CPU, 0)
+    flat: tuple = ()
+    for index, param in enumerate(signature.params):
+        value = values[param.name]
+        if param.name in spec.tensors:
+            flat += _tensor_values(spec, index, value)
+            continue
+        binder = make_binder(context, param, type(value))
+        if binder.stateful:
+            raise ArgumentError(f"{spec.name}: parameter '{param.name}' ({format_type(param.type)}) needs "
+                                "scratch memory per launch, which a jax.jit call cannot upload")
+        flat += binder.values(value, 0)
+    layout = signature.layout
+    slots, spans = [], []
+    for index, param in enumerate(signature.params):
+        if param.name not in spec.tensors:
+            continue
+        slot = param.name + ".data" if isinstance(param.type, NumbaArray) else param.name
+        offset = next(p.offset for p in layout.params if p.param.source == index and p.param.name == slot)
+        value = values[param.name]
+        slots.append((offset, sources[param.name]))
+        spans.append((shape_numel(value.shape) * np.dtype(value.dtype).itemsize, sources[param.name] < 0))
+    grid, block, shared_mem = spec.geometry(values)
+    grid3 = dim3(grid, "grid", spec.name)
+    if block is None:
+        reqntid = signature.launch.reqntid
+        if reqntid is None:
+            raise ArgumentError(f"{spec.name}: block= is required (the kernel declares no .reqntid)")
+        block = tuple(reqntid)
+    block3 = dim3(block, "block", spec.name)
+    if not isinstance(shared_mem, int) or shared_mem < 0:
+        raise ArgumentError(f"{spec.name}: shared_mem must be a non-negative int (got {shared_mem!r})")
+    return Packed(spec.name, layout.packer().pack(flat), tuple(slots), tuple(spans),
+                  (*grid3, *block3, shared_mem))

@@ -1,0 +1,244 @@
+"""Bridged kernels as PyTorch custom ops: traced by ``torch.compile``, kept by ``torch.export``.
+
+:func:`op` turns one kernel, and :func:`function` a short Python function launching several
+bridged kernels, into a ``torch.library`` custom op (a ``CustomOpDef``: call it, or
+``torch.ops.<namespace>.<name>``).  The op's schema comes from the kernel's signature
+(:mod:`ptxbridge.opspec`): tensors the kernel may write are declared mutated (``Tensor(a!)``),
+outputs are allocated from their shape rule, and the fake implementation allocates from the
+same rule, so ``torch.compile(fullgraph=True)`` traces through the op without a graph break.
+
+Per call the op launches on the tensors' device: CUDA tensors on torch's current stream (so
+CUDA graph capture and ``mode="reduce-overhead"`` record the launch), CPU tensors on ptxbridge's
+CPU PTX interpreter.  The image is loaded on a device the first time the op meets it; under
+manual ``torch.cuda.graph`` capture, call the op once before capturing (as torch advises for
+any warm-up), since a module load is not a stream operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ptxbridge.abi.dtypes import KDL_COMPLEX
+from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.signature import Signature
+from ptxbridge.abi.syntax import format_type
+from ptxbridge.image import Image
+from ptxbridge.launch.dlpack import torch_dtype_map
+from ptxbridge.launch.module import Module
+from ptxbridge.opspec import Modules, OpSpec, Output, contiguous_only, element_type, kernel_op, op_spec
+
+__all__ = ["Output", "function", "op", "schema"]
+
+_TO_TORCH = {dt: t for t, dt in torch_dtype_map(torch).items()}
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
+       outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
+       read_only: Sequence[str] = (), name: str | None = None,
+       backward: Callable[..., Mapping[str, Any]] | None = None) -> Any:
+    """Kernel ``kernel`` of ``source`` as a torch custom op.
+
+    Parameters
+    ----------
+    source
+        A linked :class:`~ptxbridge.Image` or a loaded :class:`~ptxbridge.Module` (which serves
+        its own device; other devices load its image on first use).
+    kernel
+        The kernel's name in the image.
+    grid, block, shared_mem
+        Launch geometry: an int / tuple, or a callable of named op values, e.g.
+        ``grid=lambda n: -(-n // 256)``.  ``block=None`` takes the kernel's ``.reqntid``.
+    outputs
+        Parameters the op allocates and returns, with their shape rule: ``{"y": "like x"}``,
+        ``"zeros like x"``, or an :class:`Output`.
+    derived
+        Parameters computed per call instead of passed: ``{"n": "numel x"}``, ``"len x"``, a
+        callable of named arguments, or a constant (structs as dicts).
+    read_only
+        Tensor arguments the kernel only reads although its signature lets it write them (numba
+        arrays): your promise, which keeps them out of ``mutates_args``.
+    name
+        ``"namespace::name"``; default ``"ptxbridge::<kernel>"``.
+    backward
+        Makes the op differentiable: ``backward(*grads, **values) -> {input name: grad}``, called
+        with one gradient per output and every argument and output by name; build it from other
+        bridged ops.
+
+    Returns
+    -------
+    torch._library.custom_ops.CustomOpDef
+        Call it with the op's arguments (the kernel's parameters in order, less outputs and
+        derived ones); returns the output (a tuple for several, None for none).
+
+    Raises
+    ------
+    ArgumentError
+        A rule names an unknown parameter, a parameter cannot be an op argument, or the name is
+        taken.
+    """
+    modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
+                              grid=grid, block=block, shared_mem=shared_mem)
+
+    def launch(module: Module, values: dict[str, Any]) -> None:
+        grid3, block3, shared = spec.geometry(values)
+        module[kernel](*spec.ordered(values), grid=grid3, block=block3, shared_mem=shared)
+
+    return _custom_op(spec, modules, name or f"ptxbridge::{kernel}", launch, backward)
+
+
+def function(source: Image | Module, signature: str | Signature, *, outputs: Mapping[str, Any] | None = None,
+             derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (), name: str | None = None,
+             backward: Callable[..., Mapping[str, Any]] | None = None) -> Callable[[Callable], Any]:
+    """Decorator: a Python function launching bridged kernels, as one torch custom op.
+
+    ``signature`` (text as in ``docs/signature-syntax.md``, e.g.
+    ``"kernel step(x: *const f32, out: *mut f32, n: u32)"``) says what the function reads and
+    writes, as a kernel's would; ``outputs``, ``derived``, ``read_only``, ``name`` and ``backward``
+    are as in :func:`op`.  The function is called as ``fn(kernels, *values)``: ``kernels`` is
+    ``source`` loaded on the tensors' device, ``values`` every signature parameter in order.
+    """
+    parsed = Signature.parse(signature) if isinstance(signature, str) else signature
+    spec = op_spec(parsed, outputs=outputs, derived=derived, read_only=read_only)
+    modules = Modules(source)
+
+    def decorate(fn: Callable) -> Any:
+        def launch(module: Module, values: dict[str, Any]) -> None:
+            fn(module, *spec.ordered(values))
+
+        return _custom_op(spec, modules, name or f"ptxbridge::{parsed.name}", launch, backward)
+
+    return decorate
+
+
+def schema(spec: OpSpec) -> str:
+    """The torch schema of an op: ``(Tensor x, Tensor(a!) y, float a, SymInt n) -> Tensor``."""
+    parts = []
+    for index, param in enumerate(spec.inputs):
+        if not param.name.isidentifier():
+            raise ArgumentError(f"{spec.name}: parameter name {param.name!r} cannot be a torch schema "
+                                "argument")
+        if param.name in spec.tensors:
+            kind = f"Tensor(a{index}!)" if param.name in spec.mutated else "Tensor"
+        else:
+            dt = param.type.dtype
+            kind = ("bool" if dt.name == "bool" else "SymInt" if dt.is_integer
+                    else "complex" if dt.code == KDL_COMPLEX else "float")
+        parts.append(f"{kind} {param.name}")
+    count = len(spec.outputs)
+    returns = "()" if count == 0 else "Tensor" if count == 1 else f"({', '.join(['Tensor'] * count)})"
+    return f"({', '.join(parts)}) -> {returns}"
+
+
+def _device_key(device: torch.device, kernel: str) -> str:
+    if device.type not in _DEVICE_TYPES:
+        raise ArgumentError(f"{kernel}: tensors on {device}: ptxbridge ops run on cpu and cuda tensors")
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+
+
+def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
+    """Dtype errors at trace time, in the call path's words (the binders check again per launch)."""
+    for param in spec.inputs:
+        value = values[param.name]
+        if param.name in spec.tensors and isinstance(value, torch.Tensor):
+            want = element_type(param.type)
+            if want is not None and _TO_TORCH.get(want) is not value.dtype:
+                raise ArgumentError(f"{spec.name}: argument '{param.name}' ({format_type(param.type)}) got "
+                                    f"{str(value.dtype).removeprefix('torch.')} tensor; expected "
+                                    f"{want.numpy_name or want.name}")
+
+
+def _allocate(spec: OpSpec, values: dict[str, Any], device: torch.device, fake: bool) -> list:
+    outs = []
+    for output in spec.outputs:
+        shape = spec.shape(output, values)
+        dt = _TO_TORCH.get(output.dtype) if output.dtype is not None else values[output.like].dtype
+        if dt is None:
+            raise ArgumentError(f"{spec.name}: output '{output.param.name}' has element type {output.dtype}, "
+                                "which torch has no dtype for")
+        make = torch.zeros if output.zeros and not fake else torch.empty
+        values[output.param.name] = found = make(shape, dtype=dt, device=device)
+        outs.append(found)
+    return outs
+
+
+def _result(outs: list) -> Any:
+    return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _custom_op(spec: OpSpec, modules: Modules, name: str, launch: Callable[[Module, dict], None],
+               backward: Callable[..., Mapping[str, Any]] | None) -> Any:
+    names = [p.name for p in spec.inputs]
+    anchor = next((i for i, p in enumerate(spec.inputs) if p.name in spec.tensors), None)
+    if anchor is None:
+        raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
+    contiguous = [p.name for p in spec.inputs if p.name in spec.tensors and contiguous_only(p.type)]
+    mutated = set(spec.mutated)
+
+    def impl(*args: Any) -> Any:
+        values = dict(zip(names, args, strict=True))
+        device = args[anchor].device
+        spec.derive(values)
+        outs = _allocate(spec, values, device, fake=False)
+        copies = []  # non-contiguous mutated tensors: run on a contiguous copy, write it back
+        for key in contiguous:
+            given = values[key]
+            if isinstance(given, torch.Tensor) and not given.is_contiguous():
+                values[key] = given.contiguous()
+                if key in mutated:
+                    copies.append((given, values[key]))
+        launch(modules.get(_device_key(device, spec.name)), values)
+        for given, copy in copies:
+            given.copy_(copy)
+        return _result(outs)
+
+    def fake(*args: Any) -> Any:
+        values = dict(zip(names, args, strict=True))
+        _check_dtypes(spec, values)
+        spec.derive(values, only=spec.shape_reads)
+        return _result(_allocate(spec, values, args[anchor].device, fake=True))
+
+    namespace, _, opname = name.partition("::")
+    if hasattr(getattr(torch.ops, namespace), opname):  # torch would silently re-point the existing op
+        raise ArgumentError(f"{spec.name}: the op name {name!r} is taken in this process; pass "
+                            "name='namespace::unique_name'")
+    try:
+        custom = torch.library.custom_op(name, impl, mutates_args=spec.mutated, schema=schema(spec))
+    except (RuntimeError, ValueError) as exc:
+        raise ArgumentError(f"{spec.name}: torch refused the op name {name!r} ({exc}); pass "
+                            "name='namespace::unique_name'") from None
+    custom.register_fake(fake)
+    if backward is not None:
+        _register_backward(custom, spec, backward)
+    return custom
+
+
+def _register_backward(custom: Any, spec: OpSpec, backward: Callable[..., Mapping[str, Any]]) -> None:
+    if spec.mutated or not spec.outputs:
+        mutates = ", ".join(spec.mutated) or "nothing"
+        raise ArgumentError(f"{spec.name}: backward= needs an op that returns outputs and mutates no "
+                            f"argument (it mutates {mutates}); declare written tensors as outputs=")
+    names = [p.name for p in spec.inputs]
+    differentiable = {p.name for p in spec.inputs if p.name in spec.tensors}
+    out_names = [o.param.name for o in spec.outputs]
+
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        outs = output if isinstance(output, tuple) else (output,)
+        named = dict(zip(names, inputs, strict=True)) | dict(zip(out_names, outs, strict=True))
+        tensors = [k for k, v in named.items() if isinstance(v, torch.Tensor)]
+        ctx.ptxbridge_tensors = tensors
+        ctx.ptxbridge_values = {k: v for k, v in named.items() if k not in tensors}
+        ctx.save_for_backward(*(named[k] for k in tensors))
+
+    def run_backward(ctx: Any, *grads: Any) -> tuple:
+        saved = dict(zip(ctx.ptxbridge_tensors, ctx.saved_tensors, strict=True)) | ctx.ptxbridge_values
+        found = backward(*grads, **saved)
+        if not isinstance(found, Mapping) or not set(found) <= differentiable:
+            raise ArgumentError(f"{spec.name}: backward must return a dict from tensor argument names "
+                                f"({', '.join(sorted(differentiable))}) to gradients (got {found!r})")
+        return tuple(found.get(n) for n in names)
+
+    custom.register_autograd(run_backward, setup_context=setup_context)

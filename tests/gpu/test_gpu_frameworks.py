@@ -1,0 +1,133 @@
+"""Framework ops on a GPU: torch.compile with CUDA graphs, manual graph capture, jax.jit on XLA's stream.
+
+The model mixes three images the GPU suite already builds (``_images.py``): ``vadd3`` (CUDA C++),
+``saxpy`` (Rust, ``examples/kernels/scale.rs``) and ``scale2d`` (numba, 2-D).  Every result is
+compared with the same computation in torch or NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from _images import image
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+import ptxbridge.torch as pt
+
+NS = "ptxbridge_gpu_tests"
+BLOCK = 256
+
+
+def cover(n: int, block: int = BLOCK) -> int:
+    return -(-n // block)
+
+
+@pytest.fixture(scope="module")
+def ops():
+    cpp, rust, numba = image("cpp"), image("rust"), image("numba")
+    return {
+        "vadd3": pt.op(cpp, "vadd3", name=f"{NS}::vadd3", outputs={"c": "like a"}, derived={"n": "numel a"},
+                       grid=lambda n: cover(n), block=BLOCK),
+        "saxpy": pt.op(rust, "saxpy", name=f"{NS}::saxpy", outputs={"y": "zeros like x"},
+                       derived={"n": "numel x"}, grid=lambda n: cover(n), block=BLOCK),
+        "scale2d": pt.op(numba, "scale2d", name=f"{NS}::scale2d", outputs={"out": "like x"},
+                         grid=lambda x: (cover(x.shape[0], 16), cover(x.shape[1], 16)), block=(16, 16)),
+        "add_one": pt.op(cpp, "add_one", name=f"{NS}::add_one", derived={"n": "numel x"},
+                         grid=lambda n: cover(n), block=BLOCK),
+    }
+
+
+def model(ops, x, b):
+    h = ops["vadd3"](x, b)  # CUDA C++
+    y = ops["saxpy"](2.0, h)  # Rust: y = 2h (y starts at zero)
+    return ops["scale2d"](y.view(32, 32), 0.5).sum(dim=0)  # numba
+
+
+def reference(x, b):
+    return (2.0 * (x + b) * 0.5).view(32, 32).sum(dim=0)
+
+
+def inputs(seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(1024, device="cuda", generator=gen), torch.randn(1024, device="cuda", generator=gen)
+
+
+def test_reduce_overhead_replays_the_kernels_in_a_cuda_graph(ops):
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    compiled = torch.compile(lambda x, b: model(ops, x, b), fullgraph=True, mode="reduce-overhead")
+    x, b = inputs()
+    for _ in range(3):  # warm-up, record, replay
+        result = compiled(x, b)
+    torch.testing.assert_close(result, reference(x, b))
+    x2, b2 = inputs(1)
+    torch.testing.assert_close(compiled(x2, b2), reference(x2, b2))  # new data through the graph
+    assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+
+
+def test_ops_are_captured_by_torch_cuda_graph(ops):
+    x, b = inputs()
+    counter = torch.zeros(1000, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on the capture stream: modules load outside capture
+        model(ops, x, b)
+        ops["add_one"](counter)
+    torch.cuda.current_stream().wait_stream(side)
+    counter.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = model(ops, x, b)
+        ops["add_one"](counter)  # in place, on a tensor from outside the graph
+    x2, b2 = inputs(2)
+    x.copy_(x2)
+    b.copy_(b2)
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, reference(x2, b2))
+    torch.testing.assert_close(counter, torch.full_like(counter, 2.0))
+
+
+@pytest.fixture(scope="module")
+def jax():
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to torch
+    found = pytest.importorskip("jax")
+    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build)")
+    if not any(d.platform == "gpu" for d in found.devices()):
+        pytest.skip("JAX sees no GPU")
+    return found
+
+
+def test_jax_jit_launches_on_xlas_stream(jax):
+    import jax.numpy as jnp
+
+    import ptxbridge.jax as pj
+
+    vadd3 = pj.op(image("cpp"), "vadd3", outputs={"c": "like a"}, derived={"n": "numel a"},
+                  grid=lambda n: cover(n), block=BLOCK)
+    saxpy = pj.op(image("rust"), "saxpy", derived={"n": "numel x"}, grid=lambda n: cover(n), block=BLOCK)
+    step = jax.jit(lambda a, b: jnp.tanh(saxpy(2.0, vadd3(a, b), b)), donate_argnums=1)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(5000, dtype=np.float32) for _ in range(2))
+    expected = np.tanh(2.0 * (a + b) + b)
+    assert "stream = 1" in step.lower(a, b).as_text()
+    for _ in range(3):  # compiled once, run from XLA's executable cache (and its command buffers)
+        result = step(jnp.asarray(a), jnp.asarray(b))
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_jax_reports_a_launch_the_driver_refuses(jax):
+    import ptxbridge.jax as pj
+
+    too_big = pj.op(image("cpp"), "vadd3", outputs={"c": "like a"}, derived={"n": "numel a"}, grid=1,
+                    block=2048)
+    x = jax.numpy.ones(16, jax.numpy.float32)
+    refused = r"vadd3: the launch \(grid=\(1, 1, 1\), block=\(2048, 1, 1\), shared_mem=0\) failed with code"
+    with pytest.raises(Exception, match=refused):
+        jax.jit(lambda x: too_big(x, x))(x).block_until_ready()
