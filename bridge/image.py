@@ -57,12 +57,13 @@ class Image:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
 
-    def load(self, device: Any = None, *, check_aliasing: bool = True) -> Module:
+    def load(self, device: Any = None, *, check_aliasing: bool = True, **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
 
         ``None`` picks the first GPU, or the CPU loader when there is none
         (``PTXBRIDGE_DEVICE`` overrides).  ``check_aliasing=False`` launches without checking the
-        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).
+        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``options`` are the
+        loader's (the CPU loader's ``max_steps``), see :func:`ptxbridge.loaders.open_backend`.
 
         Raises
         ------
@@ -70,7 +71,7 @@ class Image:
             A GPU was asked for but there is no NVIDIA driver, or the GPU's arch cannot run the
             cubin (the message names the arch to rebuild for).
         """
-        return Module(self, open_backend(self, device), check_aliasing=check_aliasing)
+        return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing)
 
     def to_bytes(self) -> bytes:
         """The image as one saved-image file (``docs/image-format.md``); the link log is not kept."""

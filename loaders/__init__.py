@@ -100,9 +100,10 @@ def _check_gpu(image: LoadableImage, index: int) -> None:
                         f"`ptxbridge link ... --arch {arch} -o FILE`", code="CUDA_ERROR_NO_BINARY_FOR_GPU")
 
 
-def open_backend(image: LoadableImage, device: Any = None) -> Backend:
+def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Backend:
     """``image`` loaded on ``device`` (see :func:`parse_device`; None: ``PTXBRIDGE_DEVICE``, else the
-    first GPU, else the CPU loader).
+    first GPU, else the CPU loader).  ``options`` go to the CPU loader (``max_steps``: its watchdog,
+    see :class:`~ptxbridge.loaders.emulator.EmulatorBackend`); the GPU takes none.
 
     Before the CUDA loader starts, a missing driver and a GPU that cannot run the image's cubin
     (:func:`cubin_runs_on`) are each a :class:`CudaError` that says what to do.
@@ -111,7 +112,10 @@ def open_backend(image: LoadableImage, device: Any = None) -> Backend:
     if kind == "cpu":
         from .emulator import EmulatorBackend
 
-        return EmulatorBackend(image)
+        return EmulatorBackend(image, **options)
+    if options:
+        raise ArgumentError(f"{', '.join(sorted(options))}: an option of the CPU loader; the GPU loader "
+                            f"({kind}:{index}) takes none")
     _check_gpu(image, index)
     from .cuda import CudaBackend
 

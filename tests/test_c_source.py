@@ -142,7 +142,9 @@ def test_unreadable_types_are_reported_with_how_to_fix():
     error = decls.error("vec")
     assert isinstance(error, FormatError) and "k.cu" in str(error) and "signatures={'vec'" in str(error)
     with pytest.raises(FormatError, match="template argument 'Foo'"):
-        read_c_source("template <typename T> __global__ void k(T* x) {}").for_expression("k<Foo>", "x")
+        read_c_source("template <typename T> __global__ void k(T x) {}").for_expression("k<Foo>", "x")
+    opaque = read_c_source("template <typename T> __global__ void k(T* x) {}").for_expression("k<Foo>", "x")
+    assert opaque.params[0].type == Pointer(None)  # a pointer to a type the reader cannot lay out
     with pytest.raises(FormatError, match="found 0 __global__ functions named 'nope'"):
         decls.for_expression("nope<int>", "x")
 
@@ -197,3 +199,34 @@ def test_mangled_source_never_crashes_the_reader(cut, inserts, expression):
         assert isinstance(decls.error(name), FormatError)
     with contextlib.suppress(FormatError):
         decls.for_expression(expression, "lowered")
+
+
+def test_pointers_to_types_the_reader_cannot_lay_out_are_opaque_pointers():
+    decls = read_c_source(r'''
+        #include <curand_kernel.h>
+        template <typename T> struct vec4 { typedef T Type; };
+        template <typename T> struct Container { T* items; };
+        extern "C" __global__ void rng(curandState* states, clock_t* timer, const float* x) {}
+        extern "C" __global__ void nested(Container<int>** boxes, int n) {}
+        template <typename T> __global__ void gather(typename vec4<T>::Type* out) {}
+        extern "C" __global__ void by_value(curandState state) {}
+    ''', "k.cu")
+    assert [p.type for p in decls.kernels["rng"].params] == [
+        Pointer(None), Pointer(Scalar(dtype("i64"))), Pointer(Scalar(dtype("f32")), mutable=False)]
+    assert decls.kernels["nested"].params[0].type == Pointer(Pointer(None))
+    assert decls.for_expression("gather<float>", "_Z6gatherIfEvPN4vec4IT_E4TypeE").params[0].type == \
+        Pointer(None)
+    assert "curandState" in decls.problems["by_value"][1]  # by value it must be laid out: still refused
+
+
+def test_cxx_kernels_know_their_namespaces():
+    decls = read_c_source(r'''
+        namespace outer { namespace inner { __global__ void k(float* x) {} } }
+        namespace { __global__ void hidden(int* x) {} }
+        __global__ void twice(int* x) {}
+        __global__ void twice(float* x) {}
+        template <typename T> __global__ void tmpl(T* x) {}
+    ''')
+    assert decls.cxx_names() == ["outer::inner::k", "hidden"]  # overloads and templates need expressions
+    assert decls.for_expression("outer::inner::k", "_ZN5outer5inner1kEPf").params[0].type == \
+        Pointer(Scalar(dtype("f32")))

@@ -117,8 +117,9 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("frameworks.md", 2): needs("torch"),
     ("frameworks.md", 3): needs("ptxbridge._xla_ffi"),
     ("linking.md", 0): nvrtc_setup,
-    ("linking.md", 1): link_setup,
-    ("linking.md", 2): GPU,
+    ("linking.md", 1): lambda tmp_path: {},  # self-contained: C++ names on the CPU loader
+    ("linking.md", 2): link_setup,
+    ("linking.md", 3): GPU,
     ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),

@@ -477,14 +477,21 @@ def test_every_ballot_lane_and_lanemask():
 
 # -- errors ------------------------------------------------------------------------------------
 
-def test_unsupported_instruction_fails_at_load_with_its_line():
+def test_unsupported_instruction_fails_at_launch_with_its_line_and_spares_the_other_kernels():
     from ptxbridge.abi.errors import UnsupportedInstructionError
 
     body = "mov.u32 %r1, 1;\ntex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];\nret;"
     text = kernel_ptx(body, regs=".reg .b32 %r<2>; .reg .f32 %f<5>;")
+    fine = kernel_ptx("ld.param.u64 %rd1, [out];\nst.global.u32 [%rd1], 7;\nret;", regs=".reg .b64 %rd<2>;",
+                      name="fine").split(".address_size 64")[1]
     line = text.splitlines().index("tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];") + 1
-    with pytest.raises(UnsupportedInstructionError, match=rf"k, PTX line {line}: `tex\.1d"):
-        backend(text)
+    be = backend(text + fine)  # loads: only a launch of `k` needs the instruction
+    out = np.zeros(1, np.uint32)
+    launch(be, "fine", [ptr("u32")], [out.ctypes.data], grid=1, block=1, arrays=[out])
+    assert out[0] == 7
+    with pytest.raises(UnsupportedInstructionError, match=rf"kernel 'k' cannot run on the CPU loader: "
+                                                          rf"k, PTX line {line}: `tex\.1d"):
+        launch(be, "k", [ptr("u8")], [0], grid=1, block=1)
 
 
 def test_trap_names_kernel_line_and_thread():
@@ -533,3 +540,16 @@ def test_match_and_elect_within_each_warp():
     got = elementwise("setp.ge.u32 %q, %a, 5; @%q elect.sync %u|%p, -1; selp.u32 %d, %u, 99, %p;",
                       np.uint32, np.arange(64, dtype=np.uint32) % 32)
     assert got.tolist() == [99 if lane != 5 else 5 for lane in list(range(32)) * 2]
+
+
+def test_match_all_and_elect_honour_each_threads_member_mask():
+    lanes = np.arange(64) % 32
+    masks = np.where(lanes % 2 == 1, 0xAAAAAAAA, 0x55555555).astype(np.uint32)  # odd with odd, even with even
+    values = np.full(64, 7, np.uint32)
+    values[33] = 8  # breaks the odd lanes of warp 1 only
+    got = elementwise("match.all.sync.b32 %d|%p, %a, %b; @!%p mov.u32 %d, 1;", np.uint32, values, masks)
+    want = masks.copy()
+    want[32:][lanes[32:] % 2 == 1] = 1
+    assert got.tolist() == want.tolist()
+    got = elementwise("elect.sync %u|%p, %b; selp.u32 %d, %u, 99, %p;", np.uint32, values, masks)
+    assert got.tolist() == [lane if lane < 2 else 99 for lane in lanes]  # lane 0 for evens, 1 for odds

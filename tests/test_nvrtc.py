@@ -142,9 +142,9 @@ def test_normalize_arch():
 
 def test_nvrtc_args():
     assert nvrtc.nvrtc_args("sm_90", "ptx") == ["--gpu-architecture=sm_90"]
-    assert nvrtc.nvrtc_args("sm_90a", "ltoir", ["-DN=4"], include_dir="/inc") == [
-        "--gpu-architecture=sm_90a", "-dlto", "--relocatable-device-code=true", "--include-path=/inc",
-        "-DN=4"]
+    assert nvrtc.nvrtc_args("sm_90a", "ltoir", ["-DN=4", "-I/mine"], include_dirs=["/inc", "/cccl"]) == [
+        "--gpu-architecture=sm_90a", "-dlto", "--relocatable-device-code=true", "-DN=4", "-I/mine",
+        "--include-path=/inc", "--include-path=/cccl"]
     assert nvrtc.nvrtc_args("sm_80", "cubin", rdc=True) == [
         "--gpu-architecture=sm_80", "--relocatable-device-code=true"]
     with pytest.raises(ValueError, match="arch="):

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ptxbridge.abi.cxx_names import find_symbol
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, PtxBridgeError
 from ptxbridge.abi.signature import Signature
@@ -38,6 +39,7 @@ from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, ma
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
+from ptxbridge.launch.symbols import global_names, symbol_for
 from ptxbridge.loaders import open_backend
 from ptxbridge.loaders.base import Backend
 
@@ -261,22 +263,36 @@ class Kernel(_KernelBase):
 
 class Globals:
     """``module.globals["name"]`` reads a module global's bytes; assigning bytes (or anything
-    with the buffer protocol, e.g. a NumPy scalar or array) writes them.  Synchronous."""
+    with the buffer protocol, e.g. a NumPy scalar or array) writes them.  Synchronous.
+    ``name`` is the symbol or its C++ name (``"d_OptionData"`` for ``_ZL12d_OptionData``);
+    :attr:`names` lists the symbols."""
 
-    __slots__ = ("_backend",)
+    __slots__ = ("_backend", "_image", "_names")
 
-    def __init__(self, backend: Backend):
-        self._backend = backend
+    def __init__(self, backend: Backend, image: Any = None):
+        self._backend, self._image = backend, image
+        self._names: tuple[str, ...] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every ``__device__`` / ``__constant__`` variable of the image, by symbol."""
+        if self._names is None:
+            self._names = () if self._image is None else global_names(self._image)
+        return self._names
+
+    def _symbol(self, name: str) -> str:
+        """The symbol of ``name``; a name no listed symbol answers to goes to the loader as written."""
+        return name if name in self.names else find_symbol(name, self.names) or name
 
     def __getitem__(self, name: str) -> bytes:
-        return self._backend.read_global(name)
+        return self._backend.read_global(self._symbol(name))
 
     def __setitem__(self, name: str, value: Any) -> None:
-        self._backend.write_global(name, bytes(memoryview(value).cast("B")))
+        self._backend.write_global(self._symbol(name), bytes(memoryview(value).cast("B")))
 
     def address(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of global ``name``."""
-        return self._backend.global_address(name)
+        return self._backend.global_address(self._symbol(name))
 
 
 class Module:
@@ -291,7 +307,7 @@ class Module:
         self.image = image
         self.backend = backend
         self._check_aliasing = bool(check_aliasing)
-        self.globals = Globals(backend)
+        self.globals = Globals(backend, image)
         self._kernels: dict[str, Kernel] = {}
         self._siblings: dict[int, Module] = {}
 
@@ -312,23 +328,29 @@ class Module:
         return tuple(self.image.kernels)
 
     def __getitem__(self, name: str) -> Kernel:
+        """Kernel ``name``: its symbol, or its C++ name (``"vectorAdd"``, ``"scale<float>"``)."""
         found = self._kernels.get(name)
         if found is None:
             if name in getattr(self.image, "unusable", {}):
                 raise AbiMismatchError(self.image.unusable[name])
-            signature = self.image.kernels.get(name)
-            if signature is None:
-                raise KeyError(f"the image has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
-            found = self._kernels[name] = Kernel(self, name, signature)
+            symbol = symbol_for(name, self.image.kernels, "kernel")
+            found = self._kernels.get(symbol) or Kernel(self, symbol, self.image.kernels[symbol])
+            self._kernels[name] = self._kernels[symbol] = found
         return found
 
     def __getattr__(self, name: str) -> Kernel:
         special = name.startswith("__") and name.endswith("__")  # Python's (__array__...), never kernels
         if not special and name in getattr(self.image, "unusable", {}):
             raise AbiMismatchError(self.image.unusable[name])
-        if special or name not in self.image.kernels:  # __vectorized_f (cuda.vectorize) is a kernel
-            raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
-        return self[name]
+        image = vars(self).get("image")  # absent while the module is being made or copied
+        if special or image is None or (name.startswith("_") and name not in image.kernels):
+            # a _private name only when it is a kernel's (cuda.vectorize's __vectorized_f)
+            raise AttributeError(f"module has no kernel {name!r} (kernels: "
+                                 f"{', '.join(image.kernels) if image else 'none yet'})")
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(exc.args[0]) from None
 
     def __dir__(self) -> list[str]:
         return [*super().__dir__(), *self.image.kernels]

@@ -271,17 +271,22 @@ def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifa
     return replace(found[0], arch=built)
 
 
+_LOADER_OPTIONS = ("max_steps",)  # keywords of load() that go to the loader, not to link()
+
+
 def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None, *,
          check_aliasing: bool = True, **link_kwargs: Any) -> Any:
     """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`;
     ``check_aliasing=False``: no no-alias check at launch, docs/safety.md).
 
     With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
-    no ``arch=``, the image is linked for that GPU's arch.
+    no ``arch=``, the image is linked for that GPU's arch.  ``max_steps=`` is
+    the CPU loader's watchdog (interpreter steps per batch of blocks; None: none).
     """
     from ptxbridge.loaders import parse_device
 
+    options = {name: link_kwargs.pop(name) for name in _LOADER_OPTIONS if name in link_kwargs}
     parsed = parse_device(device)
     if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
         link_kwargs["arch"] = device_arch(parsed[1])
-    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing)
+    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing, **options)

@@ -48,7 +48,7 @@ _ATTRIBUTES = frozenset({"__launch_bounds__", "__cluster_dims__", "__attribute__
 _INT_WORDS = frozenset({"signed", "unsigned", "char", "short", "int", "long"})
 _NAMED_SCALARS = {
     "bool": "bool", "float": "f32", "double": "f64", "size_t": "u64", "ptrdiff_t": "i64",
-    "ssize_t": "i64", "intptr_t": "i64", "uintptr_t": "u64", "__half": "f16", "half": "f16",
+    "ssize_t": "i64", "intptr_t": "i64", "uintptr_t": "u64", "clock_t": "i64", "__half": "f16", "half": "f16",
     "__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "__nv_fp8_e4m3": "f8e4m3fn",
     "__nv_fp8_e5m2": "f8e5m2",
     **{f"{p}int{n}_t": f"{p[:1] or 'i'}{n}" for p in ("", "u") for n in (8, 16, 32, 64)},
@@ -71,6 +71,7 @@ class _CxxKernel:
     template: tuple[str, ...]  # template parameter names, in order
     params: tuple[tuple[Token, ...], ...]
     launch: LaunchMeta
+    qualified: str = ""  # with its namespaces: "ns::kernel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,12 @@ class CDeclarations:
         return FormatError(f"cannot read the signature of {name!r}: {self.problems[name][1]}; "
                            f"pass signatures={{{name!r}: ...}}", source=self.source)
 
+    def cxx_names(self) -> list[str]:
+        """Qualified names of the non-template C++ kernels declared once (an overload set needs a
+        name expression naming its parameter types)."""
+        names = [k.qualified for k in self.cxx_kernels]
+        return [k.qualified for k in self.cxx_kernels if not k.template and names.count(k.qualified) == 1]
+
     def for_expression(self, expression: str, lowered: str) -> Signature:
         """The signature of the C++ kernel a name expression (``"ns::k<float, 4>"``) names.
 
@@ -105,7 +112,9 @@ class CDeclarations:
         tokens = [t for t, _ in _tokenize(expression)[0]]
         angle = tokens.index("<") if "<" in tokens else len(tokens)
         name = tokens[angle - 1] if angle else ""
-        candidates = [k for k in self.cxx_kernels if k.name == name]
+        qualified = "".join(tokens[:angle]).lstrip(":")
+        candidates = [k for k in self.cxx_kernels if k.qualified == qualified] or \
+            [k for k in self.cxx_kernels if k.name == name]
         try:
             if len(candidates) != 1:
                 raise _Unreadable(f"found {len(candidates)} __global__ functions named {name!r}")
@@ -193,7 +202,7 @@ class _Reader:
         self.structs: dict[str, ParamType | str] = {}  # a str: why the struct is unreadable
         self.cxx: list[_CxxKernel] = []
 
-    def block(self, extern_c: bool, end: int, start: int = 0) -> None:
+    def block(self, extern_c: bool, end: int, start: int = 0, scope: str = "") -> None:
         i = start
         while i < end:
             j = i
@@ -201,13 +210,15 @@ class _Reader:
                 j = _closing(self.tokens, j, end) + 1 if self.tokens[j][0] in ("(", "[[") else j + 1
             head = self.tokens[i:j]
             if j >= end or self.tokens[j][0] in (";", "}"):
-                self.statement(head, extern_c, None)
+                self.statement(head, extern_c, None, scope)
                 i = j + 1
                 continue
             close = _closing(self.tokens, j, end)
             words = [t for t, _ in head]
-            if words in (["extern", '"C"'], ["extern", '"C++"']) or words[:1] == ["namespace"]:
-                self.block(extern_c or words == ["extern", '"C"'], close, j + 1)
+            if words in (["extern", '"C"'], ["extern", '"C++"']) or "namespace" in words[:2]:
+                inner = "".join(words[words.index("namespace") + 1:]) if "namespace" in words[:2] else ""
+                self.block(extern_c or words == ["extern", '"C"'], close, j + 1,
+                           f"{scope}::{inner}" if scope and inner else scope or inner)
                 i = close + 1
             elif words[:1] == ["enum"]:
                 self.enum(words)
@@ -219,7 +230,7 @@ class _Reader:
                 self.struct(words, self.tokens[j + 1:close], self.tokens[close + 1:semi])
                 i = semi + 1
             else:
-                self.statement(head, extern_c, self.tokens[j + 1:close])
+                self.statement(head, extern_c, self.tokens[j + 1:close], scope)
                 i = close + 1
 
     def struct(self, head: list[str], body: list[Token], declarators: list[Token]) -> None:
@@ -287,7 +298,7 @@ class _Reader:
                 return value or 0
         return 0
 
-    def statement(self, head: list[Token], extern_c: bool, body: list[Token] | None) -> None:
+    def statement(self, head: list[Token], extern_c: bool, body: list[Token] | None, scope: str = "") -> None:
         words = [t for t, _ in head]
         if words[:1] == ["typedef"] and "(" not in words:
             try:
@@ -322,7 +333,8 @@ class _Reader:
         kernel = "__global__" in words
         if not extern_c:
             if kernel:
-                self.cxx.append(_CxxKernel(name, template, tuple(tuple(p) for p in params), launch))
+                self.cxx.append(_CxxKernel(name, template, tuple(tuple(p) for p in params), launch,
+                                           f"{scope}::{name}" if scope else name))
             return
         try:
             lowered = tuple(_parse_param(p, i, self.structs) for i, p in enumerate(params))
@@ -447,7 +459,12 @@ def _parse_type(words: list[str], env: Mapping[str, ParamType | str]) -> ParamTy
         else:
             segments[-1].append(word)
     base_words = [w for w in segments[0] if w != "const" and w not in _RESTRICT]
-    kind = _base_type(base_words, env)
+    try:
+        kind = _base_type(base_words, env)
+    except _Unreadable:
+        if len(segments) == 1:
+            raise
+        kind = None  # a pointer to a type this reader cannot lay out is still a pointer, to opaque data
     for level in range(1, len(segments)):
         qualifiers = set(segments[level])
         if qualifiers - _RESTRICT - {"const"}:

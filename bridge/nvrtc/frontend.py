@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check
-from ptxbridge.abi.errors import AbiMismatchError, CompileError, OptionError, ToolchainError
+from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError, OptionError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance, with_cubin_facts
@@ -42,25 +42,38 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+# The runtime headers (cuda_fp16.h ...), CCCL (<cooperative_groups.h> needs its <nv/target> and
+# cuda/std; CUB, Thrust) and cuRAND (<curand_kernel.h>), from their wheels or the toolkit.
+_HEADER_LIBRARIES = ("cudart", "cccl", "curand")
+
+
 @functools.cache
-def _include_dir() -> str | None:
-    """The CUDA headers (cuda_fp16.h ...) of the nvidia-cuda-runtime wheel or toolkit, if any."""
+def _include_dirs() -> tuple[str, ...]:
+    """The header folders of the installed CUDA wheels (or toolkit), in search order, each once."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
-
-        return find_nvidia_header_directory("cudart")
-    except Exception:  # headers are optional: sources without #include compile without them
-        return None
+    except ImportError:  # headers are optional: sources without #include compile without them
+        return ()
+    found: list[str] = []
+    for library in _HEADER_LIBRARIES:
+        try:
+            folder = find_nvidia_header_directory(library)
+        except Exception:  # an unknown or broken install of one library does not hide the others
+            folder = None
+        if folder and folder not in found:
+            found.append(folder)
+    return tuple(found)
 
 
 def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool = False,
-               include_dir: str | None = None) -> list[str]:
+               include_dirs: Sequence[str] = ()) -> list[str]:
     """The NVRTC command line for ``output`` on ``arch``.
 
     ``ltoir`` adds ``-dlto`` and relocatable device code (LTO-IR is always
     relocatable); ``rdc`` (the source imports or exports device functions)
     adds relocatable device code for PTX and cubin too.  An ``-arch`` in
     ``options`` is refused: ``arch`` is the one place the target is named.
+    ``include_dirs`` come after the user's own ``-I`` options, so a user's header wins.
     """
     if output not in OUTPUTS:
         raise OptionError(f"output must be one of {OUTPUTS} (got {output!r})")
@@ -72,9 +85,7 @@ def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool
         args.append("-dlto")
     if rdc or output == "ltoir":
         args.append("--relocatable-device-code=true")
-    if include_dir:
-        args.append(f"--include-path={include_dir}")
-    return args + list(options)
+    return args + list(options) + [f"--include-path={folder}" for folder in include_dirs]
 
 
 def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None = None,
@@ -96,6 +107,10 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     name_expressions
         C++ kernels to instantiate (``"scale<float>"``); each becomes a kernel
         under its mangled name, typed from the template when the reader can.
+        C++ kernels that are not templates need none: each is added under its
+        mangled name when the reader can type it, and a loaded module finds
+        kernels (and globals) by their C++ name too: ``module["vectorAdd"]``,
+        ``module["scale<float>"]``, ``module.globals["d_OptionData"]``.
     signatures
         Signatures by name or name expression, overriding the reader (for
         types it cannot read); strings are parsed with ``Signature.parse``.
@@ -113,16 +128,18 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     # relocatable device code when functions cross compilation units, or kernels launch kernels
     # from the device (dynamic parallelism: `<<<` in device code needs the device runtime)
     rdc = not typed or bool(decls.device_functions or decls.imports) or "<<<" in source
-    args = nvrtc_args(arch, output, options, rdc=rdc, include_dir=_include_dir())
+    args = nvrtc_args(arch, output, options, rdc=rdc, include_dirs=_include_dirs())
     version = nvrtc_version()
-    entry = cache.key("nvrtc", version, source, output, *args, "\0", *name_expressions, "\0",
+    automatic = [n for n in decls.cxx_names() if n not in name_expressions]  # plain C++ kernels
+    expressions = [*name_expressions, *automatic]
+    entry = cache.key("nvrtc", version, source, output, *args, "\0", *expressions, "\0",
                       *_included_files(source, name, options))
-    blob = cache.cached("nvrtc", entry, lambda: _run_nvrtc(source, name, args, output, name_expressions))
+    blob = cache.cached("nvrtc", entry, lambda: _run_nvrtc(source, name, args, output, expressions))
     header, _, code = blob.partition(b"\n")
     lowered: dict[str, str] = json.loads(header)
     given = {key: (Signature.parse(sig) if isinstance(sig, str) else sig)
              for key, sig in (signatures or {}).items()}
-    kernels = _typed_kernels(decls, lowered, given)
+    kernels = _typed_kernels(decls, lowered, given, frozenset(automatic))
     exports = _typed(decls.device_functions, decls, "export", given)
     imports = _typed(decls.imports, decls, "import", given)
     unused = set(given) - set(kernels) - set(exports) - set(imports) - set(lowered)
@@ -177,15 +194,26 @@ def _typed(read: Mapping[str, Signature], decls: CDeclarations, role: str,
     return table
 
 
-def _typed_kernels(decls: CDeclarations, lowered: Mapping[str, str],
-                   given: Mapping[str, Signature]) -> dict[str, Signature]:
-    """extern "C" kernels plus each name expression's kernel under its lowered name."""
+def _typed_kernels(decls: CDeclarations, lowered: Mapping[str, str], given: Mapping[str, Signature],
+                   automatic: frozenset[str] = frozenset()) -> dict[str, Signature]:
+    """extern "C" kernels plus each name expression's kernel under its lowered name.
+
+    A kernel the user did not name (``automatic``) whose types the reader cannot read is left
+    out rather than failing the compile: pass it in ``signatures`` to launch it.
+    """
     for problem in decls.problems:
         if problem not in given:
             raise decls.error(problem)
     kernels = _typed(decls.kernels, decls, "kernel", given)
     for expression, mangled in lowered.items():
-        sig = given.get(expression) or given.get(mangled) or decls.for_expression(expression, mangled)
+        sig = given.get(expression) or given.get(mangled)
+        if sig is None:
+            try:
+                sig = decls.for_expression(expression, mangled)
+            except FormatError:
+                if expression in automatic:
+                    continue
+                raise
         kernels[mangled] = replace(sig, name=mangled)
     return kernels
 

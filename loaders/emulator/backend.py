@@ -8,16 +8,20 @@ from typing import Any
 import numpy as np
 
 from ptxbridge.abi.devices import DLPACK_CPU
-from ptxbridge.abi.errors import ArgumentError, EmulatorError
+from ptxbridge.abi.errors import ArgumentError, EmulatorError, UnsupportedInstructionError
 from ptxbridge.loaders.base import Backend, Buffer
 
-from .launch import run_kernel
+from .heap import Heap
+from .launch import run_kernel, shared_bytes
 from .machine import Machine
+from .memory import RESERVED_SMEM
 from .program import Program
 
-__all__ = ["EmulatorBackend"]
+__all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS"]
 
 _MAX_BLOCK_THREADS = 1024
+MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
+DEFAULT_MAX_STEPS = 100_000_000
 
 
 class EmulatorBackend(Backend):
@@ -35,17 +39,22 @@ class EmulatorBackend(Backend):
     max_steps
         Interpreter steps one batch may take before the launch fails with
         EmulatorError (a watchdog against endless loops and spin-waits that
-        need independent thread scheduling).
+        need independent thread scheduling); ``load(..., max_steps=N)`` sets it.
+        None: no limit.
 
     Raises
     ------
-    UnsupportedInstructionError
-        A function uses an instruction the emulator does not implement (raised here, at load).
     LinkError
         A called function or extern variable is defined by no module.
 
     Notes
     -----
+    A kernel that uses PTX the emulator does not implement loads, and its
+    launch raises :class:`~ptxbridge.abi.errors.UnsupportedInstructionError`
+    naming the instruction, its PTX line and the kernel; the module's other
+    kernels run.  Kernels that synchronize the whole grid are listed in
+    :attr:`cooperative_kernels` and always run with every block at once.
+
     Launches are synchronous and ``stream`` is ignored: when ``launch`` returns,
     the kernel has finished and no reference to the arguments is kept.
     """
@@ -53,7 +62,7 @@ class EmulatorBackend(Backend):
     device_type = DLPACK_CPU
 
     def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 15,
-                 max_steps: int = 100_000_000):
+                 max_steps: int | None = DEFAULT_MAX_STEPS):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
         if not image.ptx:
@@ -62,13 +71,20 @@ class EmulatorBackend(Backend):
                                 + (reasons or "link PTX, LTO-IR or NVVM IR inputs"))
         if max_batch_threads < 32:
             raise ArgumentError(f"max_batch_threads must be >= 32 (got {max_batch_threads})")
+        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+            raise ArgumentError(f"max_steps must be a positive int or None for no limit (got {max_steps!r})")
         self.image = image
         self.device_id = device_id
         self.max_batch_threads = max_batch_threads
         self.max_steps = max_steps
         self.thread_instructions = 0  # instructions x threads executing them, over all launches
         self.program = Program(image.ptx)
-        self._machine = Machine(self.program.functions)
+        addresses = {address: key for key, address in self.program.function_addresses.items()}
+        self._machine = Machine(self.program.functions, addresses)
+        self._heap = Heap()
+        self.cooperative_kernels = frozenset(
+            name for name, fn in self.program.functions.items()
+            if name in self.program.entries and fn.refused is None and _reaches_grid_sync(self.program, name))
         self._closed = False
 
     def function(self, name: str) -> str:
@@ -96,8 +112,17 @@ class EmulatorBackend(Backend):
                                 f"(got {block})")
         if shared_mem < 0:
             raise ArgumentError(f"{function}: shared_mem must be >= 0 (got {shared_mem})")
+        reserved = RESERVED_SMEM if self.program.reserves else 0
+        asked = shared_bytes(self.program, shared_mem) - reserved
+        if asked > MAX_SHARED_BYTES:
+            static = self.program.shared_static - reserved
+            raise ArgumentError(f"{function}: a block may have at most {MAX_SHARED_BYTES} bytes of shared "
+                                f"memory (sm_90); this launch needs {asked} ({static} static + {shared_mem} "
+                                "dynamic)")
+        steps = self.max_steps if self.max_steps is not None else 1 << 62
         self.thread_instructions += run_kernel(self.program, self._machine, function, grid, block, shared_mem,
-                                               bytes(params), buffers, self.max_batch_threads, self.max_steps)
+                                               bytes(params), buffers, self.max_batch_threads, steps,
+                                               self._heap)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""
@@ -117,6 +142,13 @@ class EmulatorBackend(Backend):
 
     def close(self) -> None:
         self._closed = True
+
+
+def _reaches_grid_sync(program: Program, name: str) -> bool:
+    try:
+        return "grid" in program.check_launch(name)
+    except UnsupportedInstructionError:
+        return False
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:

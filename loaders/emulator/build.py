@@ -5,7 +5,8 @@ modifiers and operand kinds once, when the module loads, and returns either a
 closure ``run(frame, mask)`` or a :class:`Control` the scheduler interprets
 (branches, calls, barriers...).  Anything a builder does not understand raises
 :class:`~ptxbridge.abi.errors.UnsupportedInstructionError` naming the
-instruction and its PTX line, so an unsupported kernel fails at load.
+instruction and its PTX line; the program keeps the function as refused and a
+kernel that needs it fails at launch.
 """
 
 from __future__ import annotations
@@ -54,8 +55,13 @@ SPECIAL_REGISTERS = frozenset(
     + [f"%{r}" for r in ("laneid", "warpid", "nwarpid", "smid", "nsmid", "gridid", "clock", "clock64",
                          "globaltimer", "globaltimer_lo", "globaltimer_hi", "lanemask_eq", "lanemask_lt",
                          "lanemask_le", "lanemask_gt", "lanemask_ge", "dynamic_smem_size",
-                         "total_smem_size", "warpsize")]
+                         "total_smem_size", "warpsize", "reserved_smem_offset_begin",
+                         "reserved_smem_offset_end", "reserved_smem_offset_cap", "reserved_smem_offset_0",
+                         "reserved_smem_offset_1")]
+    + [f"%envreg{i}" for i in range(32)]
 )
+_GRID_REGISTERS = frozenset(("%envreg1", "%envreg2"))  # the grid workspace cooperative groups sync through
+_CONSTANTS = {"WARP_SZ": 32}  # PTX ISA 10: the constant `warpSize` compiles to
 # Clocks count interpreter steps; the global timer is the host's nanosecond clock.
 _COUNTERS: dict[str, Callable[[Any], Any]] = {
     "%clock": lambda fr: np.uint32(fr.batch.steps & 0xFFFFFFFF),
@@ -71,8 +77,10 @@ class Context:
     """What builders may ask about the function being loaded."""
 
     def __init__(self, function: str, registers: dict[str, str], symbol: Callable[[str], Symbol | None],
-                 ins: Instruction):
+                 ins: Instruction, function_addresses: dict[str, int] | None = None):
         self.function, self.registers, self._symbol, self.ins = function, registers, symbol, ins
+        self.function_addresses = function_addresses or {}
+        self.needs: set[str] = set()  # what a launch must provide ("grid": every block in one batch)
 
     def unsupported(self, reason: str) -> UnsupportedInstructionError:
         return UnsupportedInstructionError(
@@ -126,6 +134,8 @@ class Context:
             if name in _COUNTERS:
                 return lambda fr: retype(_COUNTERS[name](fr), dt)
             if name in SPECIAL_REGISTERS:
+                if name in _GRID_REGISTERS:
+                    self.needs.add("grid")
                 return lambda fr: retype(fr.batch.special[name], dt)
             raise self.unsupported(f"unknown register {name}")
         if isinstance(operand, Imm):
@@ -134,6 +144,9 @@ class Context:
             except ValueError as exc:
                 raise self.unsupported(f"bad constant {operand.text!r}: {exc}") from None
             return lambda fr: value
+        if isinstance(operand, Sym) and operand.name in _CONSTANTS and self._symbol(operand.name) is None:
+            constant = dt.type(_CONSTANTS[operand.name])
+            return lambda fr: constant
         if isinstance(operand, Sym):
             value = self.symbol_address(operand)
             cast = np.array(value % (1 << 64), np.uint64).astype(dt)[()]
@@ -145,6 +158,8 @@ class Context:
         sym = self.symbol(operand.name)
         if sym.space in ("shared", "local", "kparam", "global", "const"):
             return sym.value + operand.offset
+        if sym.space == "func" and sym.value in self.function_addresses:
+            return self.function_addresses[sym.value] + operand.offset
         raise self.unsupported(f"the address of {sym.space} symbol {operand.name!r} is not available")
 
     def write(self, operand: Operand, ptx_type: str | None = None) -> Callable[[Any, Any, Any], None]:
@@ -185,6 +200,19 @@ class Context:
         if width == 8:
             return (lambda fr: reader(fr) + offset) if offset else reader
         return lambda fr: reader(fr).astype(UINT[8]) + offset
+
+    def shared_offset(self, mem: Operand) -> Callable[[Any], Any] | None:
+        """For ``[%r+off]`` with a 32-bit register in ``.shared``: a closure giving the u32 offsets in
+        the shared window (the fast path of :meth:`Memory.shared`); None for other forms."""
+        if not isinstance(mem, Mem) or not isinstance(mem.base, Reg) or mem.base.name not in self.registers:
+            return None
+        if self.reg_dtype(mem.base.name).itemsize != 4:
+            return None
+        reader = self.read(mem.base, "u32")
+        if not mem.offset:
+            return reader
+        offset = np.uint32(mem.offset % (1 << 32))
+        return lambda fr: reader(fr) + offset
 
     @staticmethod
     def state_space(mods: set[str]) -> str:

@@ -1,9 +1,14 @@
-"""Functions the CUDA runtime provides and no PTX module defines: ``vprintf`` (device printf).
+"""Functions the CUDA runtime provides and no PTX module defines.
 
-CUDA lowers ``printf(fmt, ...)`` to ``vprintf(fmt, args)`` where ``args``
-points to the arguments packed in local memory, each aligned to its size
-(CUDA Programming Guide, "Formatted Output").  The emulator prints each
-calling thread's line in thread order on ``sys.stdout``.
+``vprintf`` (device printf): CUDA lowers ``printf(fmt, ...)`` to
+``vprintf(fmt, args)`` where ``args`` points to the arguments packed in local
+memory, each aligned to its size (CUDA Programming Guide, "Formatted
+Output").  The emulator prints each calling thread's line in thread order on
+``sys.stdout``.  ``malloc`` / ``free``: the device heap (:mod:`.heap`).
+``cudaCGGetIntrinsicHandle`` / ``cudaCGSynchronize``: libcudadevrt's grid
+synchronization, which numba-cuda's ``this_grid().sync()`` calls; the handle
+is the launch's grid workspace and the synchronization a barrier across every
+block (:mod:`.ops_control` turns the call into one).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BUILTINS"]
+from .heap import free, malloc
+
+__all__ = ["BUILTINS", "GRID_BUILTINS", "GRID_SYNC"]
 
 # possessive quantifiers: flags, width and precision are read once (tests/test_redos.py)
 _SPEC = re.compile(r"%([-+ #0]*+\d*+(?:\.\d++)?+)(hh|h|ll|l|z|j|t)?([diouxXcsfFeEgGaAp%])")
@@ -76,4 +83,15 @@ def vprintf(fr: Any, m: Any, params: tuple[str, ...], returns: tuple[str, ...]) 
         fr.params[returns[0]].store(0, np.dtype(np.int32), counts, m)
 
 
-BUILTINS: dict[str, Callable[[Any, Any, tuple[str, ...], tuple[str, ...]], None]] = {"vprintf": vprintf}
+def grid_handle(fr: Any, m: Any, params: tuple[str, ...], returns: tuple[str, ...]) -> None:
+    """``unsigned long long cudaCGGetIntrinsicHandle(int scope)``: the grid workspace's address."""
+    special = fr.batch.special
+    handle = (int(special["%envreg1"]) << 32) | int(special["%envreg2"])
+    fr.params[returns[0]].store(0, np.dtype(np.uint64), np.uint64(handle), m)
+
+
+GRID_SYNC = "cudaCGSynchronize"  # a barrier over every block of the launch, not a call
+GRID_BUILTINS = frozenset(("cudaCGGetIntrinsicHandle", GRID_SYNC))
+BUILTINS: dict[str, Callable[[Any, Any, tuple[str, ...], tuple[str, ...]], None]] = {
+    "vprintf": vprintf, "malloc": malloc, "free": free, "cudaCGGetIntrinsicHandle": grid_handle,
+}

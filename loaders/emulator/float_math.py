@@ -67,31 +67,55 @@ def _two_prod(a: Any, b: Any) -> tuple[Any, Any]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
+def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str) -> Any:
+    """IEEE 754 6.3: an exact zero sum is +0, or -0 when rounding down, unless both addends are
+    zeros of one sign (then that sign).  The round-to-nearest paths get this right already."""
+    if mode != "rm":
+        return r
+    both_plus = ((a == 0) | (b == 0)) & ~np.signbit(a * b) & (c == 0) & ~np.signbit(c)
+    return np.where((r == 0) & ~both_plus, -np.abs(r), r).astype(r.dtype)
+
+
 def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f64 with one rounding (error-free transformations; non-finite cases direct)."""
+    """a*b+c for f64 with one rounding (error-free transformations).
+
+    A zero or non-finite product is exact, so ``a * b + c`` rounds once and keeps IEEE's signed
+    zeros (``fma(-0, 1, -0) = -0``, which the transformations would turn into +0).
+    """
     p, pe = _two_prod(a, b)
     s, se = _two_sum(p, c)
     tail = pe + se
     r = s + tail
-    residual = (s - r) + tail
-    plain = a * b + c
-    return nudge(np.where(np.isfinite(r), r, plain), np.where(np.isfinite(r), residual, 0.0), mode)
+    residual = None if mode == "rn" else (s - r) + tail
+    ordinary = np.isfinite(r) & (p != 0)
+    if not ordinary.all():  # p == 0: a zero factor (or an underflow, where c decides)
+        plain = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)  # a finite product
+        r = np.where(ordinary, r, plain)
+        residual = None if residual is None else np.where(ordinary, residual, 0.0)
+    if residual is None:
+        return r
+    return _zero_sign(nudge(r, residual, mode), a, b, c, mode)
 
 
 def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f32 with one rounding: the f64 product is exact, the f64 sum's error is known."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    s, e = _two_sum(p, c.astype(np.float64))
+    """a*b+c for f32 with one rounding: the f64 product is exact, so only the f64 sum rounds; that
+    second rounding can only mislead the final one when the sum lands exactly halfway between two
+    f32 values, and only those elements get the sum's error term (the normal range)."""
+    p = np.multiply(a, b, dtype=np.float64)  # the f32 -> f64 casts happen inside the one pass
+    s = np.add(p, c, dtype=np.float64)
     r = s.astype(np.float32)
+    tie = (s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+    if mode == "rn" and not tie.any():
+        return r
+    _, e = _two_sum(p, np.asarray(c, np.float64))
     r64 = r.astype(np.float64)
-    # s exactly halfway between two f32 values: the error e decides the tie (normal range).
-    tie = ((s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) & (e != 0)
-    if np.any(tie):
+    tie = tie & (e != 0)
+    if tie.any():
         away = tie & (np.sign(e) == np.sign(s - r64))
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
                      r).astype(np.float32)
         r64 = r.astype(np.float64)
-    return nudge(r, (s - r64) + e, mode) if mode != "rn" else r
+    return _zero_sign(nudge(r, (s - r64) + e, mode), a, b, c, mode) if mode != "rn" else r
 
 
 def exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:

@@ -18,11 +18,13 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("block_threads", "kernel", "max_steps", "memory", "n", "special", "steps", "thread_steps")
+    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "special", "steps",
+                 "thread_steps")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
-                 max_steps: int):
+                 max_steps: int, heap: Any = None):
         self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
+        self.heap = heap  # the device heap (malloc / free), shared by every launch of a backend
         self.block_threads = block_threads  # per block, padded to whole warps
         self.steps = 0
         self.thread_steps = 0  # sum over steps of the threads at the instruction

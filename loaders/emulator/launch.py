@@ -4,6 +4,11 @@ A batch holds up to ``max_threads`` threads, block after block, each block
 padded to whole warps (padding threads never run).  Blocks in a batch share
 nothing but global memory: shared memory has one instance per block and the
 barrier policy of :mod:`.machine` never makes a block wait for another.
+
+A kernel that synchronizes the whole grid (cooperative groups' ``grid.sync()``)
+runs as one batch, as a cooperative launch keeps every block resident: its
+barrier then waits for every thread of the launch, and ``%envreg1:%envreg2``
+hold the address of a zeroed grid workspace, as the driver provides.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from ptxbridge.abi.errors import EmulatorError
 from ptxbridge.loaders.base import Buffer
 
 from .frame import Batch, Frame
+from .heap import Heap
 from .machine import Function, Machine
-from .memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Memory, Region, host_bytes
+from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
 
-__all__ = ["run_kernel", "buffer_regions"]
+__all__ = ["run_kernel", "buffer_regions", "shared_bytes"]
 
 
 def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
@@ -38,43 +44,67 @@ def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
                    PER_GRID, writable) for start, end, writable in merged]
 
 
-def _special(first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-             padded: int, shared: tuple[int, int]) -> dict[str, Any]:
-    """Special registers (PTX ISA 10) of a batch of ``count`` blocks starting at linear block ``first``."""
-    linear = np.arange(padded, dtype=np.uint32)
-    bx, by, _ = block
-    tid = {"x": linear % bx, "y": (linear // bx) % by, "z": linear // (bx * by)}
-    lane = linear % 32
-    special: dict[str, Any] = {f"%tid.{c}": np.tile(v, count) for c, v in tid.items()}
-    blocks = np.arange(first, first + count, dtype=np.uint64)
-    gx, gy, _ = grid
-    ctaid = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}
-    for c, v in ctaid.items():
-        value = v.astype(np.uint32)
-        special[f"%ctaid.{c}"] = value[0] if count == 1 else np.repeat(value, padded)
-    for i, c in enumerate("xyz"):
-        special[f"%ntid.{c}"] = np.uint32(block[i])
-        special[f"%nctaid.{c}"] = np.uint32(grid[i])
-    lanes = np.tile(lane, count).astype(np.uint64)
-    eq = np.uint64(1) << lanes
-    mask32 = np.uint64(0xFFFFFFFF)
-    special.update({
-        "%laneid": np.tile(lane, count), "%warpid": np.tile(linear // 32, count),
-        "%nwarpid": np.uint32(padded // 32), "%smid": np.uint32(0), "%nsmid": np.uint32(1),
-        "%gridid": np.uint64(0), "%warpsize": np.uint32(32),
-        "%lanemask_eq": eq.astype(np.uint32), "%lanemask_lt": (eq - np.uint64(1)).astype(np.uint32),
-        "%lanemask_le": ((eq << np.uint64(1)) - np.uint64(1) & mask32).astype(np.uint32),
-        "%lanemask_gt": (~((eq << np.uint64(1)) - np.uint64(1)) & mask32).astype(np.uint32),
-        "%lanemask_ge": (~(eq - np.uint64(1)) & mask32).astype(np.uint32),
-        "%dynamic_smem_size": np.uint32(shared[1]), "%total_smem_size": np.uint32(sum(shared)),
-    })
-    return special
+class _Specials(dict):
+    """Special registers (PTX ISA 10) of a batch of ``count`` blocks starting at linear block ``first``.
+
+    The per-thread ones (``%tid``, ``%ctaid``, ``%laneid``, lane masks...) are built when an
+    instruction first reads them: most kernels read three or four.
+    """
+
+    def __init__(self, first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 padded: int, shared: tuple[int, int], workspace: int):
+        super().__init__()
+        self.first, self.count, self.grid, self.block, self.padded = first, count, grid, block, padded
+        for i, c in enumerate("xyz"):
+            self[f"%ntid.{c}"] = np.uint32(block[i])
+            self[f"%nctaid.{c}"] = np.uint32(grid[i])
+        self.update({f"%envreg{i}": np.uint32(0) for i in range(32)})
+        self.update({
+            "%nwarpid": np.uint32(padded // 32), "%smid": np.uint32(0), "%nsmid": np.uint32(1),
+            "%gridid": np.uint64(0), "%warpsize": np.uint32(32),
+            "%dynamic_smem_size": np.uint32(shared[1]), "%total_smem_size": np.uint32(sum(shared)),
+            "%reserved_smem_offset_begin": np.uint32(0), "%reserved_smem_offset_0": np.uint32(0),
+            "%reserved_smem_offset_1": np.uint32(RESERVED_SMEM // 2),
+            "%reserved_smem_offset_end": np.uint32(RESERVED_SMEM),
+            "%reserved_smem_offset_cap": np.uint32(RESERVED_SMEM),
+            "%envreg1": np.uint32(workspace >> 32), "%envreg2": np.uint32(workspace & 0xFFFFFFFF),
+        })
+
+    def __missing__(self, name: str) -> Any:
+        linear = np.arange(self.padded, dtype=np.uint32)
+        bx, by, _ = self.block
+        per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
+                     "%laneid": linear % 32, "%warpid": linear // 32}
+        if name in per_block:
+            value = np.tile(per_block[name], self.count)
+        elif name.startswith("%ctaid."):
+            blocks = np.arange(self.first, self.first + self.count, dtype=np.uint64)
+            gx, gy, _ = self.grid
+            axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
+            axis = axis.astype(np.uint32)
+            value = axis[0] if self.count == 1 else np.repeat(axis, self.padded)
+        elif name.startswith("%lanemask_"):
+            eq = np.uint64(1) << self["%laneid"].astype(np.uint64)
+            below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
+            mask32 = np.uint64(0xFFFFFFFF)
+            value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
+                     "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value
+
+
+def shared_bytes(program: Program, shared_mem: int) -> int:
+    """Shared memory per block: static (with the reserved part) plus ``shared_mem`` dynamic bytes."""
+    return program.dynamic_offset + shared_mem if shared_mem else program.shared_static
 
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int, max_steps: int) -> int:
+               max_threads: int, max_steps: int, heap: Heap) -> int:
     """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run."""
+    needs = program.check_launch(name)
     fn: Function = program.functions[name]
     entry = program.entries[name]
     if len(params) < entry.size:
@@ -87,7 +117,13 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
     per_batch = max(1, max_threads // padded)
-    shared_size = program.dynamic_offset + shared_mem if shared_mem else program.shared_static
+    workspace = 0
+    if "grid" in needs:  # grid-wide sync: every block at once, and the driver's grid workspace
+        per_batch = blocks
+        data = np.zeros(16, np.uint8)
+        workspace = data.ctypes.data
+        grid_regions.append(Region("grid workspace (cooperative groups)", workspace, len(data), data))
+    shared_size = shared_bytes(program, shared_mem)
     valid = np.arange(padded) < per_block
     executed = 0
     with np.errstate(all="ignore"):
@@ -103,8 +139,10 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
                                                PER_THREAD))
             thread_of = np.arange(n, dtype=np.uint64)
             block_of = np.uint64(0) if count == 1 else thread_of // np.uint64(padded)
-            special = _special(first, count, grid, block, padded, (program.shared_static, shared_mem))
-            batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps)
+            special = _Specials(first, count, grid, block, padded, (program.shared_static, shared_mem),
+                                workspace)
+            regions += heap.regions
+            batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps, heap)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps

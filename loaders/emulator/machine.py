@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ptxbridge.abi.errors import EmulatorError, MemoryAccessError
+from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 
 from .frame import Frame
 from .memory import Fault
 from .parse import Instruction
+from .values import as_array
 
 __all__ = ["Step", "Function", "Machine", "PLAIN", "BRA", "CALL", "RET", "EXIT", "BAR", "TRAP"]
 
@@ -45,7 +46,12 @@ class Step:
 
 @dataclass(slots=True)
 class Function:
-    """A loaded function: its steps, the zero value of each register, its parameter names."""
+    """A loaded function: its steps, the zero value of each register, its parameter names.
+
+    ``refused`` is why the CPU loader cannot run it (an instruction it does not implement):
+    reported when a kernel that reaches the function is launched, never at load.
+    ``needs`` names what a launch must provide (``"grid"``: every block at once, for grid-wide sync).
+    """
 
     name: str
     steps: list[Step]
@@ -53,6 +59,8 @@ class Function:
     params: tuple[str, ...]
     returns: tuple[str, ...]
     native: Callable[[Frame, Any, tuple[str, ...], tuple[str, ...]], None] | None = None
+    refused: UnsupportedInstructionError | None = None
+    needs: frozenset[str] = frozenset()
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -85,44 +93,49 @@ def _coordinates(fr: Frame, thread: int) -> str:
 class Machine:
     """Runs functions of one linked program on batches; ``functions`` maps names to :class:`Function`."""
 
-    def __init__(self, functions: dict[str, Function]):
+    def __init__(self, functions: dict[str, Function], addresses: dict[int, str] | None = None):
         self.functions = functions
-        self._current: tuple[Function, Step] | None = None
+        self.addresses = addresses or {}  # function address -> function key, for indirect calls
 
     def run(self, fn: Function, fr: Frame, live: Any) -> Any:
-        """Execute ``fn`` for the threads in ``live`` (None: all); return the mask of threads that exited."""
-        try:
-            return self._execute(fn, fr, live)
-        except Fault as fault:
-            raise MemoryAccessError(
-                f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
-                f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._describe()}") from None
+        """Execute ``fn`` for the threads in ``live`` (None: all); return the mask of threads that exited.
 
-    def _describe(self) -> str:
-        fn, step = self._current
-        return self._fail(fn, step)
+        The machine keeps no state between calls: launches from several host threads may share it.
+        """
+        return self._execute(fn, fr, live)
+
+    def _fault(self, fr: Frame, fn: Function, step: Step, fault: Fault) -> MemoryAccessError:
+        return MemoryAccessError(
+            f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
+            f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
 
     def _fail(self, fn: Function, step: Step) -> str:
         return f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
+        """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).
+
+        The threads at the lowest program counter form the *group*, which runs with one scalar
+        program counter ``upc`` until it reaches ``bound``, the lowest counter of any other
+        runnable thread (or branches apart, parks at a barrier, or ends): only then are the
+        per-thread counters ``pc`` written and the next group chosen.  While every live thread
+        is in the group, ``pc`` is None and ``group`` is ``live``.
+        """
         n = fr.batch.n
         steps, count = fn.steps, len(fn.steps)
+        batch = fr.batch
         live_count = n if live is None else int(np.count_nonzero(live))
         exited = None
         pc: np.ndarray | None = None
-        upc = 0
+        group, group_count, upc, bound = live, live_count, 0, _FAR
         blocked = None
         votes, pending = None, []  # bar.red votes and the reductions waiting for their barrier
         while live_count:
-            if pc is None:
-                if upc >= count:
+            if upc >= bound or group_count == 0 or upc >= count:
+                if pc is None:  # every live thread ran off the end together
                     break
-                step = steps[upc]
-                m = live
-                here = None
-                fr.batch.thread_steps += live_count
-            else:
+                if group_count:
+                    pc[group] = upc
                 runnable = live if blocked is None else live & ~blocked
                 candidates = np.where(runnable, pc, _FAR)
                 lowest = int(candidates.min())
@@ -132,57 +145,61 @@ class Machine:
                     pc = np.where(blocked, pc + 1, pc).astype(np.int32)
                     for reduction, arrived in pending:
                         reduction.finish(fr, votes, blocked, arrived)
-                    blocked, pending = None, []
+                    blocked, pending, group_count = None, [], 0
                     continue
                 here = candidates == lowest
-                at_here = int(np.count_nonzero(here))
-                if blocked is None and at_here == live_count:
-                    pc, upc = None, lowest
-                    continue
-                if lowest >= count:
+                group_count = int(np.count_nonzero(here))
+                if lowest >= count:  # these threads ran off the end: an implicit return
                     live = live & ~here
-                    live_count = int(np.count_nonzero(live))
+                    live_count, group_count = int(np.count_nonzero(live)), 0
                     continue
-                step, m, upc = steps[lowest], here, lowest
-                fr.batch.thread_steps += at_here
-            fr.batch.steps += 1
-            if fr.batch.steps > fr.batch.max_steps:
+                if blocked is None and group_count == live_count:
+                    pc, group, bound = None, live, _FAR
+                else:
+                    group, bound = here, int(np.where(here, _FAR, candidates).min())
+                upc = lowest
+            step = steps[upc]
+            batch.thread_steps += group_count
+            batch.steps += 1
+            if batch.steps > batch.max_steps:
                 raise EmulatorError(
-                    f"kernel {fr.batch.kernel!r}: gave up after {fr.batch.max_steps} interpreter steps "
+                    f"kernel {batch.kernel!r}: gave up after {batch.max_steps} interpreter steps "
                     f"{self._fail(fn, step)}: an endless loop, or a spin-wait on another thread of the same "
                     "block (the emulator runs the lowest program counter first; raise max_steps if the "
                     "kernel is just long)")
+            m = group
             g = m if step.guard is None else _guarded(step, fr, m)
             kind = step.kind
             if kind == PLAIN:
                 if g is not _SKIP:
-                    self._current = (fn, step)
-                    step.run(fr, g)
-                nxt = None
+                    try:
+                        step.run(fr, g)
+                    except Fault as fault:
+                        raise self._fault(fr, fn, step, fault) from None
+                upc += 1
             elif kind == BRA:
                 if g is _SKIP:
-                    nxt = None
-                elif g is m:
-                    nxt = step.target
-                else:  # some threads take it
-                    taken = int(np.count_nonzero(g))
-                    if pc is None and taken == live_count:
-                        nxt = step.target
-                    else:
-                        if pc is None:
-                            pc, here = np.full(n, upc, np.int32), (np.ones(n, bool) if live is None else live)
-                            live = here if live is None else live
-                        pc[here] = upc + 1
-                        pc[g] = step.target
-                        continue
+                    upc += 1
+                elif g is m or int(np.count_nonzero(g)) == group_count:
+                    upc = step.target
+                else:  # the group splits: some threads take the branch
+                    if pc is None:
+                        pc = np.full(n, _FAR, np.int32)
+                        if live is None:
+                            live = group = np.ones(n, bool)
+                    pc[group] = upc + 1
+                    pc[g] = step.target
+                    group_count = 0
             elif kind in (RET, EXIT):
                 if g is not _SKIP:
                     leaving = np.ones(n, bool) if g is None else g
                     live = ~leaving if live is None else live & ~leaving
                     live_count = int(np.count_nonzero(live))
+                    group = group & ~leaving if group is not None else live
+                    group_count = int(np.count_nonzero(group))
                     if kind == EXIT:
                         exited = leaving if exited is None else exited | leaving
-                nxt = None
+                upc += 1
             elif kind == BAR:
                 reduction = step.target
                 if reduction is not None and g is not _SKIP:  # bar.red: each thread votes on arrival
@@ -191,36 +208,61 @@ class Machine:
                         reduction.finish(fr, votes, live, g)
                     else:
                         pending.append((reduction, g))
-                if pc is not None and g is not _SKIP:
+                if pc is not None and g is not _SKIP:  # park at the barrier until no thread can run
                     blocked = g if blocked is None else blocked | g
-                    if g is not m:
-                        pc[here & ~g] = upc + 1
-                    continue
-                nxt = None
+                    pc[group] = upc + 1
+                    pc[g] = upc
+                    group_count = 0
+                else:
+                    upc += 1
             elif kind == CALL:
                 if g is not _SKIP:
-                    gone = self._call(step, fr, g)
+                    gone = self._call(fn, step, fr, g)
                     if gone is not None:
                         live = ~gone if live is None else live & ~gone
                         live_count = int(np.count_nonzero(live))
+                        group = group & ~gone if group is not None else live
+                        group_count = int(np.count_nonzero(group))
                         exited = gone if exited is None else exited | gone
-                nxt = None
+                upc += 1
             elif kind == TRAP:
                 if g is not _SKIP:
-                    raise EmulatorError(f"kernel {fr.batch.kernel!r}: trap executed "
+                    raise EmulatorError(f"kernel {batch.kernel!r}: trap executed "
                                         f"{self._fail(fn, step)} by {_where(fr, g)}")
-                nxt = None
+                upc += 1
             else:
-                nxt = None
-            if pc is None:
-                upc = upc + 1 if nxt is None else nxt
-            else:
-                pc[here] = upc + 1 if nxt is None else nxt
+                upc += 1
         return exited
 
-    def _call(self, step: Step, fr: Frame, m: Any) -> Any:
+    def _call(self, fn: Function, step: Step, fr: Frame, m: Any) -> Any:
         target = step.target
-        callee = self.functions[target.function]
+        if target.function is not None:
+            return self._enter(fn, step, self.functions[target.function], fr, m)
+        pointers = as_array(target.pointer(fr), fr.batch.n)  # an indirect call: one callee per pointer
+        chosen = np.ones(fr.batch.n, bool) if m is None else m
+        gone = None
+        for address in np.unique(pointers[chosen]).tolist():
+            key = self.addresses.get(address)
+            if key is None:
+                thread = int(np.flatnonzero(chosen & (pointers == address))[0])
+                raise EmulatorError(f"kernel {fr.batch.kernel!r}: call through 0x{address:x}, which is no "
+                                    f"function's address, at {_coordinates(fr, thread)}; "
+                                    f"{self._fail(fn, step)}")
+            exited = self._enter(fn, step, self.functions[key], fr, chosen & (pointers == address))
+            if exited is not None:
+                gone = exited if gone is None else gone | exited
+        return gone
+
+    def _enter(self, fn: Function, step: Step, callee: Function, fr: Frame, m: Any) -> Any:
+        """Run ``callee`` for the threads in ``m`` with the caller's ``.param`` variables as its own."""
+        target = step.target
+        if (len(target.arguments), len(target.returns)) != (len(callee.params), len(callee.returns)):
+            raise EmulatorError(
+                f"kernel {fr.batch.kernel!r}: {self._fail(fn, step)} passes {len(target.arguments)} "
+                f"arguments and {len(target.returns)} return values; {callee.name} declares "
+                f"{len(callee.params)} and {len(callee.returns)}")
+        if callee.refused is not None:
+            raise callee.refused
         params = {}
         for own, (name, size) in zip(callee.params, target.arguments, strict=True):
             params[own] = fr.param(name, size)
@@ -228,6 +270,9 @@ class Machine:
             params[own] = fr.param(name, size)
         frame = Frame(dict(callee.zeros), params, fr.batch)
         if callee.native is not None:
-            callee.native(frame, m, callee.params, callee.returns)
+            try:
+                callee.native(frame, m, callee.params, callee.returns)
+            except Fault as fault:
+                raise self._fault(fr, fn, step, fault) from None
             return None
         return self._execute(callee, frame, m)

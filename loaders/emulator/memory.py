@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WINDOWS", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory", "host_bytes"]
+__all__ = ["WINDOWS", "RESERVED_SMEM", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory",
+           "host_bytes"]
 
-WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000}
+WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000,
+           "func": 0xD000_0000_0000_0000}  # functions have addresses (for indirect calls) but no bytes
+RESERVED_SMEM = 1024  # shared memory the driver reserves per block for the system (cooperative groups)
 PER_GRID, PER_BLOCK, PER_THREAD = 0, 1, 2
 _INSTANCE_ALIGN = 16
 
@@ -82,14 +85,46 @@ class Memory:
     """
 
     def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
+        self.block_of, self.thread_of = block_of, thread_of
+        self._offsets: dict[tuple[int, int | None], Any] = {}
+        self._index(regions)
+        self._shared = next((r for r in self.regions if r.base == WINDOWS["shared"]), None)
+
+    def _index(self, regions: list[Region]) -> None:
         self.regions = sorted(regions, key=lambda r: r.base)
         self.bases = [r.base for r in self.regions]
         self.base_array = np.array(self.bases, dtype=np.uint64)
         self.end_array = np.array([r.base + r.size for r in self.regions], dtype=np.uint64)
-        self.block_of, self.thread_of = block_of, thread_of
 
-    def _instance(self, region: Region) -> Any:
-        return self.block_of if region.per == PER_BLOCK else self.thread_of
+    def shared(self, offsets: Any, dt: np.dtype, m: Any, count: int = 1) -> tuple[np.ndarray, Any] | None:
+        """``(typed view, element index)`` of ``count`` consecutive ``dt`` values at offsets in the
+        shared window (``ld.shared`` / ``st.shared`` through a 32-bit register), checked as
+        :meth:`resolve` checks; None when the general path must decide (no shared memory, an
+        unaligned view, or a fault, which the general path reports with the generic address)."""
+        region = self._shared
+        if region is None:
+            return None
+        start, typed = region.view(dt)
+        whole = dt.itemsize * count
+        if isinstance(offsets, np.ndarray):
+            active = offsets if m is None else offsets[m]
+            if not active.size:
+                return None
+            low, high = int(np.bitwise_or.reduce(active)), int(active.max())
+        else:
+            low = high = int(offsets)
+        if start or low & (whole - 1) or high + whole > region.size:
+            return None
+        element = (offsets >> np.uint32(dt.itemsize.bit_length() - 1)) + self._instance_offsets(region, dt)
+        return typed, element
+
+    def add(self, region: Region) -> None:
+        """Make ``region`` reachable (device ``malloc``)."""
+        self._index([*self.regions, region])
+
+    def remove(self, region: Region) -> None:
+        """Make ``region`` unreachable (device ``free``): a later access faults."""
+        self._index([r for r in self.regions if r is not region])
 
     def _fault(self, addr: Any, m: Any, bad: Any, size: int, reason: str) -> Fault:
         if isinstance(addr, np.ndarray):
@@ -99,19 +134,20 @@ class Memory:
         thread = 0 if m is None else int(np.flatnonzero(m)[0])
         return Fault(int(addr), size, thread, reason)
 
-    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any, Any]]:
-        """Yield ``(region, selection, byte offset in region.data)`` covering every active thread."""
+    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any]]:
+        """Yield ``(region, selection)`` covering every active thread (selection None: all of ``m``)."""
         vector = isinstance(addr, np.ndarray)
         active = addr if m is None or not vector else addr[m]
         if vector and active.size == 0:
             return
-        if size > 1 and (np.any(active & np.uint64(size - 1)) if vector else int(addr) % size):
+        # one pass: a misaligned address sets a low bit of the OR of all of them
+        if size > 1 and (int(np.bitwise_or.reduce(active)) if vector else int(addr)) & (size - 1):
             raise self._fault(addr, m, (addr & np.uint64(size - 1)) != 0 if vector else None, size,
                               f"misaligned {size}-byte access")
         lo, hi = (int(active.min()), int(active.max())) if vector else (int(addr), int(addr))
         i = bisect.bisect_right(self.bases, lo) - 1
         if i >= 0 and hi + size <= self.regions[i].base + self.regions[i].size:
-            yield self._checked(self.regions[i], addr, m, write, size)
+            yield self._checked(self.regions[i], addr, m, write, size), m
             return
         full = addr if vector else np.full(len(self.thread_of), addr, np.uint64)
         index = np.searchsorted(self.base_array, full, side="right").astype(np.int64) - 1
@@ -122,16 +158,50 @@ class Memory:
                               "outside every buffer and variable the kernel can reach")
         for r in np.unique(index if m is None else index[m]):
             select = index == r if m is None else (index == r) & m
-            yield self._checked(self.regions[int(r)], full, select, write, size)
+            yield self._checked(self.regions[int(r)], full, select, write, size), select
 
-    def _checked(self, region: Region, addr: Any, m: Any, write: bool, size: int) -> tuple[Region, Any, Any]:
+    def _checked(self, region: Region, addr: Any, m: Any, write: bool, size: int) -> Region:
         if write and not region.writable:
             raise self._fault(addr, m, np.ones(len(self.thread_of), bool), size,
                               f"store to read-only memory ({region.name})")
-        offset = addr - np.uint64(region.base)
-        if region.per != PER_GRID:
-            offset = self._instance(region) * np.uint64(region.stride) + offset
-        return region, m, offset
+        return region
+
+    def _elements(self, addr: Any, dt: np.dtype, m: Any,
+                  write: bool) -> Iterator[tuple[np.ndarray, Any, Any]]:
+        """``(typed view, selection, element index)`` per region: ``typed[index]`` is each thread's value.
+
+        Indices are int64 (computed with wrapping arithmetic, so an inactive thread's garbage
+        address gives a garbage index, which readers clip).
+        """
+        shift = dt.itemsize.bit_length() - 1
+        for region, select in self.resolve(addr, dt.itemsize, m, write):
+            start, typed = region.view(dt)
+            origin = (region.base + start - (1 << 63)) % (1 << 64) - (1 << 63)  # as a wrapped int64
+            if isinstance(addr, np.ndarray):
+                element = addr.view(np.int64) - np.int64(origin)
+            else:
+                element = np.int64((int(addr) - region.base - start + (1 << 63)) % (1 << 64) - (1 << 63))
+            if region.per != PER_GRID:
+                element = element + self._instance_offsets(region)
+            yield typed, select, element >> shift
+
+    def _instance_offsets(self, region: Region, dt: np.dtype | None = None) -> Any:
+        """Offset of each thread's instance of a per-block or per-thread region: in bytes, or in
+        ``dt`` elements (instances are 16-byte aligned, so whole elements)."""
+        key = (id(region), None if dt is None else dt.itemsize)
+        found = self._offsets.get(key)
+        if found is None:
+            instance = self.block_of if region.per == PER_BLOCK else self.thread_of
+            unit = 1 if dt is None else dt.itemsize
+            found = np.asarray(instance).astype(np.int64) * np.int64(region.stride // unit)
+            self._offsets[key] = found
+        return found
+
+    def check(self, addr: Any, size: int, m: Any, write: bool) -> None:
+        """Fault unless every active thread may access ``size`` bytes at ``addr`` (aligned to ``size``):
+        a vector or multi-word access is checked whole before any part of it is written."""
+        for _ in self.resolve(addr, size, m, write):
+            pass
 
     def read_bytes(self, address: int, count: int, thread: int) -> bytes:
         """``count`` bytes at ``address`` as thread ``thread`` sees them (for host-side helpers)."""
@@ -146,25 +216,20 @@ class Memory:
         return region.data[offset:offset + count].tobytes()
 
     def load(self, addr: Any, dt: np.dtype, m: Any) -> Any:
-        """The ``dt`` values at ``addr`` (inactive threads read an active thread's address)."""
+        """The ``dt`` values at ``addr`` (inactive threads read some element: their value is unused)."""
         result = None
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=False):
-            start, typed = region.view(dt)
-            if select is not None and isinstance(offset, np.ndarray):
-                offset = np.where(select, offset, offset[np.argmax(select)])
-            values = typed[(offset - np.uint64(start)) // np.uint64(dt.itemsize)]
-            result = values if result is None else np.where(select, values, result)
+        for typed, select, element in self._elements(addr, dt, m, write=False):
+            values = typed[element] if select is None else np.take(typed, element, mode="clip")
+            result = values if result is None or select is None else np.where(select, values, result)
         return result if result is not None else dt.type(0)
 
     def store(self, addr: Any, dt: np.dtype, values: Any, m: Any) -> None:
         """Write ``values`` at ``addr`` for the active threads (the last thread wins on a tie)."""
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
-            start, typed = region.view(dt)
-            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
-            vector = isinstance(values, np.ndarray)
+        vector = isinstance(values, np.ndarray)
+        for typed, select, element in self._elements(addr, dt, m, write=True):
             if select is None:
                 typed[element] = values
-            elif isinstance(element, np.ndarray):
+            elif isinstance(element, np.ndarray) and element.ndim:
                 typed[element[select]] = values[select] if vector else values
             else:
                 typed[element] = values[np.flatnonzero(select)[-1]] if vector else values
@@ -172,9 +237,7 @@ class Memory:
     def elements(self, addr: Any, dt: np.dtype, m: Any,
                  n: int) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
         """For read-modify-write: ``(typed view, active thread ids, element indices)`` per region."""
-        for region, select, offset in self.resolve(addr, dt.itemsize, m, write=True):
-            start, typed = region.view(dt)
+        for typed, select, element in self._elements(addr, dt, m, write=True):
             threads = np.arange(n) if select is None else np.flatnonzero(select)
-            element = (offset - np.uint64(start)) // np.uint64(dt.itemsize)
-            element = element[threads] if isinstance(element, np.ndarray) else np.full(len(threads), element)
+            element = element[threads] if np.ndim(element) else np.full(len(threads), element)
             yield typed, threads, element.astype(np.int64)

@@ -15,19 +15,25 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Control, Run, op
+from .builtins import GRID_SYNC
 from .parse import Group, Imm, Reg, Sym
 from .values import as_array
 
-__all__ = ["BarrierReduction", "CallTarget"]
+__all__ = ["BarrierReduction", "CallTarget", "GridSync"]
 
 
 @dataclass(frozen=True, slots=True)
 class CallTarget:
-    """``call (rets), function, (args)``: callee name and the caller's ``.param`` names and sizes."""
+    """``call (rets), function, (args)``: callee name and the caller's ``.param`` names and sizes.
 
-    function: str
+    An indirect call (``call (rets), %rd, (args), prototype``) has no ``function`` but a
+    ``pointer`` reader: each thread calls the function whose address it holds.
+    """
+
+    function: str | None
     returns: tuple[tuple[str, int], ...]
     arguments: tuple[tuple[str, int], ...]
+    pointer: Callable[[Any], Any] | None = None
 
 
 @op("bra")
@@ -60,16 +66,23 @@ def _call(cx: Context) -> Control:
     returns: tuple[tuple[str, int], ...] = ()
     if ops and isinstance(ops[0], Group):
         returns = _params(cx, ops.pop(0))
-    if not ops or isinstance(ops[0], Reg):
-        raise cx.unsupported("indirect calls through a register are not implemented")
+    if not ops:
+        raise cx.unsupported("call without a target")
     callee = ops.pop(0)
+    arguments = _params(cx, ops.pop(0)) if ops and isinstance(ops[0], Group) else ()
+    if isinstance(callee, Reg):  # indirect: the last operand names a .callprototype (or a target list)
+        if len(ops) != 1 or not isinstance(ops[0], Sym):
+            raise cx.unsupported("an indirect call needs a prototype or a target list as its last operand")
+        return Control("call", CallTarget(None, returns, arguments, cx.read(callee, "u64")))
+    if ops:
+        raise cx.unsupported(f"unexpected operands after the argument list (got {ops})")
     if not isinstance(callee, Sym) or cx.symbol(callee.name).space != "func":
         raise cx.unsupported(f"call target must be a function (got {callee})")
-    arguments = _params(cx, ops.pop(0)) if ops else ()
-    if ops:
-        raise cx.unsupported("call with a prototype (indirect call) is not implemented")
-    # the symbol's value is the linked program's key: module-local functions are qualified
-    return Control("call", CallTarget(cx.symbol(callee.name).value, returns, arguments))
+    key = cx.symbol(callee.name).value  # the linked program's key: module-local functions are qualified
+    if key == GRID_SYNC:
+        cx.needs.add("grid")
+        return Control("bar", GridSync(returns))
+    return Control("call", CallTarget(key, returns, arguments))
 
 
 @op("ret", "exit", "trap")
@@ -104,6 +117,21 @@ class BarrierReduction:
         else:
             result = yes.any(axis=1)
         self.write(fr, np.repeat(result, per_block), m)
+
+
+@dataclass(frozen=True, slots=True)
+class GridSync:
+    """``call (status), cudaCGSynchronize, (handle, flags)``: a barrier over every thread of the launch
+    (a grid-sync launch runs as one batch), which returns 0 (``cudaSuccess``)."""
+
+    returns: tuple[tuple[str, int], ...]
+
+    def arrive(self, fr: Any, m: Any, votes: Any) -> Any:
+        return votes
+
+    def finish(self, fr: Any, votes: Any, arrived: Any, m: Any) -> None:
+        for name, size in self.returns:
+            fr.param(name, size).store(0, np.dtype(np.int32), np.int32(0), m)
 
 
 @op("bar", "barrier")

@@ -19,6 +19,8 @@ from .values import FLOAT_TYPES
 
 __all__ = ["float_arith"]
 
+_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}  # IEEE rn already
+
 def _modifiers(cx: Context, extra: set[str]) -> tuple[str, str, bool, bool, set[str]]:
     flags, (t,) = cx.split_mods(set(ROUNDINGS) | {"ftz", "sat"} | extra, FLOAT_TYPES)
     rounding = flags & ROUNDINGS
@@ -33,6 +35,22 @@ def _finish(value: Any, ftz: bool, sat: bool) -> Any:
     return saturate(value) if sat else value
 
 
+_SPARSE = 0.75  # a masked group below this share of the batch is computed compressed
+
+
+def _on_active(fn: Callable[..., Any], m: Any, *args: Any) -> Any:
+    """``fn(*args)`` for the threads in ``m``: when few threads run (divergent code), on their
+    elements only, scattered back into a full-size result whose other elements are unused."""
+    if m is None or np.count_nonzero(m) >= _SPARSE * len(m):
+        return fn(*args)
+    chosen = m.nonzero()[0]
+    compressed = [x[chosen] if type(x) is np.ndarray else x for x in args]
+    result = fn(*compressed)
+    out = np.empty(len(m), result.dtype)
+    out[chosen] = result
+    return out
+
+
 def float_arith(cx: Context, name: str) -> Run:
     """Builder for the float forms of add/sub/mul/mad/fma/div/abs/neg/min/max."""
     if cx.ins.mods and cx.ins.mods[-1] in PACKED:
@@ -42,14 +60,22 @@ def float_arith(cx: Context, name: str) -> Run:
     if flags & {"xorsign", "abs"}:
         raise cx.unsupported(f"modifier(s) {sorted(flags & {'xorsign', 'abs'})} are not implemented")
     pre = flush if ftz else (lambda x: x)
+    plain = mode == "rn" and not ftz and not sat and t != "f16"  # one NumPy call, no wrappers
     if name in ("add", "sub", "mul", "div"):
         d, a, b = cx.operands(3)
         ra, rb, w = cx.read(a, t), cx.read(b, t), cx.write(d)
+        if plain:
+            ufunc = _UFUNCS[name]
+            return lambda fr, m: w(fr, ufunc(ra(fr), rb(fr)), m)
         return lambda fr, m: w(fr, _finish(exact_binary(name, pre(ra(fr)), pre(rb(fr)), mode), ftz, sat), m)
     if name in ("mad", "fma"):
         d, a, b, c = cx.operands(4)
         ra, rb, rc, w = cx.read(a, t), cx.read(b, t), cx.read(c, t), cx.write(d)
         fused = {"f32": fma32, "f64": fma64}.get(t)
+        if plain and t == "f64":  # dozens of passes: worth computing for the active threads only
+            return lambda fr, m: w(fr, _on_active(fma64, m, ra(fr), rb(fr), rc(fr)), m)
+        if plain and fused is not None:
+            return lambda fr, m: w(fr, fused(ra(fr), rb(fr), rc(fr)), m)
         if fused is None:
             def fused(x: Any, y: Any, z: Any, mode: str) -> Any:
                 return fma64(x.astype(np.float64), y.astype(np.float64), z.astype(np.float64),

@@ -340,6 +340,31 @@ def _bits(cx: Context) -> Run:
     return _unary(cx, t, bfind)
 
 
+@op("bmsk")
+def _bmsk(cx: Context) -> Run:
+    """A mask of ``b`` ones from bit ``a`` (PTX ISA 9.7.7 ``bmsk``; ``.clamp`` saturates, ``.wrap`` wraps)."""
+    flags, _ = cx.split_mods({"clamp", "wrap"}, {"b32"})
+    if len(flags) != 1:
+        raise cx.unsupported("bmsk needs one of .clamp/.wrap")
+    clamp = "clamp" in flags
+    all_ones = np.uint64(0xFFFFFFFF)
+
+    def bmsk(a: Any, b: Any) -> Any:
+        a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
+        a1, b1 = a & np.uint64(31), b & np.uint64(31)
+        low = (all_ones << a1) & all_ones
+        overflow = a1 + b1 >= 32
+        if clamp:
+            low = np.where(a >= 32, np.uint64(0), low)
+            overflow = overflow | (a >= 32) | (b >= 32)
+        high = np.where(b1 == 0, all_ones, (all_ones << (a1 + b1)) & all_ones)
+        high = np.where(overflow, np.uint64(0), high)
+        result = (low & ~high & all_ones).astype(np.uint32)
+        return result if result.ndim else result[()]
+
+    return _binary(cx, "u32", bmsk)
+
+
 @op("prmt")
 def _prmt(cx: Context) -> Run:
     cx.split_mods(set(), {"b32"})

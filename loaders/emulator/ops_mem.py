@@ -86,14 +86,28 @@ def _ld(cx: Context) -> Run:
         return load_param
     address = cx.address(src, space)
     steps = [np.uint64(i * size) for i in range(count)]
+    whole = count * size if count > 1 else 0  # a vector is aligned to its whole size (PTX ISA 5.4.5)
+    shared = cx.shared_offset(src) if space == "shared" else None
+    if shared is not None:
+
+        def load_shared(fr: Any, m: Any) -> None:
+            found = fr.batch.memory.shared(shared(fr), dt, m, count)
+            if found is None:
+                return load(fr, m)
+            typed, element = found
+            for i, w in enumerate(writers):
+                at = element + i if i else element
+                w(fr, typed[at] if m is None else np.take(typed, at, mode="clip"), m)
 
     def load(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        if whole:
+            memory.check(base, whole, m, write=False)
         for step, w in zip(steps, writers, strict=True):
             w(fr, memory.load(base + step if step else base, dt, m), m)
 
-    return load
+    return load if shared is None else load_shared
 
 
 @op("st")
@@ -119,14 +133,31 @@ def _st(cx: Context) -> Run:
         return store_param
     address = cx.address(dst, space)
     steps = [np.uint64(i * size) for i in range(count)]
+    whole = count * size if count > 1 else 0
+    shared = cx.shared_offset(dst) if space == "shared" else None
+    if shared is not None:
+
+        def store_shared(fr: Any, m: Any) -> None:
+            found = fr.batch.memory.shared(shared(fr), dt, m, count)
+            if found is None or not np.ndim(found[1]):
+                return store(fr, m)  # a fault, or one address for every thread: the general path
+            typed, element = found
+            chosen = element if m is None else element[m]
+            for i, r in enumerate(readers):
+                values = r(fr)
+                if m is not None and isinstance(values, np.ndarray):
+                    values = values[m]
+                typed[chosen + i if i else chosen] = values
 
     def store(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        if whole:  # checked whole first: a faulting vector store writes none of its elements
+            memory.check(base, whole, m, write=True)
         for step, r in zip(steps, readers, strict=True):
             memory.store(base + step if step else base, dt, r(fr), m)
 
-    return store
+    return store if shared is None else store_shared
 
 
 _ATOMIC_OPS = ("add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor")

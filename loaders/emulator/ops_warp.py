@@ -1,9 +1,13 @@
 """Warp-level instructions (PTX ISA 9.7.13.6-9.7.13.11: shfl.sync, vote.sync, activemask, redux.sync).
 
 Threads are laid out block by block, each block padded to whole warps, so
-``reshape(-1, 32)`` groups a batch's threads by warp.  Only the threads that
-execute the instruction together (the active mask, intersected with
-``membermask``) take part.
+``reshape(-1, 32)`` groups a batch's threads by warp.  Each thread's result
+covers the lanes its own ``membermask`` names that execute the instruction
+with it (threads of one warp may pass different masks: ``__reduce_add_sync``
+over the odd lanes and, in the same instruction, over the even ones).
+``shfl.sync`` reads its source lane whatever the mask (a lane outside it is
+undefined on the GPU), and ``bar.warp.sync`` is a no-op: the lanes of a warp
+already execute together here.
 """
 
 from __future__ import annotations
@@ -19,27 +23,38 @@ from .values import as_array
 __all__: list[str] = []
 
 _LANE_BITS = np.uint64(1) << np.arange(32, dtype=np.uint64)
+_LANES = np.arange(32, dtype=np.uint32)
 
 
-def _participants(fr: Any, m: Any, membermask: Any) -> np.ndarray:
-    lane = fr.batch.special["%laneid"]
-    bits = as_array(membermask, fr.batch.n).astype(np.uint64) >> lane.astype(np.uint64)
-    member = (bits & np.uint64(1)) == 1
-    return member if m is None else member & m
+def _members(fr: Any, m: Any, membermask: Any) -> np.ndarray:
+    """Who takes part in each thread's operation: ``[warp, i, j]`` is true when lane ``j`` executes
+    the instruction with thread ``i`` (``j`` active and named in ``i``'s ``membermask``).
+
+    The middle axis has length 1 when every thread of the batch passes the same mask (the common
+    case, computed without the 32 x 32 matrix); results broadcast over it.
+    """
+    n = fr.batch.n
+    active = np.ones((n // 32, 1, 32), bool) if m is None else m.reshape(-1, 1, 32)
+    if isinstance(membermask, np.ndarray) and membermask.ndim and not (membermask == membermask[0]).all():
+        rows = membermask.astype(np.uint32).reshape(-1, 32, 1)  # one mask per thread i, tested per lane j
+    else:
+        rows = np.uint32(membermask.flat[0] if isinstance(membermask, np.ndarray) else membermask)
+    return (((rows >> _LANES) & np.uint32(1)) == 1) & active
 
 
-def _per_warp(values: np.ndarray) -> np.ndarray:
-    return values.reshape(-1, 32)
+def _per_thread(result: np.ndarray) -> np.ndarray:
+    """A ``[warp, 1 or 32]`` result as one value per thread."""
+    return np.broadcast_to(result, (result.shape[0], 32)).reshape(-1)
 
 
-def _broadcast(per_warp: np.ndarray) -> np.ndarray:
-    return np.repeat(per_warp, 32)
+def _pack(bits: np.ndarray) -> np.ndarray:
+    """Boolean lanes on the last axis -> one u32 per row, lane j at bit j."""
+    return (bits.astype(np.uint64) * _LANE_BITS).sum(axis=-1, dtype=np.uint64).astype(np.uint32)
 
 
 def ballot(bits: np.ndarray) -> np.ndarray:
     """One u32 per thread: the warp's bits, lane i at bit i."""
-    words = (_per_warp(bits).astype(np.uint64) * _LANE_BITS).sum(axis=1, dtype=np.uint64)
-    return _broadcast(words.astype(np.uint32))
+    return np.repeat(_pack(bits.reshape(-1, 32)), 32)
 
 
 @op("shfl")
@@ -92,16 +107,15 @@ def _vote(cx: Context) -> Run:
     rmask = cx.read(ops[2], "u32") if "sync" in flags else (lambda fr: np.uint32(0xFFFFFFFF))
 
     def run(fr: Any, m: Any) -> None:
-        n = fr.batch.n
-        active = _participants(fr, m, rmask(fr))
-        votes = as_array(ra(fr), n) & active
+        members = _members(fr, m, rmask(fr))
+        votes = as_array(ra(fr), fr.batch.n).reshape(-1, 1, 32)
         if mode == "ballot":
-            w(fr, ballot(votes), m)
+            w(fr, _per_thread(_pack(votes & members)), m)
             return
-        yes = _per_warp(votes).any(axis=1)
-        no = _per_warp(active & ~votes).any(axis=1)
+        yes = (votes & members).any(axis=2)
+        no = (~votes & members).any(axis=2)
         result = {"all": ~no, "any": yes, "uni": ~(yes & no)}[mode]
-        w(fr, _broadcast(result), m)
+        w(fr, _per_thread(result), m)
 
     return run
 
@@ -134,16 +148,14 @@ def _redux(cx: Context) -> Run:
     w, ra, rmask = cx.write(d), cx.read(a, t), cx.read(mask, "u32")
 
     def run(fr: Any, m: Any) -> None:
-        n = fr.batch.n
-        active = _participants(fr, m, rmask(fr))
-        values = as_array(ra(fr), n)
+        values = as_array(ra(fr), fr.batch.n)
         if neutral is None:
             info = np.iinfo(values.dtype)
             fill = info.max if ufunc is np.minimum else info.min
         else:
             fill = values.dtype.type(neutral % (1 << 32)) if values.dtype.kind == "u" else neutral
-        masked = np.where(active, values, values.dtype.type(fill))
-        w(fr, _broadcast(ufunc.reduce(_per_warp(masked), axis=1).astype(values.dtype)), m)
+        masked = np.where(_members(fr, m, rmask(fr)), values.reshape(-1, 1, 32), values.dtype.type(fill))
+        w(fr, _per_thread(ufunc.reduce(masked, axis=2).astype(values.dtype)), m)
 
     return run
 
@@ -160,19 +172,16 @@ def _match(cx: Context) -> Run:
     ra, rmask = cx.read(a, t), cx.read(mask, "u32")
 
     def run(fr: Any, m: Any) -> None:
-        n = fr.batch.n
-        active = _per_warp(_participants(fr, m, rmask(fr)))
-        values = _per_warp(as_array(ra(fr), n))
-        same = (values[:, :, None] == values[:, None, :]) & active[:, None, :]
-        lanes = (same.astype(np.uint64) * _LANE_BITS).sum(axis=2, dtype=np.uint64).astype(np.uint32)
+        members = _members(fr, m, rmask(fr))
+        values = as_array(ra(fr), fr.batch.n).reshape(-1, 32)
+        lanes = _pack((values[:, :, None] == values[:, None, :]) & members)  # [warp, i]
         if not every:
             w_d(fr, lanes.reshape(-1), m)
             return
-        members = (active.astype(np.uint64) * _LANE_BITS).sum(axis=1, dtype=np.uint64).astype(np.uint32)
-        uniform = (lanes == members[:, None]).all(axis=1)
-        w_d(fr, np.where(uniform[:, None], lanes, np.uint32(0)).reshape(-1), m)
+        uniform = lanes == _per_thread(_pack(members)).reshape(-1, 32)  # i's value is every member's
+        w_d(fr, np.where(uniform, lanes, np.uint32(0)).reshape(-1), m)
         if w_p is not None:
-            w_p(fr, _broadcast(uniform), m)
+            w_p(fr, uniform.reshape(-1), m)
 
     return run
 
@@ -188,9 +197,9 @@ def _elect(cx: Context) -> Run:
     w_d, w_p, rmask = cx.write(d.first), cx.write(d.second), cx.read(mask, "u32")
 
     def run(fr: Any, m: Any) -> None:
-        active = _per_warp(_participants(fr, m, rmask(fr)))
-        leader = np.where(active.any(axis=1), active.argmax(axis=1), 0).astype(np.uint32)
-        w_d(fr, _broadcast(leader), m)
-        w_p(fr, fr.batch.special["%laneid"] == _broadcast(leader), m)
+        members = _members(fr, m, rmask(fr))
+        leader = _per_thread(np.where(members.any(axis=2), members.argmax(axis=2), 0).astype(np.uint32))
+        w_d(fr, leader, m)
+        w_p(fr, fr.batch.special["%laneid"] == leader, m)
 
     return run

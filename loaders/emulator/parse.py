@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ptxbridge.abi.errors import FormatError
+from ptxbridge.abi.errors import FormatError, UnsupportedInstructionError
 from ptxbridge.abi.ptx import TYPE_SIZES
 
 __all__ = [
@@ -118,7 +118,8 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:(?!:)")
 _RANGE = re.compile(r"^(%?[A-Za-z_$][\w$]*)<(\d+)>$")
 _ARRAY = re.compile(r"^([%A-Za-z_$][\w$]*)((?:\[\d*\])*)$")
-_SKIPPED = (".pragma", ".loc", ".file", ".section", ".maxnreg", ".noreturn")
+# .callprototype / .calltargets only describe indirect calls, whose callee the emulator finds by address
+_SKIPPED = (".pragma", ".loc", ".file", ".section", ".maxnreg", ".noreturn", ".callprototype", ".calltargets")
 _SPACES = ("reg", "param", "local", "shared", "global", "const")
 _MAX_REGISTERS = 1 << 20
 
@@ -167,6 +168,10 @@ class _BodyParser:
     def fail(self, message: str) -> FormatError:
         return FormatError(f"in {self.function}: {message}", source=self.source, where=f"line {self.line}")
 
+    def unsupported(self, message: str) -> UnsupportedInstructionError:
+        """Valid PTX the emulator does not implement: refused when a kernel that needs it launches."""
+        return UnsupportedInstructionError(f"{self.function}, PTX line {self.line}: {message}")
+
     def run(self) -> None:
         text, pos = self.text, 0
         while True:
@@ -214,7 +219,8 @@ class _BodyParser:
         words = stmt.replace(",", " , ").split()
         space = words[0][1:]
         if space not in _SPACES:
-            raise self.fail(f"unsupported declaration {words[0]} (got {stmt!r})")
+            raise self.unsupported(f"declaration {words[0]} is not implemented by the CPU loader "
+                                   f"(got {stmt!r})")
         align, ptx_type, index = 0, None, 1
         while index < len(words) and words[index].startswith("."):
             word = words[index][1:]
@@ -224,7 +230,8 @@ class _BodyParser:
             elif word in TYPE_SIZES:
                 ptx_type = word
             elif word not in ("ptr",):
-                raise self.fail(f"unsupported attribute .{word} in a {words[0]} declaration (got {stmt!r})")
+                raise self.unsupported(f"attribute .{word} in a {words[0]} declaration is not implemented "
+                                       f"by the CPU loader (got {stmt!r})")
             index += 1
         if ptx_type is None:
             raise self.fail(f"declaration without a type (got {stmt!r})")

@@ -6,8 +6,10 @@ link them).  Module variables are laid out once: ``.global`` / ``.const``
 variables get emulator-owned host memory (with their initializers), ``.shared``
 variables offsets in the per-block shared window (``.extern .shared`` arrays,
 the dynamic shared memory, start after the static ones), ``.local`` variables
-offsets in the per-thread local window.  Every instruction is translated here,
-so a kernel the emulator cannot run fails when the module loads.
+offsets in the per-thread local window.  Every instruction is translated here;
+a function using PTX the emulator does not implement is kept as *refused*, and a
+kernel that reaches it fails when it is launched (:meth:`Program.check_launch`),
+so one unsupported kernel does not take the rest of its module down.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import numpy as np
 from ptxbridge.abi.errors import LinkError, UnsupportedInstructionError
 from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
 
-from . import ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (register builders)
+from . import ops_async, ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (builders)
 from .build import OPS, Context, Control, Symbol
-from .builtins import BUILTINS
+from .builtins import BUILTINS, GRID_BUILTINS
 from .machine import KINDS, PLAIN, Function, Step
-from .memory import PER_GRID, WINDOWS, Region
+from .memory import PER_GRID, RESERVED_SMEM, WINDOWS, Region
 from .parse import Body, parse_body
 from .values import DTYPES, immediate
 
@@ -51,6 +53,9 @@ class Program:
         addresses), in order and by name.
     shared_static, local_size
         Bytes of static shared memory per block and of local memory per thread.
+    reserves
+        Whether a module reads ``%reserved_smem_offset_*``: the block's first
+        ``RESERVED_SMEM`` bytes of shared memory are then the system's (cooperative groups' scratch).
     """
 
     def __init__(self, texts: Sequence[bytes | str]):
@@ -59,18 +64,28 @@ class Program:
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
         self.named: dict[str, Region] = {}
-        self.shared_static = 0
+        # the reserved shared memory (cooperative groups' scratch) comes first when a module asks for it
+        self.reserves = any(b"%reserved_smem" in (t.encode() if isinstance(t, str) else t) for t in texts)
+        self.shared_static = RESERVED_SMEM if self.reserves else 0
         self.local_size = 0
         self._exported: dict[str, Symbol] = {}
         self._fixups: list[tuple[np.ndarray, int, str, int]] = []
         definitions = self._definitions(modules)
         for name in {fn.name for module in modules for fn in module.functions}:
             self._exported[name] = Symbol("func", name)  # declarations too: _check_calls names the missing
+        # every function has an address (PTX may take it: function-pointer tables, vtables)
+        keys = sorted({*definitions, *BUILTINS})
+        self.function_addresses = {key: WINDOWS["func"] + 16 * i for i, key in enumerate(keys)}
         scopes = [self._module_variables(module) for module in modules]
         for index, module in enumerate(modules):  # module-local functions shadow exported names
             scopes[index].update({fn.name: Symbol("func", _local_key(fn.name, index))
                                   for fn in module.functions if _is_local(fn)})
-        parsed = {name: self._declare(fn, modules[index].source) for name, (index, fn) in definitions.items()}
+        parsed: dict[str, tuple[Body, dict[str, Symbol]] | UnsupportedInstructionError] = {}
+        for name, (index, fn) in definitions.items():
+            try:
+                parsed[name] = self._declare(fn, modules[index].source)
+            except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
+                parsed[name] = exc
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
         for scope in scopes:
             for name in [n for n, sym in scope.items() if sym.value is None]:
@@ -79,12 +94,40 @@ class Program:
                     self._exported[name] = scope[name]
         self._fix_addresses(scopes)
         for name, (index, fn) in definitions.items():
-            body, local = parsed[name]
-            self.functions[name] = self._translate(fn, body, local, scopes[index])
+            declared = parsed[name]
+            if isinstance(declared, UnsupportedInstructionError):
+                self.functions[name] = _refused(fn, declared)
+            else:
+                self.functions[name] = self._translate(fn, *declared, scopes[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
         self._add_builtins(modules)
         self._check_calls()
+        self._reach: dict[str, tuple[frozenset[str], UnsupportedInstructionError | None]] = {}
+
+    def check_launch(self, kernel: str) -> frozenset[str]:
+        """What launching ``kernel`` needs (``"grid"``: all blocks at once); raises
+        :class:`UnsupportedInstructionError` when it, or a function it calls, uses PTX the emulator
+        does not implement, naming the instruction, the PTX line and the kernel."""
+        if kernel not in self._reach:
+            needs: set[str] = set()
+            refused = None
+            seen, pending = {kernel}, [kernel]
+            while pending:
+                fn = self.functions[pending.pop()]
+                needs |= fn.needs
+                if fn.refused is not None and refused is None:
+                    refused = fn.refused
+                for step in fn.steps:
+                    callee = getattr(step.target, "function", None) if step.kind == KINDS["call"] else None
+                    if callee is not None and callee not in seen and callee in self.functions:
+                        seen.add(callee)
+                        pending.append(callee)
+            self._reach[kernel] = (frozenset(needs), refused)
+        needs, refused = self._reach[kernel]
+        if refused is not None:
+            raise UnsupportedInstructionError(f"kernel {kernel!r} cannot run on the CPU loader: {refused}")
+        return needs
 
     # -- linking ---------------------------------------------------------------------------
 
@@ -106,17 +149,19 @@ class Program:
         return found
 
     def _add_builtins(self, modules: list[PtxModule]) -> None:
-        """Runtime functions (``vprintf``) that modules declare and none defines."""
+        """Runtime functions (``vprintf``, ``malloc``...) that modules declare and none defines."""
         for module in modules:
             for fn in module.functions:
                 if fn.body is None and fn.name in BUILTINS and fn.name not in self.functions:
+                    needs = frozenset(["grid"]) if fn.name in GRID_BUILTINS else frozenset()
                     self.functions[fn.name] = Function(fn.name, [], {}, tuple(p.name for p in fn.params),
-                                                       tuple(p.name for p in fn.returns), BUILTINS[fn.name])
+                                                       tuple(p.name for p in fn.returns), BUILTINS[fn.name],
+                                                       needs=needs)
 
     def _check_calls(self) -> None:
         for fn in self.functions.values():
             for step in fn.steps:
-                if step.kind != KINDS["call"]:
+                if step.kind != KINDS["call"] or step.target.function is None:
                     continue
                 callee = self.functions.get(step.target.function)
                 where = f"{fn.name}, PTX line {step.ins.line}: calls {step.target.function!r}"
@@ -132,10 +177,13 @@ class Program:
         for data, offset, target, addend in self._fixups:
             found = next((scope[target] for scope in scopes if target in scope), None) or \
                 self._exported.get(target)
-            if found is None or found.space not in ("global", "const", "shared"):
-                raise LinkError(f"a variable initializer takes the address of {target!r}, "
-                                "which is no global, constant or shared variable of the linked modules")
-            address = found.value + addend + (WINDOWS["shared"] if found.space == "shared" else 0)
+            if found is not None and found.space == "func" and found.value in self.function_addresses:
+                address = self.function_addresses[found.value] + addend
+            elif found is None or found.space not in ("global", "const", "shared"):
+                raise LinkError(f"a variable initializer takes the address of {target!r}, which is no "
+                                "function, global, constant or shared variable of the linked modules")
+            else:
+                address = found.value + addend + (WINDOWS["shared"] if found.space == "shared" else 0)
             data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
 
     def _module_variables(self, module: PtxModule) -> dict[str, Symbol]:
@@ -211,20 +259,31 @@ class Program:
             return local.get(name) or module_scope.get(name) or self._exported.get(name)
 
         steps = []
+        needs: set[str] = set()
         for ins in body.instructions:
-            cx = Context(fn.name, body.registers, resolve, ins)
+            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses)
             builder = OPS.get(ins.opcode)
-            if builder is None:
-                raise cx.unsupported(f"instruction '{ins.opcode}' is not implemented by the CPU emulator")
-            built = builder(cx)
-            guard = cx.read(ins.guard, "pred") if ins.guard is not None else None
+            try:
+                if builder is None:
+                    raise cx.unsupported(f"instruction '{ins.opcode}' is not implemented by the CPU loader")
+                built = builder(cx)
+                guard = cx.read(ins.guard, "pred") if ins.guard is not None else None
+            except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
+                return _refused(fn, exc)
+            needs |= cx.needs
             if isinstance(built, Control):
                 steps.append(Step(KINDS[built.kind], None, built.target, guard, ins.guard_negated, ins))
             else:
                 steps.append(Step(PLAIN, built, None, guard, ins.guard_negated, ins))
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
-                        tuple(p.name for p in fn.returns))
+                        tuple(p.name for p in fn.returns), needs=frozenset(needs))
+
+
+def _refused(fn: PtxFunction, reason: UnsupportedInstructionError) -> Function:
+    """A function the emulator cannot run: launching a kernel that calls it raises ``reason``."""
+    return Function(fn.name, [], {}, tuple(p.name for p in fn.params), tuple(p.name for p in fn.returns),
+                    refused=reason)
 
 
 def _is_local(fn: PtxFunction) -> bool:
