@@ -28,6 +28,7 @@ from .kinds import (
     Constant,
     DisjointSlice,
     NumbaArray,
+    NumbaRecordArray,
     Opaque,
     Pointer,
     Scalar,
@@ -54,7 +55,8 @@ from .syntax import format_signature, format_type, parse_signature, parse_signat
 __all__ = [
     "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
     "CudaError", "DType", "DisjointSlice", "EmulatorError", "FlatParam", "FormatError", "LaidParam",
-    "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray", "OptionError", "Opaque", "Packer",
+    "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray", "NumbaRecordArray", "OptionError",
+    "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
     "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",

@@ -34,6 +34,7 @@ from .kinds import (
     Constant,
     DisjointSlice,
     NumbaArray,
+    NumbaRecordArray,
     Opaque,
     Pointer,
     Scalar,
@@ -189,18 +190,27 @@ DISJOINT_SLICE = KindEntry(
 # -- arrays with shapes: numba, cuTile, cutile-rs -----------------------------------------
 
 
-def _lower_numba_array(name: str, t: NumbaArray, conv: Convention, source: int) -> list[FlatParam]:
+def _lower_numba_array(name: str, t: NumbaArray | NumbaRecordArray, conv: Convention,
+                       source: int) -> list[FlatParam]:
     head = [u64(f"{name}.{part}", source) for part in ("meminfo", "parent", "nitems", "itemsize", "data")]
     return head + axes(f"{name}.shape", t.ndim, "u64", 8, source) + axes(f"{name}.strides", t.ndim, "u64", 8,
                                                                          source)
 
 
+_LAYOUT = Arg("layout", "word", "the layout (C, F or A)", choices=("C", "F", "A"))
 NUMBA_ARRAY = KindEntry(
     NumbaArray, "numba_array", {"dtype": "dtype", "ndim": "int", "layout": "str"},
-    syntax=Generic({"Array": {}}, (_DTYPE, _NDIM, Arg("layout", "word", "the layout (C, F or A)",
-                                                      choices=("C", "F", "A")))),
+    syntax=Generic({"Array": {}}, (_DTYPE, _NDIM, _LAYOUT)),
     lower=_lower_numba_array, binding=always("tensor"), access=lambda t, conv: Access(Memory.WRITE),
     tensor=TensorRule(tensor_rules.numba_array))
+NUMBA_RECORD_ARRAY = KindEntry(
+    NumbaRecordArray, "numba_record_array", {"record": "type", "ndim": "int", "layout": "str"},
+    syntax=Generic({"RecordArray": {}}, (Arg("record", "type", "the record (a struct)", kind=Struct), _NDIM,
+                                         _LAYOUT)),
+    lower=_lower_numba_array, binding=always("tensor"), access=lambda t, conv: Access(Memory.WRITE),
+    children=lambda t: (t.record,),
+    tensor=TensorRule(lambda info, t: tensor_rules.numba_record_array(info, t, KINDS.by_value(t.record)[0]),
+                      dtype=lambda t: None))
 
 
 def _lower_tile_array(name: str, t: TileArray, conv: Convention, source: int) -> list[FlatParam]:
@@ -338,6 +348,6 @@ CONSTANT = KindEntry(
     lower=lambda name, t, conv, source: [],  # compiled in: no PTX parameter
     binding=always("by-value"), by_value=lambda t: (0, 1), member="constant")
 
-KINDS = KindTable((SCALAR, POINTER, SLICE, DISJOINT_SLICE, NUMBA_ARRAY, TILE_ARRAY, TILE_LIST, TILE_TENSOR,
-                   STRUCT, OPAQUE, TUPLE, CONSTANT))
+KINDS = KindTable((SCALAR, POINTER, SLICE, DISJOINT_SLICE, NUMBA_ARRAY, NUMBA_RECORD_ARRAY, TILE_ARRAY,
+                   TILE_LIST, TILE_TENSOR, STRUCT, OPAQUE, TUPLE, CONSTANT))
 """The table every module consults; :meth:`~.kind_table.KindTable.register` adds a kind."""

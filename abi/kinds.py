@@ -20,6 +20,7 @@ __all__ = [
     "Constant",
     "DisjointSlice",
     "NumbaArray",
+    "NumbaRecordArray",
     "Opaque",
     "ParamType",
     "Pointer",
@@ -228,6 +229,25 @@ class Struct:
 
 
 @dataclass(frozen=True, slots=True)
+class NumbaRecordArray:
+    """A numba-cuda array of records (a NumPy structured dtype): lowered like :class:`NumbaArray`.
+
+    ``record`` is the element's layout; a tensor of elements of its size fills it.
+    """
+
+    record: Struct
+    ndim: int
+    layout: Literal["C", "F", "A"] = "A"
+
+    def __post_init__(self) -> None:
+        _check_ndim("NumbaRecordArray.ndim", self.ndim)
+        if not isinstance(self.record, Struct):
+            raise ValueError(f"NumbaRecordArray.record must be a struct (got {type(self.record).__name__})")
+        if self.layout not in ("C", "F", "A"):
+            raise ValueError(f"NumbaRecordArray.layout must be 'C', 'F' or 'A' (got {self.layout!r})")
+
+
+@dataclass(frozen=True, slots=True)
 class Opaque:
     """An aggregate ptxbridge knows only by size and alignment; size 0 is a ZST."""
 
@@ -254,5 +274,5 @@ class Constant:
     value: bool | int | float
 
 
-ParamType = (Scalar | Pointer | Slice | DisjointSlice | NumbaArray | TileArray | TileList
-             | TileTensor | Struct | Opaque | Tuple | Constant)
+ParamType = (Scalar | Pointer | Slice | DisjointSlice | NumbaArray | NumbaRecordArray | TileArray
+             | TileList | TileTensor | Struct | Opaque | Tuple | Constant)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .kinds import DisjointSlice, NumbaArray, Pointer, Slice, TileArray, TileTensor
+from .kinds import DisjointSlice, NumbaArray, NumbaRecordArray, Pointer, Slice, TileArray, TileTensor
 
-__all__ = ["TensorFacts", "TensorProblem", "disjoint_slice", "numba_array", "pointer", "slice_",
-           "tile_array", "tile_tensor"]
+__all__ = ["TensorFacts", "TensorProblem", "disjoint_slice", "numba_array", "numba_record_array", "pointer",
+           "slice_", "tile_array", "tile_tensor"]
 
 _U64 = (1 << 64) - 1
 _INDEX_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
@@ -29,6 +29,7 @@ class TensorFacts(Protocol):
     ptr: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    itemsize: int  # bytes per element as the producer says (a NumPy record's size)
 
     @property
     def numel(self) -> int: ...
@@ -103,12 +104,24 @@ def disjoint_slice(info: TensorFacts, t: DisjointSlice, per: int = 1, align: int
 
 
 def numba_array(info: TensorFacts, t: NumbaArray) -> tuple[int, ...]:
-    _ndim(info, t.ndim)
-    if t.layout == "C" and not info.c_contiguous():
+    return _numba_values(info, t.ndim, t.layout, t.dtype.itemsize)
+
+
+def numba_record_array(info: TensorFacts, t: NumbaRecordArray, record_size: int) -> tuple[int, ...]:
+    """A numba array of records: any element type of the record's size (NumPy structured arrays)."""
+    if info.itemsize != record_size:
+        raise TensorProblem(f"takes an array of {record_size}-byte records (got {info.itemsize}-byte "
+                            "elements; build the NumPy dtype with align=True and the record's fields)")
+    return _numba_values(info, t.ndim, t.layout, record_size)
+
+
+def _numba_values(info: TensorFacts, ndim: int, layout: str, itemsize: int) -> tuple[int, ...]:
+    """meminfo, parent, nitems, itemsize, data, shape, strides in bytes (numba's array arguments)."""
+    _ndim(info, ndim)
+    if layout == "C" and not info.c_contiguous():
         raise TensorProblem(f"was compiled for C-contiguous arrays (got {_shape_text(info)})")
-    if t.layout == "F" and not info.f_contiguous():
+    if layout == "F" and not info.f_contiguous():
         raise TensorProblem(f"was compiled for Fortran-contiguous arrays (got {_shape_text(info)})")
-    itemsize = t.dtype.itemsize
     byte_strides = tuple((s * itemsize) & _U64 for s in info.strides)
     return (0, 0, info.numel, itemsize, info.ptr, *info.shape, *byte_strides)
 

@@ -87,6 +87,9 @@ class Artifact:
     cuda-oxide bundle's ``-fma=0``, ``-lineinfo``, ``-g``).  ``unusable``:
     kernels the code defines but that cannot be typed, each with the reason,
     raised when the kernel is asked for on a loaded module.
+    ``libraries``: code the frontend links with this code and that is not the
+    user's to supply (numba-cuda's runtime and float16 wrappers, ``link=`` files);
+    :func:`ptxbridge.link` adds each library once.
     """
 
     code: bytes
@@ -99,10 +102,12 @@ class Artifact:
     name: str = "<artifact>"
     link_options: tuple[str, ...] = ()
     unusable: Mapping[str, str] = field(default_factory=dict)
+    libraries: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
         object.__setattr__(self, "link_options", tuple(self.link_options))
+        object.__setattr__(self, "libraries", tuple(self.libraries))
         for attr in ("kernels", "device_functions", "imports", "unusable"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 

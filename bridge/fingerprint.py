@@ -4,12 +4,21 @@ numba compiles the function's bytecode together with what it names: global
 constants are frozen into the code, called device functions are compiled in.
 So the fingerprint covers the function's code objects and, transitively, the
 globals and closure values it names: plain constants by value, functions (and
-``cuda.jit`` dispatchers) by their own fingerprint, anything else by type.
+``cuda.jit`` dispatchers) by their own fingerprint, anything else by its pickle
+(numba-cuda's own cache key pickles closure values too): ``operator.add`` and
+``operator.sub`` differ, and so do two ``IntEnum`` members or NumPy scalar types.
+A value that cannot be pickled makes the fingerprint unique to the call, so
+its cache entry is never reused (the function recompiles every time).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import pickle
+import sys
+import sysconfig
+import uuid
 from collections.abc import Iterator
 from contextlib import suppress
 from types import CodeType, FunctionType, ModuleType
@@ -18,6 +27,8 @@ from typing import Any
 __all__ = ["fingerprint", "named_values", "referenced_values"]
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
+_LIBRARY_DIRS = tuple(sorted({os.path.realpath(sysconfig.get_path(k)) + os.sep
+                            for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
 
 
 def fingerprint(func: FunctionType) -> str:
@@ -72,17 +83,12 @@ def _feed_value(value: Any, digest: Any, seen: set[int], names: set[str]) -> Non
         digest.update(f"tuple:{len(value)}".encode())
         for item in value:
             _feed_value(item, digest, seen, names)
-    elif hasattr(value, "dtype") and hasattr(value, "tobytes"):  # NumPy arrays become constants
+    elif not isinstance(value, type) and hasattr(value, "dtype") and hasattr(value, "tobytes"):
+        # NumPy arrays and scalars become constants (``np.float32`` itself is a type)
         digest.update(f"array:{value.dtype}:{getattr(value, 'shape', ())}".encode())
         digest.update(value.tobytes())
-    elif isinstance(value, ModuleType):
-        digest.update(f"module:{value.__name__}".encode())
-        if id(value) not in seen:  # ``config.N`` / ``helpers.f``: the attributes the code names
-            seen.add(id(value))
-            for attr in sorted(names & vars(value).keys()):
-                digest.update(attr.encode())
-                _feed_value(vars(value)[attr], digest, seen, names)
-            seen.discard(id(value))
+    elif isinstance(value, (ModuleType, type)):
+        _feed_namespace(value, digest, seen, names)
     elif isinstance(getattr(value, "py_func", value), FunctionType):
         options = getattr(value, "targetoptions", None)
         digest.update(f"func:{options!r}".encode())
@@ -90,7 +96,58 @@ def _feed_value(value: Any, digest: Any, seen: set[int], names: set[str]) -> Non
     elif hasattr(value, "name") and hasattr(value, "sig"):  # a declare_device result
         digest.update(f"extern:{value.name}:{value.sig}".encode())
     else:
-        digest.update(f"object:{type(value).__module__}.{type(value).__qualname__}".encode())
+        digest.update(_reference(value) or _pickled(value))
+
+
+def _feed_namespace(value: ModuleType | type, digest: Any, seen: set[int], names: set[str]) -> None:
+    """A module or class: its name and, when it is the user's own, the attributes the code names.
+
+    ``config.N``, ``helpers.f`` and ``Color.RED`` are frozen into the code, so
+    their values count; an installed library's (``np.float32``, ``cuda.grid``)
+    are fixed by its version and count by name only.
+    """
+    if isinstance(value, ModuleType):
+        module, label = value, f"module:{value.__name__}"
+    else:
+        module, label = sys.modules.get(value.__module__), f"class:{value.__module__}.{value.__qualname__}"
+    digest.update(label.encode())
+    if id(value) in seen or module is None or _installed(module):
+        return
+    seen.add(id(value))
+    for attr in sorted(names & vars(value).keys()):
+        digest.update(attr.encode())
+        _feed_value(getattr(value, attr), digest, seen, names)
+    seen.discard(id(value))
+
+
+def _installed(module: ModuleType) -> bool:
+    """A built-in module or one under the interpreter's library folders (not the user's code)."""
+    path = getattr(module, "__file__", None)
+    if path is None:  # built into the interpreter, or made at run time (``types.ModuleType``)
+        return module.__name__ in sys.builtin_module_names
+    return os.path.realpath(path).startswith(_LIBRARY_DIRS)
+
+
+def _reference(value: Any) -> bytes | None:
+    """``module.qualname`` of an object an installed module defines under that name (``operator.add``,
+    ``cuda.grid``): what it is does not change while the library's version does not."""
+    module = sys.modules.get(getattr(value, "__module__", None) or "")
+    name = getattr(value, "__qualname__", None)
+    if module is None or not isinstance(name, str) or not _installed(module):
+        return None
+    found: Any = module
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return f"ref:{module.__name__}.{name}".encode() if found is value else None
+
+
+def _pickled(value: Any) -> bytes:
+    """The value's pickle (numba-cuda's cache key pickles closure values too): enum members and
+    builtins by name, other objects by state."""
+    try:
+        return b"pickle:" + pickle.dumps(value, protocol=4)
+    except Exception:  # local classes, lambdas, handles: nothing stable to hash, never reuse
+        return f"unpicklable:{uuid.uuid4()}".encode()
 
 
 def _feed_code(code: CodeType, digest: Any) -> None:

@@ -143,21 +143,54 @@ def _cross_check(name: str, signature: Signature, function: Any) -> None:
 
 
 _COOP_GROUP_INSTR_OFFSETS = 0x28  # EIATTR number; only grid-sync kernels carry it (cuobjdump -elf, 13.5)
+# What the device runtime's cudaCGSynchronize (numba's grid.sync()) calls: a driver syscall that
+# needs a cooperative launch.  The kernel shows it only in the call graph, not in its .nv.info.
+_GRID_SYNC_SYSCALL = "__cuda_syscall_CGS_sync"
 
 
 def cooperative_kernels(cubin: bytes) -> frozenset[str]:
-    """Kernels whose ``.nv.info.<name>`` records grid-wide sync: they need a cooperative launch."""
+    """Kernels that need a cooperative launch: their ``.nv.info.<name>`` records grid-wide sync,
+    or their call graph reaches the device runtime's grid sync."""
     from ptxbridge.abi.elf import read_elf
     from ptxbridge.abi.nvinfo import read_nv_info
 
     elf = read_elf(cubin, "<image cubin>")
-    found = set()
+    found = _callers_of(elf, _GRID_SYNC_SYSCALL)
     for section in elf.sections:
         if section.name.startswith(".nv.info."):
             records = read_nv_info(elf.section_data(section), "<image cubin>", section.offset)
             if any(r.attr == _COOP_GROUP_INSTR_OFFSETS for r in records):
                 found.add(section.name.removeprefix(".nv.info."))
     return frozenset(found)
+
+
+def _callers_of(elf: Any, name: str) -> set[str]:
+    """Functions that call ``name``, directly or not, by the linker's ``.nv.callgraph``.
+
+    The section is int32 pairs: a ``(0, -1)`` marker, then ``(caller, callee)``
+    symbol indices until the next negative marker (nvJitLink 13.5 output).
+    """
+    section = elf.section(".nv.callgraph")
+    if section is None:
+        return set()
+    data = elf.section_data(section)
+    words = memoryview(data[: len(data) // 8 * 8]).cast("i")
+    callers: dict[int, set[int]] = {}
+    in_edges = False
+    for caller, callee in zip(words[::2], words[1::2], strict=True):
+        if callee < 0:
+            in_edges = callee == -1
+        elif in_edges:
+            callers.setdefault(callee, set()).add(caller)
+    names = {s.index: s.name for s in elf.symbols}
+    pending = [i for i, n in names.items() if n == name]
+    reached: set[int] = set()
+    while pending:
+        for caller in callers.get(pending.pop(), ()):
+            if caller not in reached:
+                reached.add(caller)
+                pending.append(caller)
+    return {names[i] for i in reached if i in names}
 
 
 def _release(library: Any, device: Any) -> None:

@@ -11,6 +11,7 @@ from ptxbridge.abi.kinds import (
     Constant,
     DisjointSlice,
     NumbaArray,
+    NumbaRecordArray,
     Opaque,
     Pointer,
     Scalar,
@@ -67,6 +68,8 @@ def _compound(children: st.SearchStrategy) -> st.SearchStrategy:
         st.builds(Pointer, children, st.booleans(), st.sampled_from(NOALIAS)),
         st.builds(Struct, names, fields),
         st.builds(Tuple, st.lists(children, max_size=4).map(tuple)),
+        st.builds(NumbaRecordArray, st.builds(Struct, names, fields), st.integers(0, 8),
+                  st.sampled_from("CFA")),
     )
 
 

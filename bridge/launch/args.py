@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
@@ -71,10 +71,11 @@ class LaunchState:
     upload: Callable[[bytes, int], Buffer]  # the loader's Backend.upload
     buffers: list[Buffer] = field(default_factory=list)
 
-    def scratch(self, data: bytes) -> int:
-        """Put ``data`` where the kernel can read it; the buffer lives as long as the launch needs."""
+    def scratch(self, data: bytes, writable: bool = False) -> int:
+        """Put ``data`` where the kernel can read it (and write it, when ``writable``); the buffer
+        lives as long as the launch needs."""
         buffer = self.upload(data, self.stream)
-        self.buffers.append(buffer)
+        self.buffers.append(replace(buffer, writable=True) if writable else buffer)
         return buffer.ptr
 
 
@@ -124,6 +125,7 @@ def _check_tensor(info: TensorInfo, where: _Where) -> None:
     if device_ok and (want is None or info.dtype == want):
         if info.readonly and where.refuses_readonly:
             raise where.fail(f"is written by the kernel, but got a read-only {info.dtype_name} tensor")
+        _check_aligned(info, where)
         return
     got = f"got {info.dtype_name} tensor on {device_name(device_type, max(device_id, 0))}"
     expected = f"expected {want.numpy_name or want.name if want else 'any dtype'} on {ctx.device}"
@@ -142,6 +144,19 @@ def _null_binder(where: _Where) -> Binder:
         raise where.fail(f"takes a tensor (DLPack, __cuda_array_interface__ or NumPy) or {where.null} for a "
                          f"null pointer; a raw address is not accepted (got int {arg})")
     return Binder(null)
+
+
+def _check_aligned(info: TensorInfo, where: _Where) -> None:
+    """Elements sit at multiples of their size (a complex number's: of its part's), as loads need
+    (PTX ISA 6.4): a float64 view at a 4-byte offset faults inside the kernel, on the GPU and the
+    CPU loader alike.  numba copies such an array to fresh device memory; ptxbridge passes the
+    caller's, so it says so here."""
+    if info.dtype is None or not info.ptr or not info.numel:
+        return
+    align = info.dtype.itemsize // (2 if info.dtype.code == KDL_COMPLEX else 1)
+    if info.ptr % align:
+        raise where.fail(f"got {info.dtype_name} data at {info.ptr:#x}, which is not a multiple of {align} "
+                         "bytes; pass an aligned copy (numpy.array(x), x.copy())")
 
 
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
@@ -274,8 +289,8 @@ def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Bind
         except (ValueProblem, TensorProblem) as problem:
             raise where.fail(str(problem)) from None
 
-    if by_pointer:  # numba passes records by device pointer
-        return Binder(lambda arg, state: (state.scratch(image(arg)),), stateful=True)
+    if by_pointer:  # numba passes records by device pointer to a copy, which the kernel may write
+        return Binder(lambda arg, state: (state.scratch(image(arg), writable=True),), stateful=True)
     if not lower_param(where.name, where.t, ctx.convention):  # zero-sized: checked, passes nothing
         def nothing(arg: Any, stream: Any) -> tuple:
             image(arg)

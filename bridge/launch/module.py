@@ -339,10 +339,14 @@ class Module:
         return found
 
     def __getattr__(self, name: str) -> Kernel:
-        if not name.startswith("_") and name in getattr(self.image, "unusable", {}):
+        special = name.startswith("__") and name.endswith("__")  # Python's (__array__...), never kernels
+        if not special and name in getattr(self.image, "unusable", {}):
             raise AbiMismatchError(self.image.unusable[name])
-        if name.startswith("_"):
-            raise AttributeError(f"module has no kernel {name!r} (kernels: {', '.join(self.image.kernels)})")
+        image = vars(self).get("image")  # absent while the module is being made or copied
+        if special or image is None or (name.startswith("_") and name not in image.kernels):
+            # a _private name only when it is a kernel's (cuda.vectorize's __vectorized_f)
+            raise AttributeError(f"module has no kernel {name!r} (kernels: "
+                                 f"{', '.join(image.kernels) if image else 'none yet'})")
         try:
             return self[name]
         except KeyError as exc:

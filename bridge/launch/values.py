@@ -164,9 +164,18 @@ def _fields_of(value: Any, struct_type: Struct) -> list[Any]:
         if list(record_names) != names:
             raise ValueProblem(f"struct {struct_type.name} fields are {names} (got record fields "
                                f"{list(record_names)})")
-        return [value[n] for n in names]
+        return [_record_field(value, n) for n in names]
     raise ValueProblem(f"struct {struct_type.name} takes a dict, a dataclass or a NumPy structured "
                        f"scalar (got {type(value).__name__})")
+
+
+def _record_field(record: Any, name: str) -> Any:
+    """A field of a NumPy structured scalar; text fields ('S5', 'U3') as their stored bytes, which
+    NumPy would hand back with the padding stripped."""
+    dt, offset = record.dtype.fields[name][:2]
+    if dt.kind in "SU":
+        return memoryview(record.tobytes())[offset:offset + dt.itemsize]
+    return record[name]
 
 
 Pointers = Callable[[Any, ParamType], tuple[int, ...]]
@@ -191,7 +200,8 @@ def _bytes_encoder(t: ParamType) -> Encoder:
     def encode(value: Any, pointer: Pointers) -> bytes:
         try:  # bytes(5) would be five zero bytes: only buffer-protocol objects are data
             # None and () (Rust's unit) stand for the empty value of a zero-sized parameter
-            data = b"" if value is None or value == () else bytes(memoryview(value))
+            empty = value is None or (isinstance(value, tuple) and not value)  # ndarray == () broadcasts
+            data = b"" if empty else bytes(memoryview(value))
         except TypeError:
             raise ValueProblem(f"opaque value takes bytes or a buffer (got {type(value).__name__})") from None
         if len(data) != t.size:

@@ -140,7 +140,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         log is ``.log``).
     """
     options = options or LinkOptions()
-    artifacts = [as_artifact(item, i) for i, item in enumerate(inputs)]
+    artifacts = _with_libraries([as_artifact(item, i) for i, item in enumerate(inputs)])
     if not artifacts:
         raise LinkError("link: needs at least one input (got none)")
     for artifact in artifacts:
@@ -177,8 +177,10 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
     header, _, cubin = blob.partition(b"\n")
     facts = _usable(with_cubin_facts(kernels, cubin, "<linked cubin>"), unusable)
-    if with_runtime:  # the device runtime's own (static) kernels are not the user's to call
-        facts = {name: sig for name, sig in facts.items() if not name.startswith("__nv_static_")}
+    hidden = _library_kernels(artifacts)
+    if with_runtime or hidden:  # the device runtime's (static) and libraries' kernels are not the user's
+        facts = {name: sig for name, sig in facts.items()
+                 if not name.startswith("__nv_static_") and name not in hidden}
     ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
     return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
                  cpu_unavailable=cpu_unavailable)
@@ -228,6 +230,24 @@ def _machine_code_only(artifacts: Sequence[Artifact]) -> dict[str, str]:
     return {name: f"it comes from {a.name}, a {a.kind.value} (machine code), and the CPU loader interprets "
                   "PTX; link its PTX, LTO-IR or NVVM IR instead"
             for a in artifacts if a.kind in machine for name in a.kernels}
+
+
+def _with_libraries(artifacts: list[Artifact]) -> list[Artifact]:
+    """The inputs, then every library they carry (``Artifact.libraries``), each code once."""
+    seen = {(a.kind, a.code) for a in artifacts}
+    result = list(artifacts)
+    for library in (lib for a in artifacts for lib in a.libraries):
+        if (library.kind, library.code) not in seen:
+            seen.add((library.kind, library.code))
+            result.append(library)
+    return result
+
+
+def _library_kernels(artifacts: Sequence[Artifact]) -> set[str]:
+    """Entries only carried libraries define (numba's ``NRT_MemSys_set``): not the user's to launch."""
+    libraries = {id(lib) for a in artifacts for lib in a.libraries}
+    return {f.name for a in artifacts if id(a) in libraries and a.kind == CodeKind.PTX
+            for f in parsed_ptx(a.code, a.name).functions if f.kind == "entry"}
 
 
 def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifact | None:

@@ -120,6 +120,8 @@ def _value_mismatch(wanted: Signature, given: Signature) -> str | None:
     Both sides are typed here (each came with a signature), so a float passed
     where the callee reads an int is a bug to report, not a PTX detail.
     """
+    if len(wanted.params) != len(given.params):  # an aggregate on one side (a numba array is 7
+        return None  # words) is several parameters on the other: the lowered layouts matched already
     pairs = [(f"parameter {i + 1}", a.type, b.type)
              for i, (a, b) in enumerate(zip(wanted.params, given.params, strict=True))]
     pairs.append(("the return value", wanted.returns, given.returns))

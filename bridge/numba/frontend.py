@@ -24,11 +24,14 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.check import check, find_entry
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
-from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.kinds import Opaque, ParamType
+from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
 from ptxbridge.fingerprint import fingerprint, referenced_values
+from ptxbridge.linker.device_runtime import runtime_calls
 from ptxbridge.linker.target import default_arch
+from ptxbridge.numba import libraries
 from ptxbridge.numba.types import to_param_type
 
 __all__ = ["compile", "arch_to_cc", "NumbaOptions"]
@@ -38,6 +41,8 @@ _NEEDS_GPU = ("; numba-cuda asked the driver for the current GPU while compiling
               "calls, and there is none: compile where a GPU is, or write the helper's code into the kernel")
 _TARGET_LOCK = threading.Lock()
 _INSTALL = "install it with `pip install numba-cuda[cu13] nvidia-nvvm`"
+_TOOLCHAIN_PROVIDES = ("vprintf",)  # device printf: the driver's (and the CPU loader's) own
+_NUMBA_VOID = Opaque(8, 8)  # what numba's C ABI returns from a void function (never read)
 
 
 def arch_to_cc(arch: str) -> tuple[int, int]:
@@ -110,14 +115,15 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     args, restype = _normalize(signature, name, device)
     params = _params(pyfunc, args, name, device)
     tools = _versions()
-    ptx_text = _compile_cached(pyfunc, args, restype, cc, "ptx", device, name, options, tools)
+    link = tuple(getattr(func, "targetoptions", {}).get("link") or ())  # cuda.jit(link=[...])
+    ptx_text, links = _compile_cached(pyfunc, args, restype, cc, "ptx", device, name, options, tools, link)
     module = read_ptx(ptx_text, source=f"<numba {name}>")
     code = ptx_text if output == "ptx" else _compile_cached(
-        pyfunc, args, restype, cc, "ltoir", device, name, options, tools)
+        pyfunc, args, restype, cc, "ltoir", device, name, options, tools, link)[0]
+    carried, defined = libraries.build(links, arch, output, tools)
 
     if device:
-        returns = None if _is_void(restype) else to_param_type(restype, f"{name}: return type")
-        own = Signature(name, params, Convention.C, kind="device", returns=returns)
+        own = Signature(name, params, Convention.C, kind="device", returns=_c_return(restype, name))
         check(own, module)
         kernels, exports = {}, {name: own}
     else:
@@ -129,7 +135,8 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
                                                      f"abi_name={name}") + options.as_flags(), arch)
     return Artifact(code=code, kind=CodeKind.PTX if output == "ptx" else CodeKind.LTOIR, arch=arch,
                     kernels=kernels, device_functions=exports,
-                    imports=_imports(module, pyfunc, imports), provenance=provenance, name=name)
+                    imports=_imports(module, pyfunc, imports, defined), provenance=provenance, name=name,
+                    libraries=carried)
 
 
 # --- signature handling ---------------------------------------------------------------
@@ -171,14 +178,26 @@ def _params(pyfunc: FunctionType, args: tuple[Any, ...], name: str, device: bool
 # --- foreign device functions -----------------------------------------------------------
 
 
-def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any]) -> dict[str, Signature]:
-    """Signatures of the ``.extern .func`` the PTX calls, checked against their declarations."""
+def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any],
+             defined: dict[str, Signature]) -> dict[str, Signature]:
+    """Signatures of the ``.extern .func`` the PTX calls, checked against their declarations.
+
+    Not imports: what the CUDA toolchain provides (``vprintf``; device-runtime
+    calls, for which the linker adds ``libcudadevrt.a``) and what the carried
+    libraries ``defined`` (numba's own functions, ``link=`` files), against whose
+    definition the call is checked here: nvJitLink reports a prototype mismatch
+    only as a log line (and has crashed on one).
+    """
     declared = {sig.name: sig for sig in map(_import_signature, given)}
     for extern in _referenced_externs(pyfunc):
         declared.setdefault(extern.name, _import_signature(extern))
+    provided = set(_TOOLCHAIN_PROVIDES) | set(runtime_calls([module]))
     result = {}
     for func in module.functions:
-        if func.kind != "func" or func.linkage != "extern" or func.body is not None:
+        if func.kind != "func" or func.linkage != "extern" or func.body is not None or func.name in provided:
+            continue
+        if func.name in defined:
+            _check_definition(func, defined[func.name])
             continue
         sig = declared.get(func.name) or layout_only(func)
         try:
@@ -189,6 +208,22 @@ def _imports(module: PtxModule, pyfunc: FunctionType, given: Iterable[Any]) -> d
                 f"cuda.declare_device({func.name!r}, sig, abi='c')") from exc
         result[func.name] = sig
     return result
+
+
+def _check_definition(call: PtxFunction, definition: Signature) -> None:
+    """The PTX declaration numba calls against the library's definition of the function."""
+    try:
+        check(definition, call)
+    except AbiMismatchError as exc:
+        raise AbiMismatchError(
+            f"{call.name}: the numba code calls it differently from its definition in a link= file "
+            f"({exc}); numba's C ABI gives a void function a 64-bit return value, so a C definition "
+            "returns a 64-bit integer (unused) for a function declared void") from None
+
+
+def _c_return(restype: Any, where: str) -> ParamType:
+    """The return type of a numba C-ABI function; numba returns an unused 64-bit word for void."""
+    return _NUMBA_VOID if _is_void(restype) else to_param_type(restype, f"{where}: return type")
 
 
 def _import_signature(decl: Any) -> Signature:
@@ -202,7 +237,7 @@ def _import_signature(decl: Any) -> Signature:
     where = f"import {decl.name}"
     params = tuple(Param(f"p{i}", to_param_type(t, f"{where}: argument {i}", c_abi=True))
                    for i, t in enumerate(sig.args))
-    returns = None if _is_void(sig.return_type) else to_param_type(sig.return_type, f"{where}: return")
+    returns = _c_return(sig.return_type, where)
     return Signature(decl.name, params, Convention.C, kind="device", returns=returns)
 
 
@@ -236,28 +271,42 @@ def _versions() -> str:
 
 
 def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, cc: tuple[int, int],
-                    output: str, device: bool, name: str, options: NumbaOptions,
-                    tools: str) -> bytes:
-    """Run numba-cuda (or reuse the disk cache): the key covers code, types, arch and versions."""
-    entry_key = cache.key(tools, fingerprint(pyfunc), repr(args), str(restype), f"{cc}",
-                          output, str(device), name, *options.as_flags())
+                    output: str, device: bool, name: str, options: NumbaOptions, tools: str,
+                    link: tuple[Any, ...]) -> tuple[bytes, tuple[libraries.Link, ...]]:
+    """Run numba-cuda (or reuse the disk cache): the code and, for PTX, what numba links with it.
+
+    The key covers the code and what it names, the types, arch, options,
+    versions and whether NRT is on (``numba.cuda.config.CUDA_ENABLE_NRT``).
+    """
+    from numba.cuda import config
+
+    nrt = bool(getattr(config, "CUDA_ENABLE_NRT", False))
+    entry_key = cache.key(tools, fingerprint(pyfunc), repr(args), str(restype), f"{cc}", output,
+                          str(device), name, f"nrt={nrt}", repr(link), *options.as_flags())
 
     def produce() -> bytes:
-        _, cuda = _numba()
+        from numba.cuda import compiler
+        from numba.cuda.core.compiler_lock import global_compiler_lock
+
         sig = restype(*args) if not _is_void(restype) else args
         try:
-            with _callees_compiled_for(cc):
-                code, _ = cuda.compile(pyfunc, sig, device=device, cc=cc, output=output,
-                                       abi="c" if device else "numba", abi_info={"abi_name": name},
-                                       fastmath=options.fastmath, opt=options.opt,
-                                       lineinfo=options.lineinfo, launch_bounds=options.launch_bounds)
+            with global_compiler_lock, _callees_compiled_for(cc):
+                library, _ = compiler._compile_pyfunc_with_fixup(
+                    pyfunc, sig, device=device, cc=cc, abi="c" if device else "numba",
+                    abi_info={"abi_name": name}, fastmath=options.fastmath, opt=options.opt,
+                    lineinfo=options.lineinfo, launch_bounds=options.launch_bounds, lto=output == "ltoir")
+                if output == "ltoir":
+                    return b"[]\n" + bytes(library.get_ltoir(cc=cc))
+                code = "\n".join(library.get_asm_strs(cc=cc))
+                links = libraries.gather(library, read_ptx(code, f"<numba {name}>"), link)
         except Exception as exc:  # numba reports typing and lowering errors with many types
             hint = _NEEDS_GPU if "CudaSupportError" in _exception_chain(exc) else ""
             raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
                                f"{type(exc).__name__}{hint}", log=str(exc)) from exc
-        return code.encode() if isinstance(code, str) else bytes(code)
+        return libraries.dumps(links) + b"\n" + code.encode()
 
-    return cache.cached("numba", entry_key, produce)
+    header, _, code = cache.cached("numba", entry_key, produce).partition(b"\n")
+    return code, libraries.loads(header)
 
 
 @contextmanager

@@ -6,12 +6,22 @@ from typing import Any
 
 from ptxbridge.abi.dtypes import DType, dtype
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import NumbaArray, Opaque, ParamType, Pointer, Scalar, Struct, StructField, Tuple
+from ptxbridge.abi.kinds import (
+    NumbaArray,
+    NumbaRecordArray,
+    Opaque,
+    ParamType,
+    Pointer,
+    Scalar,
+    Struct,
+    StructField,
+    Tuple,
+)
 from ptxbridge.abi.lowering import field_offsets, memory_layout
 
 __all__ = ["to_dtype", "to_param_type"]
 
-_SUPPORTED = "booleans, integers, floats, complex, arrays, records, tuples and pointers"
+_SUPPORTED = "booleans, integers, IntEnum members, floats, complex, arrays, records, tuples and pointers"
 
 
 def to_dtype(nbtype: Any, where: str) -> DType:
@@ -41,6 +51,9 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
     if isinstance(nbtype, types.Array):
         if nbtype.layout not in ("C", "F", "A"):
             raise ArgumentError(f"{where}: array layout must be C, F or A (got {nbtype.layout!r})")
+        if isinstance(nbtype.dtype, types.Record):  # numba.cuda.random's xoroshiro128p states
+            record = _record(nbtype.dtype, f"{where} (array element)")
+            return NumbaRecordArray(record, nbtype.ndim, nbtype.layout)
         return NumbaArray(to_dtype(nbtype.dtype, f"{where} (array element)"), nbtype.ndim, nbtype.layout)
     if isinstance(nbtype, types.CPointer):
         return Pointer(to_param_type(nbtype.dtype, f"{where} (pointee)", c_abi=c_abi))
@@ -53,6 +66,8 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
         return _record(nbtype, where)
     if isinstance(nbtype, types.BaseTuple):
         return Tuple(tuple(to_param_type(t, f"{where} item {i}") for i, t in enumerate(nbtype.types)))
+    if isinstance(nbtype, types.IntEnumMember):  # passed as its integer value, as numba does
+        return Scalar(to_dtype(nbtype.dtype, where))
     return Scalar(to_dtype(nbtype, where))
 
 
@@ -64,8 +79,11 @@ def _record(nbtype: Any, where: str) -> Struct:
     for fname, field in nbtype.fields.items():
         ftype = field.type
         if isinstance(ftype, types.NestedArray):  # fixed-size array member: bytes of the element type
-            inner = to_param_type(ftype.dtype, f"{where} field {fname!r}")
-            fields.append(StructField(fname, Opaque(ftype.nbytes, memory_layout(inner)[1])))
+            size, align = memory_layout(to_param_type(ftype.dtype, f"{where} field {fname!r}"))
+            fields.append(StructField(fname, Opaque(ftype.nitems * size, align)))
+        elif isinstance(ftype, (types.CharSeq, types.UnicodeCharSeq)):  # NumPy 'S5' / 'U3': bytes, UCS-4
+            unit = 1 if isinstance(ftype, types.CharSeq) else 4
+            fields.append(StructField(fname, Opaque(ftype.count * unit, unit)))
         else:
             fields.append(StructField(fname, to_param_type(ftype, f"{where} field {fname!r}")))
     struct = Struct("record", tuple(fields))

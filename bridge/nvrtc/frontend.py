@@ -90,7 +90,8 @@ def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool
 
 def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None = None,
             output: str = "ptx", *, options: Sequence[str] = (), name_expressions: Sequence[str] = (),
-            signatures: Mapping[str, Signature | str] | None = None, name: str = "<source>") -> Artifact:
+            signatures: Mapping[str, Signature | str] | None = None, name: str = "<source>",
+            typed: bool = True) -> Artifact:
     """Compile CUDA C++ with NVRTC into a typed :class:`Artifact`.
 
     Parameters
@@ -113,6 +114,9 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     signatures
         Signatures by name or name expression, overriding the reader (for
         types it cannot read); strings are parsed with ``Signature.parse``.
+    typed
+        False: do not read the source's declarations (code another tool links, such
+        as numba-cuda's runtime); nothing is typed and device code is relocatable.
 
     The result is cached on disk, keyed by source, options, arch and NVRTC
     version: a second compile runs no compiler.
@@ -120,10 +124,10 @@ def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None =
     if isinstance(source, os.PathLike):
         name, source = os.fspath(source), Path(source).read_text()
     arch = normalize_arch(arch) if arch is not None else default_arch()
-    decls = read_c_source(source, name)
+    decls = read_c_source(source if typed else "", name)
     # relocatable device code when functions cross compilation units, or kernels launch kernels
     # from the device (dynamic parallelism: `<<<` in device code needs the device runtime)
-    rdc = bool(decls.device_functions or decls.imports) or "<<<" in source
+    rdc = not typed or bool(decls.device_functions or decls.imports) or "<<<" in source
     args = nvrtc_args(arch, output, options, rdc=rdc, include_dirs=_include_dirs())
     version = nvrtc_version()
     automatic = [n for n in decls.cxx_names() if n not in name_expressions]  # plain C++ kernels
