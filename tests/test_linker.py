@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import struct
 
 import numpy as np
 import pytest
@@ -342,3 +343,13 @@ def test_runtime_calls_decision():
     defines = read_ptx(head + ".visible .func cudaThing()\n{\nret;\n}\n.extern .func cudaThing();\n")
     assert runtime_calls([uses]) == ["__cudaCDP2LaunchDeviceV2"]
     assert runtime_calls([defines]) == []
+
+
+def test_the_linked_cubin_is_nvjitlinks_whole_output():
+    """An ELF may end in zero bytes (its program headers here): none may be cut off."""
+    kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_90", "ptx")
+    cubin = link([kernel], "sm_90").cubin
+    phoff, = struct.unpack_from("<Q", cubin, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", cubin, 0x36)
+    assert phnum and phoff + phentsize * phnum <= len(cubin)
+    assert cubin == link([kernel], "sm_90").cubin  # the cached copy too

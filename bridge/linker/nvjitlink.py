@@ -90,7 +90,8 @@ def _run_nvjitlink(args: list[str], artifacts: Sequence[Artifact]) -> bytes:
         output = bytearray(getattr(nvjitlink, f"get_linked_{which}_size")(handle))
         getattr(nvjitlink, f"get_linked_{which}")(handle, output)
         log = json.dumps({"log": _log(nvjitlink, handle, "info")}).encode()
-        return log + b"\n" + bytes(output).rstrip(b"\0")
+        code = bytes(output).rstrip(b"\0") if which == "ptx" else bytes(output)  # an ELF may end in zeros
+        return log + b"\n" + code
     finally:
         nvjitlink.destroy(handle)
 
@@ -171,7 +172,8 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     if with_runtime:
         artifacts.append(device_runtime())  # device-side launches: nvJitLink does not add it itself
     version = nvjitlink_version()
-    parts: list[str | bytes] = ["link", f"{version[0]}.{version[1]}", *args, "\0"]
+    # "whole-cubin": entries made while cubins lost their trailing zero bytes are not reused
+    parts: list[str | bytes] = ["link", "whole-cubin", f"{version[0]}.{version[1]}", *args, "\0"]
     for artifact in artifacts:
         parts += [artifact.kind.value, artifact.code]
     blob = cache.cached("link", cache.key(*parts), lambda: _run_nvjitlink(args, artifacts))
