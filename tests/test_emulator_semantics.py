@@ -553,3 +553,31 @@ def test_match_all_and_elect_honour_each_threads_member_mask():
     assert got.tolist() == want.tolist()
     got = elementwise("elect.sync %u|%p, %b; selp.u32 %d, %u, 99, %p;", np.uint32, values, masks)
     assert got.tolist() == [lane if lane < 2 else 99 for lane in lanes]  # lane 0 for evens, 1 for odds
+
+
+def test_isspacep_tells_the_state_space_of_a_generic_address():
+    """Generic addresses of a global buffer, a shared and a local variable, each asked of every space
+    (numba's NRT asks ``isspacep.local`` before freeing)."""
+    spaces = ("global", "shared", "local", "param")
+    asks = []
+    for i, space in enumerate(spaces):
+        for j, reg in enumerate(("%g", "%s", "%l")):
+            asks += [f"isspacep.{space} %p, {reg};", "selp.u32 %t, 1, 0, %p;",
+                     f"st.global.u32 [%out+{4 * (3 * i + j)}], %t;"]
+    body = "\n".join(["ld.param.u64 %out, [out];", "cvta.to.global.u64 %g, %out;",
+                      "mov.u64 %s, sh;", "cvta.shared.u64 %s, %s;",
+                      "mov.u64 %l, lo;", "cvta.local.u64 %l, %l;", *asks, "ret;"])
+    regs = "\n".join([".reg .b64 %out, %g, %s, %l;", ".reg .b32 %t;", ".reg .pred %p;",
+                      ".shared .u32 sh[1];", ".local .u32 lo[1];"])
+    out = np.full(12, 7, np.uint32)
+    launch(backend(kernel_ptx(body, regs=regs)), "k", [ptr("u32")], [out.ctypes.data], 1, 1, [out])
+    assert out.reshape(4, 3).tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0]]
+
+
+def test_register_declarations_may_attach_the_type():
+    """``.reg.b32 f`` (cuda_fp16.hpp's inline asm) declares as ``.reg .b32 f`` does."""
+    out = np.zeros(1, np.uint32)
+    body = "{\n.reg.b32 f;\nmov.b32 f, 7;\nld.param.u64 %out, [out];\nst.global.b32 [%out], f;\n}\nret;"
+    be = backend(kernel_ptx(body, regs=".reg .b64 %out;"))
+    launch(be, "k", [ptr("u32")], [out.ctypes.data], 1, 1, [out])
+    assert out.tolist() == [7]

@@ -119,7 +119,7 @@ def fp16_transcendental(out, a):
         out[2, i] = fp16.hsqrt(a[i])
 
 
-@pytest.mark.parametrize("device", cpu_lacks("`.reg.b32 f` (no space) in cuda_fp16.hpp's inline asm",
+@pytest.mark.parametrize("device", cpu_lacks("`set.eq.f16.f16` in cuda_fp16.hpp's hexp",
                                              UnsupportedInstructionError))
 def test_float16_transcendental_functions(device):
     art = pn.compile(fp16_transcendental, "void(float16[:, ::1], float16[::1])")
@@ -197,8 +197,7 @@ def test_nrt_kernels_carry_numbas_runtime_and_link(nrt_kernels):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("device", cpu_lacks("isspacep.local (nrt.cu's NRT_decref)",
-                                             UnsupportedInstructionError))
+@pytest.mark.parametrize("device", DEVICES)
 def test_nrt_kernels_run(nrt_kernels, device):
     x = np.arange(1, 9, dtype=np.float32)
     results = {name: run(art, device, name, np.zeros(1, np.float32), x, block=1)[0][0]

@@ -161,6 +161,25 @@ def _cvta(cx: Context) -> Run:
     return lambda fr, m: w(fr, ra(fr) + delta, m)
 
 
+@op("isspacep")
+def _isspacep(cx: Context) -> Run:
+    """``isspacep.space p, a``: whether generic address ``a`` lies in the state space (PTX ISA
+    "isspacep").  Shared, local and parameter space are the windows of :data:`WINDOWS`; global is
+    every address outside them.  ``.const`` is refused: constant memory is host memory here,
+    indistinguishable from global."""
+    flags, _ = cx.split_mods({"global", "shared", "local", "param", "shared::cta"}, set(), ntypes=0)
+    if len(flags) != 1:
+        raise cx.unsupported("isspacep needs one of .global, .shared, .local, .param")
+    space = flags.pop().split("::")[0]
+    d, a = cx.operands(2)
+    ra, w = cx.read(a, "u64"), cx.write(d)
+    top, windows = np.uint64(0xF000_0000_0000_0000), np.array(sorted(set(WINDOWS.values())), np.uint64)
+    if space == "global":
+        return lambda fr, m: w(fr, ~np.isin(ra(fr) & top, windows), m)
+    window = np.uint64(WINDOWS[space])
+    return lambda fr, m: w(fr, (ra(fr) & top) == window, m)
+
+
 _INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 _CVT_FLAGS = {"rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "ftz", "sat", "relu", "satfinite"}
 

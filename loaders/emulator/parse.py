@@ -217,7 +217,9 @@ class _BodyParser:
         if "=" in stmt:
             stmt, initializer = (part.strip() for part in stmt.split("=", 1))
         words = stmt.replace(",", " , ").split()
-        space = words[0][1:]
+        head, *attached = words[0][1:].split(".")  # `.reg.b32 f` is `.reg .b32 f` (cuda_fp16.hpp's asm)
+        words[0:1] = [f".{head}", *(f".{word}" for word in attached)]
+        space = head
         if space not in _SPACES:
             raise self.unsupported(f"declaration {words[0]} is not implemented by the CPU loader "
                                    f"(got {stmt!r})")
