@@ -184,3 +184,32 @@ def test_truncated_cubins_are_refused(linked_cubin):
             if start < cut < end:
                 assert f"{name} [{start:#x}, {end:#x})" in str(caught.value)
                 assert f"runs past the end of the file (size {cut:#x})" in str(caught.value)
+
+
+def _with_section(data: bytes, name: str, blob: bytes) -> bytes:
+    """``data`` with section ``name`` pointed at ``blob``, appended to the file."""
+    elf = read_elf(data)
+    header = elf.header.shoff + 64 * elf.section(name).index
+    out = bytearray(data) + blob
+    struct.pack_into("<QQ", out, header + 0x18, len(data), len(blob))
+    return bytes(out)
+
+
+def _kparam(ordinal: int) -> bytes:
+    """An EIATTR_KPARAM_INFO record: a 1-byte parameter at byte ``ordinal``."""
+    return struct.pack("<BBHIHHI", 4, 0x17, 12, 0, ordinal, ordinal, 1 << 18)
+
+
+@pytest.mark.parametrize("section, blob", [
+    (".nv.info.saxpy", struct.pack("<BBH", 1, 0x01, 0) * (1 << 16)),  # 4-byte records nobody reads
+    (".nv.info.saxpy", b"".join(_kparam(k) for k in range(1 << 14))),  # 16 Ki 1-byte parameters
+    (".nv.info", b"".join(struct.pack("<BBHII", 4, 0x2F, 8, k, 5) for k in range(1 << 16))),  # REGCOUNTs
+], ids=["nval", "kparams", "per-symbol"])
+def test_crafted_nv_info_stays_within_memory_budget(corpus, section, blob):
+    """A cubin whose .nv.info section holds 16-64 Ki records reads within 10x its size (each record
+    held as an object took about 20x).  The input must be large enough for the fixed 2 MiB
+    allowance not to hide that; tracing every allocation slows the reader about 7x, hence the
+    larger CPU budget here (it still catches a hang)."""
+    data = _with_section(corpus["cubin"][0], section, blob)
+    cubin = run_within_budget(lambda: read_cubin(data, "crafted.cubin"), len(data), "read_cubin", seconds=5)
+    assert cubin.kernel("saxpy").registers is not None
