@@ -8,6 +8,7 @@ import hashlib
 import json
 import struct
 
+import _rust_fixtures
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from ptxbridge.cli import main
 from ptxbridge.loaders import cubin_runs_on
 from ptxbridge.loaders.driver import driver_problem
 
+toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
 SOURCE = r"""
 struct Pair { float scale; int shift; };
 extern "C" __device__ float twice(float v) { return 2.0f * v; }
@@ -150,6 +152,7 @@ def test_headers_that_break_the_format_are_format_errors(saved, edit, message):
     assert str(info.value) == message
 
 
+@pytest.mark.usefixtures("sysroot")
 def test_unusable_and_cpu_unavailable_kernels_survive_save_and_open(tmp_path):
     """A Rust kernel no signature can be made for, and NVRTC kernels that come only as a (relocatable)
     cubin: the saved image keeps why, so the opened one refuses them with the same words."""
