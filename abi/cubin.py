@@ -24,6 +24,7 @@ cross-checked with ``cuobjdump -elf`` in ``tests/test_cubin.py``):
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ptxbridge.abi.check import DeclaredParam
@@ -123,7 +124,7 @@ def cubin_arch(abi_version: int, e_flags: int, accelerated_note: bool) -> tuple[
     return e_flags & 0xFF, accelerated_note or bool(e_flags & EF_CUDA_ACCELERATORS_V1)
 
 
-def _records(elf: Elf, section: Section) -> tuple[NvInfoRecord, ...]:
+def _records(elf: Elf, section: Section) -> Iterator[NvInfoRecord]:
     return read_nv_info(elf.section_data(section), elf.source, section.offset)
 
 
@@ -161,15 +162,18 @@ def _cuinfo(elf: Elf) -> tuple[str | None, str | None]:
 
 
 def _per_symbol(elf: Elf) -> dict[tuple[int, int], int]:
-    """(attribute, symbol index) -> value from the global ``.nv.info`` section."""
+    """(attribute, symbol index) -> value from the global ``.nv.info`` section, for the functions
+    there are (records of other symbols are not kept: a crafted section would grow the table)."""
     table: dict[tuple[int, int], int] = {}
     info = elf.section(".nv.info")
     if info is None:
         return table
+    functions = {sym.index for sym in elf.symbols if sym.type == STT_FUNC and sym.name}
     for record in _records(elf, info):
         if record.attr in _PER_SYMBOL and record.format == EiFormat.SVAL:
             symbol, value = sval_words(record, 2, elf.source)
-            table[(record.attr, symbol)] = value
+            if symbol in functions:
+                table[(record.attr, symbol)] = value
     return table
 
 
@@ -177,8 +181,8 @@ def _per_symbol(elf: Elf) -> dict[tuple[int, int], int]:
 class _Attrs:
     """Mutable scratch for one kernel's ``.nv.info.<name>`` records."""
 
-    params: dict[int, KParam] = field(default_factory=dict)
-    param_records: dict[int, int] = field(default_factory=dict)  # ordinal -> record offset, for errors
+    params: list[KParam | None] = field(default_factory=list)  # by ordinal; None: no record yet
+    param_count: int = 0
     param_size: int | None = None
     reqntid: tuple[int, int, int] | None = None
     maxntid: tuple[int, int, int] | None = None
@@ -197,12 +201,7 @@ def _kernel_attrs(elf: Elf, name: str) -> _Attrs:
     for r in _records(elf, info):
         sval = r.format == EiFormat.SVAL
         if r.attr in _KPARAMS and sval:
-            param = read_kparam(r, source)
-            if param.ordinal in attrs.params:
-                raise FormatError(f"kernel {name}: two KPARAM_INFO records for parameter {param.ordinal}",
-                                  source=source, where=f"offset {r.offset:#x}")
-            attrs.params[param.ordinal] = param
-            attrs.param_records[param.ordinal] = r.offset
+            _add_param(attrs, read_kparam(r, source), name, source, r.offset)
         elif r.attr == EiAttr.CBANK_PARAM_SIZE and isinstance(r.value, int):
             attrs.param_size = r.value
         elif r.attr == EiAttr.REQNTID and sval:
@@ -218,27 +217,49 @@ def _kernel_attrs(elf: Elf, name: str) -> _Attrs:
         elif r.attr == EiAttr.LANGUAGE and sval:
             code = sval_words(r, 1, source)[0]
             attrs.language = LANGUAGES.get(code, f"unknown({code})")
-    _check_params(attrs, name, source)
+    _check_params(attrs, name, source, lambda ordinal: _param_record(elf, info, ordinal))
     return attrs
 
 
-def _check_params(attrs: _Attrs, name: str, source: str) -> None:
+def _add_param(attrs: _Attrs, param: KParam, name: str, source: str, offset: int) -> None:
+    """Keep ``param`` by its ordinal.  Each parameter takes at least one byte of the 32,764, so a
+    larger ordinal is refused at once (a crafted section cannot grow the list past that)."""
+    ordinal = param.ordinal
+    if ordinal >= MAX_PARAM_BYTES:
+        raise FormatError(f"kernel {name}: KPARAM record for parameter {ordinal}, but a {MAX_PARAM_BYTES}-"
+                          f"byte parameter buffer holds at most {MAX_PARAM_BYTES} parameters",
+                          source=source, where=f"offset {offset:#x}")
+    if ordinal < len(attrs.params) and attrs.params[ordinal] is not None:
+        raise FormatError(f"kernel {name}: two KPARAM_INFO records for parameter {ordinal}",
+                          source=source, where=f"offset {offset:#x}")
+    attrs.params.extend([None] * (ordinal + 1 - len(attrs.params)))
+    attrs.params[ordinal] = param
+    attrs.param_count += 1
+
+
+def _param_record(elf: Elf, info: Section, ordinal: int | None) -> int:
+    """The offset of the KPARAM record of ``ordinal`` (None: of the first one), for an error: found
+    again rather than kept for every parameter."""
+    return next(r.offset for r in _records(elf, info) if r.attr in _KPARAMS and r.format == EiFormat.SVAL
+                and (ordinal is None or read_kparam(r, elf.source).ordinal == ordinal))
+
+
+def _check_params(attrs: _Attrs, name: str, source: str, record_of: Callable[[int | None], int]) -> None:
     """KPARAM records must describe a parameter buffer: ordinals 0..n-1, each parameter after the
     previous one, inside the recorded total and the driver's 32,764-byte limit."""
     limit = min(MAX_PARAM_BYTES if attrs.param_size is None else attrs.param_size, MAX_PARAM_BYTES)
     end = 0
-    for ordinal in range(len(attrs.params)):
-        param = attrs.params.get(ordinal)
+    for ordinal, param in enumerate(attrs.params):
         if param is None:
-            record = min(attrs.param_records.values())
-            problem = f"is missing (records must number the parameters 0 to {len(attrs.params) - 1})"
+            record = record_of(None)
+            problem = f"is missing (records must number the parameters 0 to {attrs.param_count - 1})"
         else:
-            record = attrs.param_records[ordinal]
             problem = ("has size 0" if param.size == 0 else
                        f"starts at byte {param.offset}, inside the previous parameter (which ends at {end})"
                        if param.offset < end else
                        f"ends at byte {param.offset + param.size}, past the {limit}-byte parameter buffer"
                        if param.offset + param.size > limit else None)
+            record = record_of(ordinal) if problem is not None else 0
         if problem is not None:
             raise FormatError(f"kernel {name}: the KPARAM record of parameter {ordinal} {problem}",
                               source=source, where=f"offset {record:#x}")
@@ -292,7 +313,7 @@ def read_cubin(data: bytes, source: str = "<cubin>") -> Cubin:
         attrs = _kernel_attrs(elf, sym.name)
         kernels.append(Kernel(
             name=sym.name,
-            params=tuple(attrs.params[k] for k in sorted(attrs.params)),
+            params=tuple(p for p in attrs.params if p is not None),  # none missing: checked
             param_size=attrs.param_size,
             reqntid=attrs.reqntid,
             maxntid=attrs.maxntid,

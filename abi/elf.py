@@ -1,10 +1,13 @@
 """A minimal ELF64 little-endian reader: header, section headers and names, symbols.
 
 Only what the cubin, fatbin and ``.oxart`` readers need (System V gABI,
-"ELF Header", "Sections", "Symbol Table").  Every offset and count is checked
-against the input length before it is used, so malformed input raises
-:class:`~ptxbridge.abi.errors.FormatError` and no read allocates more than
-the input already holds.
+"ELF Header", "Sections", "Symbol Table", "Program Header").  Every offset and
+count is checked against the input length before it is used, so malformed input
+raises :class:`~ptxbridge.abi.errors.FormatError` and no read allocates more than
+the input already holds.  The program header table and the file bytes of each
+segment are checked too, though no reader uses them: a cubin cut short loses its
+program headers (nvJitLink and ptxas write them last), and a file that lost its end
+must not read as whole.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ SHN_UNDEF, SHN_LORESERVE, SHN_XINDEX = 0, 0xFF00, 0xFFFF
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # Elf64_Ehdr, 64 bytes
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr, 64 bytes
 _SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym, 24 bytes
+_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr, 56 bytes
+PN_XNUM = 0xFFFF  # e_phnum's escape: the count is section 0's sh_info
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,8 @@ class ElfHeader:
     shoff: int
     shnum: int
     shstrndx: int
+    phoff: int = 0
+    phnum: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +142,7 @@ def _string(table: bytes, offset: int, what: str, source: str, table_offset: int
 def _header(data: bytes, source: str) -> ElfHeader:
     if len(data) < _EHDR.size:
         raise _fail(f"ELF header needs {_EHDR.size} bytes (got {len(data)})", source, 0)
-    ident, e_type, machine, _version, _entry, _phoff, shoff, flags, ehsize, _phes, _phn, shentsize, \
+    ident, e_type, machine, _version, _entry, phoff, shoff, flags, ehsize, phentsize, phnum, shentsize, \
         shnum, shstrndx = _EHDR.unpack_from(data, 0)
     if ident[:4] != ELF_MAGIC:
         raise _fail(f"not an ELF file: magic must be 7f 45 4c 46 (got {ident[:4].hex(' ')})", source, 0)
@@ -144,24 +151,45 @@ def _header(data: bytes, source: str) -> ElfHeader:
                     source, 4)
     if shnum and shentsize != _SHDR.size:
         raise _fail(f"section header size must be {_SHDR.size} (got {shentsize})", source, 0x3A)
+    if phnum and phentsize != _PHDR.size:
+        raise _fail(f"program header size must be {_PHDR.size} (got {phentsize})", source, 0x36)
     if ehsize < _EHDR.size:
         raise _fail(f"ELF header size must be at least {_EHDR.size} (got {ehsize})", source, 0x34)
-    return ElfHeader(ident[7], ident[8], e_type, machine, flags, shoff, shnum, shstrndx)
+    return ElfHeader(ident[7], ident[8], e_type, machine, flags, shoff, shnum, shstrndx, phoff, phnum)
+
+
+def _table(data: bytes, what: str, offset: int, count: int, entsize: int, source: str, field: int) -> None:
+    """A header table of ``count`` entries at ``offset`` lies inside the file."""
+    end = offset + count * entsize
+    if end > len(data):
+        raise _fail(f"{what} [{offset:#x}, {end:#x}) ({count} entries of {entsize} bytes) runs past the "
+                    f"end of the file (size {len(data):#x})", source, field)
 
 
 def _section_count(data: bytes, hdr: ElfHeader, source: str) -> int:
     """``e_shnum``, or section 0's ``sh_size`` when the count overflowed 16 bits (gABI)."""
     if hdr.shoff == 0:
         return 0
-    if hdr.shoff + _SHDR.size > len(data):
-        raise _fail(f"section header table starts past the end of the file (got e_shoff "
-                    f"{hdr.shoff:#x}, file size {len(data):#x})", source, 0x28)
-    count = hdr.shnum or _SHDR.unpack_from(data, hdr.shoff)[5]
-    room = (len(data) - hdr.shoff) // _SHDR.size
-    if count > room:
-        raise _fail(f"section header table of {count} entries does not fit in the file "
-                    f"(room for {room})", source, hdr.shoff)
+    count = hdr.shnum
+    if not count:  # the count is section 0's sh_size
+        _table(data, "section header table", hdr.shoff, 1, _SHDR.size, source, 0x28)
+        count = _SHDR.unpack_from(data, hdr.shoff)[5]
+    _table(data, "section header table", hdr.shoff, count, _SHDR.size, source, 0x28)
     return count
+
+
+def _check_segments(data: bytes, hdr: ElfHeader, sections: tuple[Section, ...], source: str) -> None:
+    """The program header table and every segment's file bytes lie inside the file."""
+    count = sections[0].info if hdr.phnum == PN_XNUM and sections else hdr.phnum
+    if not count:
+        return
+    _table(data, "program header table", hdr.phoff, count, _PHDR.size, source, 0x20)
+    for i in range(count):
+        at = hdr.phoff + i * _PHDR.size
+        _type, _flags, offset, _vaddr, _paddr, filesz, _memsz, _align = _PHDR.unpack_from(data, at)
+        if offset + filesz > len(data):
+            raise _fail(f"program header {i}: segment [{offset:#x}, {offset + filesz:#x}) runs past the end "
+                        f"of the file (size {len(data):#x})", source, at)
 
 
 def _sections(data: bytes, hdr: ElfHeader, source: str) -> tuple[Section, ...]:
@@ -214,10 +242,11 @@ def read_elf(data: bytes, source: str = "<elf>") -> Elf:
     Raises
     ------
     FormatError
-        The header, a section header, a name or the symbol table is out of
-        bounds or not ELF64 little-endian.
+        The header, a section or program header (or the bytes it describes), a name or
+        the symbol table is out of bounds or not ELF64 little-endian.
     """
     data = bytes(data)
     hdr = _header(data, source)
     sections = _sections(data, hdr, source)
+    _check_segments(data, hdr, sections, source)
     return Elf(hdr, sections, _symbols(data, sections, source), data, source)

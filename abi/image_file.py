@@ -25,16 +25,20 @@ __all__ = ["IMAGE_MAGIC", "IMAGE_VERSION", "ImageFile", "image_file_sections", "
            "read_image_file", "write_image_file"]
 
 IMAGE_MAGIC = b"\x89PTXBIMG"
-IMAGE_VERSION = 1
+IMAGE_VERSION = 2
 _FIXED = struct.Struct("<8sII32s")  # magic, format version, header length, SHA-256 of the rest
-_HEADER_KEYS = {"arch", "sections", "signatures", "created_by"}
+_V1_KEYS = frozenset({"arch", "sections", "signatures", "created_by"})
+_FACTS = ("unusable", "cpu_unavailable")  # kernel name -> why (version 2 on)
+_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS)}  # the keys of each version the reader knows
 _SECTION_KINDS = ("cubin", "ptx")
 _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 
 
 @dataclass(frozen=True, slots=True)
 class ImageFile:
-    """What a saved-image file holds: ``kernels`` and ``device_functions`` map names to signatures."""
+    """What a saved-image file holds: ``kernels`` and ``device_functions`` map names to signatures;
+    ``unusable`` and ``cpu_unavailable`` map kernel names to why no signature could be made / why the
+    CPU loader cannot run them (empty in a version 1 file, which did not keep them)."""
 
     arch: str | None
     cubin: bytes | None
@@ -42,6 +46,8 @@ class ImageFile:
     kernels: Mapping[str, Signature] = field(default_factory=dict)
     device_functions: Mapping[str, Signature] = field(default_factory=dict)
     created_by: str = ""
+    unusable: Mapping[str, str] = field(default_factory=dict)
+    cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     version: int = IMAGE_VERSION
     offsets: tuple[int, ...] = ()  # where each section (cubin first, then PTX) starts in the file; read only
 
@@ -61,6 +67,8 @@ def write_image_file(image: ImageFile) -> bytes:
         "created_by": image.created_by,
         "sections": [{"kind": kind, "size": len(data)} for kind, data in sections],
         "signatures": to_manifest([*image.kernels.values(), *image.device_functions.values()]),
+        "unusable": dict(image.unusable),
+        "cpu_unavailable": dict(image.cpu_unavailable),
     }
     body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for _, d in sections)
     header_size = len(body) - sum(len(d) for _, d in sections)
@@ -84,10 +92,10 @@ def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
     if magic != IMAGE_MAGIC:
         raise FormatError(f"not a ptxbridge image file (starts with {magic!r}, expected {IMAGE_MAGIC!r})",
                           source=source)
-    if version != IMAGE_VERSION:
+    if version not in _HEADER_KEYS:
         newer = " (written by a newer ptxbridge: upgrade to read it)" if version > IMAGE_VERSION else ""
-        raise FormatError(f"image format version {version} is not supported (this ptxbridge reads version "
-                          f"{IMAGE_VERSION}){newer}", source=source, where="8")
+        raise FormatError(f"image format version {version} is not supported (this ptxbridge reads versions "
+                          f"1 to {IMAGE_VERSION}){newer}", source=source, where="8")
     body = data[_FIXED.size:]
     if hashlib.sha256(body).digest() != digest:
         raise FormatError("checksum mismatch: the file is corrupt or truncated (the SHA-256 of bytes "
@@ -96,15 +104,15 @@ def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
     if header_size > len(body):
         raise FormatError(f"header of {header_size} bytes runs past the end of the file", source=source,
                           where="12")
-    header = _header(body[:header_size], source)
-    return _parse(header, body[header_size:], source, _FIXED.size + header_size)
+    header = _header(body[:header_size], _HEADER_KEYS[version], source)
+    return _parse(header, body[header_size:], source, _FIXED.size + header_size, version)
 
 
 def _fail(path: str, message: str, source: str) -> FormatError:
     return FormatError(message, source=source, where=f"header.{path}")
 
 
-def _header(raw: bytes, source: str) -> dict[str, Any]:
+def _header(raw: bytes, keys: frozenset[str], source: str) -> dict[str, Any]:
     try:
         header = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON; nesting beyond Python's stack
@@ -112,15 +120,24 @@ def _header(raw: bytes, source: str) -> dict[str, Any]:
                           where=str(_FIXED.size)) from None
     if not isinstance(header, dict):
         raise _fail("$", f"must be a JSON object (got {reprlib.repr(header)})", source)
-    unknown = sorted(set(header) - _HEADER_KEYS)
-    missing = sorted(_HEADER_KEYS - set(header))
+    unknown = sorted(set(header) - keys)
+    missing = sorted(keys - set(header))
     if unknown or missing:
         problem = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
-        raise _fail("$", f"{problem} (keys: {', '.join(sorted(_HEADER_KEYS))})", source)
+        raise _fail("$", f"{problem} (keys: {', '.join(sorted(keys))})", source)
     return header
 
 
-def _parse(header: dict[str, Any], payload: bytes, source: str, start: int) -> ImageFile:
+def _reasons(header: dict[str, Any], key: str, source: str) -> dict[str, str]:
+    """A version 2 kernel -> reason object; absent (empty) in version 1."""
+    value = header.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise _fail(key, f"must be an object of kernel name -> reason string (got {reprlib.repr(value)})",
+                    source)
+    return value
+
+
+def _parse(header: dict[str, Any], payload: bytes, source: str, start: int, version: int) -> ImageFile:
     arch = header["arch"]
     if arch is not None and not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
         raise _fail("arch", f"must be null or look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
@@ -133,8 +150,9 @@ def _parse(header: dict[str, Any], payload: bytes, source: str, start: int) -> I
     signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
     kernels = {s.name: s for s in signatures if s.kind == "kernel"}
     device = {s.name: s for s in signatures if s.kind == "device"}
-    return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"],
-                     offsets=tuple(start + offset for offset in offsets))
+    unusable, cpu_unavailable = (_reasons(header, key, source) for key in _FACTS)
+    return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"], unusable, cpu_unavailable,
+                     version, offsets=tuple(start + offset for offset in offsets))
 
 
 def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...], list[int]]:

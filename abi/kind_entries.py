@@ -53,6 +53,9 @@ _IDENT = re.compile(IDENT + r"\Z")
 _DTYPE = Arg("dtype", "dtype", "an element type")
 _NDIM = Arg("ndim", "int", "the number of dimensions")
 _READS, _WRITES = Access(Memory.READ, Promise.SHARED_READ), Access(Memory.WRITE, Promise.EXCLUSIVE)
+# the promise of a borrow / a __restrict__ pointer, by mutability (aliasing errors)
+_BORROW = {True: "a &mut borrow", False: "a shared borrow (&)"}
+_RESTRICT = {True: "a __restrict__ pointer", False: "a const __restrict__ pointer"}
 
 
 def quote_name(name: str) -> str:
@@ -106,7 +109,8 @@ POINTER = KindEntry(
     access=lambda t, conv: (_WRITES if t.mutable else _READS) if t.noalias else Access(
         Memory.WRITE if t.mutable else Memory.READ),
     by_value=lambda t: (8, 8), member="address",
-    children=lambda t: () if t.pointee is None else (t.pointee,),
+    children=lambda t: () if t.pointee is None else (("pointee", t.pointee),),
+    promise_words=lambda t: _RESTRICT[t.mutable] if t.noalias == "restrict" else _BORROW[t.mutable],
     tensor=TensorRule(tensor_rules.pointer,
                       dtype=lambda t: t.pointee.dtype if isinstance(t.pointee, Scalar) else None,
                       refuses_readonly=lambda t: t.mutable, contiguous=lambda t: "pointer", raw_address=True))
@@ -158,7 +162,8 @@ SLICE = KindEntry(
     lower=lambda name, t, conv, source: [u64(name, source), u64(f"{name}.len", source)],
     binding=always("tensor"), access=lambda t, conv: _WRITES if t.mutable else _READS,
     by_value=lambda t: (16, 8), member="address",
-    children=lambda t: () if t.element is None else (t.element,),
+    children=lambda t: () if t.element is None else (("element", t.element),),
+    promise_words=lambda t: _BORROW[t.mutable],
     tensor=TensorRule(_slice_values(tensor_rules.slice_), refuses_readonly=lambda t: t.mutable,
                       contiguous=lambda t: "slice" if t.element is None else None))
 
@@ -184,7 +189,8 @@ DISJOINT_SLICE = KindEntry(
         f"DisjointSlice{'2d' if t.rows_2d else ''}<{_element_text(t, fmt)}>")),
     lower=_lower_disjoint, binding=always("tensor"), access=lambda t, conv: _WRITES,
     by_value=lambda t: (24, 8) if t.rows_2d else (16, 8), member="address",  # {ptr, len(, u32)} padded
-    children=lambda t: () if t.element is None else (t.element,),
+    children=lambda t: () if t.element is None else (("element", t.element),),
+    promise_words=lambda t: "a DisjointSlice (each element written by one thread)",
     tensor=TensorRule(_slice_values(tensor_rules.disjoint_slice), refuses_readonly=lambda t: True))
 
 # -- arrays with shapes: numba, cuTile, cutile-rs -----------------------------------------
@@ -208,7 +214,7 @@ NUMBA_RECORD_ARRAY = KindEntry(
     syntax=Generic({"RecordArray": {}}, (Arg("record", "type", "the record (a struct)", kind=Struct), _NDIM,
                                          _LAYOUT)),
     lower=_lower_numba_array, binding=always("tensor"), access=lambda t, conv: Access(Memory.WRITE),
-    children=lambda t: (t.record,),
+    children=lambda t: (("record", t.record),),
     tensor=TensorRule(lambda info, t: tensor_rules.numba_record_array(info, t, KINDS.by_value(t.record)[0]),
                       dtype=lambda t: None))
 
@@ -239,7 +245,7 @@ TILE_LIST = KindEntry(
     binding=always("tile-list"),
     access=lambda t, conv: Access(Memory.WRITE, Promise.GROUPS, t.alias_groups | t.element.alias_groups,
                                   t.elements_may_alias or t.element.may_alias_internally),
-    children=lambda t: (t.element,))
+    children=lambda t: (("element", t.element),))
 
 
 def _lower_tile_tensor(name: str, t: TileTensor, conv: Convention, source: int) -> list[FlatParam]:
@@ -259,6 +265,7 @@ TILE_TENSOR = KindEntry(
                    (_DTYPE, Arg("rank", "int", "the number of dimensions")), TENSOR_PROMISES),
     lower=_lower_tile_tensor, binding=lambda t, conv: "partition" if t.partition else "tensor",
     access=lambda t, conv: _WRITES if t.partition else _READS,  # &mut Tensor / &Tensor
+    promise_words=lambda t: "a &mut Tensor partition" if t.partition else "a &Tensor (shared borrow)",
     tensor=TensorRule(tensor_rules.tile_tensor))
 
 # -- by-value aggregates --------------------------------------------------------------------
@@ -281,9 +288,9 @@ STRUCT = KindEntry(
     lower=lambda name, t, conv, source: (
         [u64(name, source)] if conv is Convention.NUMBA else _as_aggregate(name, t, conv, source)),
     binding=lambda t, conv: "by-pointer" if conv is Convention.NUMBA else "by-value",
-    access=lambda t, conv: NO_MEMORY if conv is Convention.NUMBA else _combined(STRUCT.children(t), conv),
-    by_value=lambda t: _record(STRUCT.children(t)), member="struct",
-    children=lambda t: tuple(f.type for f in t.fields))
+    access=lambda t, conv: NO_MEMORY if conv is Convention.NUMBA else _combined(KINDS.children(t), conv),
+    by_value=lambda t: _record(KINDS.children(t)), member="struct",
+    children=lambda t: tuple((f.name, f.type) for f in t.fields))
 
 
 def _parse_tuple(p: Any) -> Tuple:
@@ -320,7 +327,7 @@ TUPLE = KindEntry(
     syntax=Custom(("(",), _parse_tuple, _format_tuple),
     lower=_lower_tuple, binding=lambda t, conv: "items" if conv in FLATTENING else "by-value",
     access=lambda t, conv: _combined(t.items, conv), by_value=lambda t: _record(t.items), member="tuple",
-    children=lambda t: t.items)
+    children=lambda t: tuple(enumerate(t.items)))
 
 OPAQUE = KindEntry(
     Opaque, "opaque", {"size": "int", "align": "int"},

@@ -134,9 +134,15 @@ class KindEntry:
         How a by-value value is encoded inside an aggregate: ``scalar``, ``address``,
         ``bytes``, ``constant``, ``struct``, ``tuple``.
     children : callable
-        ``t -> nested types`` (bounds the parser's expansion of declared structs).
+        ``t -> ((label, nested type), ...)``: a struct's fields by name, a tuple's items by
+        index, a pointee or element by its attribute name.  The labels name members in
+        messages and are the steps into a by-value argument (bounds the parser's expansion of
+        declared structs; the no-alias check and the loader's buffer list walk by-value members).
     tensor : TensorRule or None
         For kinds that take tensors.
+    promise_words : callable
+        ``t -> text or None``: the no-alias promise in the words of the kind's source language
+        (``"a &mut borrow"``), for aliasing errors; None: the access trait's promise names it.
     """
 
     cls: type
@@ -148,8 +154,9 @@ class KindEntry:
     access: Callable[[Any, Convention | None], Access] = lambda t, conv: NO_MEMORY
     by_value: Callable[[Any], tuple[int, int]] | None = None
     member: str | None = None
-    children: Callable[[Any], tuple[Any, ...]] = lambda t: ()
+    children: Callable[[Any], tuple[tuple[str | int, Any], ...]] = lambda t: ()
     tensor: TensorRule | None = None
+    promise_words: Callable[[Any], str | None] = lambda t: None
 
 
 class KindTable:
@@ -212,4 +219,9 @@ class KindTable:
         return self.entry_of(t).access(t, conv)
 
     def children(self, t: Any) -> tuple[Any, ...]:
+        """The nested types of ``t``, without their labels."""
+        return tuple(child for _label, child in self.entry_of(t).children(t))
+
+    def labelled(self, t: Any) -> tuple[tuple[str | int, Any], ...]:
+        """The nested types of ``t`` with their labels (field names, item indices)."""
         return self.entry_of(t).children(t)

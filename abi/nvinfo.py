@@ -12,6 +12,7 @@ is checked against ``cuobjdump -elf`` on CUDA 13.5 cubins in
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -21,6 +22,9 @@ __all__ = [
     "EiFormat", "EiAttr", "CompatAttr", "LANGUAGES", "NvInfoRecord", "KParam",
     "read_nv_info", "read_kparam", "sval_words",
 ]
+
+
+_HEAD = struct.Struct("<BBH")  # format, attribute, SVAL size or the value
 
 
 class EiFormat(IntEnum):
@@ -90,31 +94,33 @@ class KParam:
     space: int = 0
 
 
-def read_nv_info(data: bytes, source: str, base: int) -> tuple[NvInfoRecord, ...]:
-    """Split an ``.nv.info*`` or ``.nv.compat`` section into records.
+def read_nv_info(data: bytes, source: str, base: int) -> Iterator[NvInfoRecord]:
+    """The records of an ``.nv.info*`` or ``.nv.compat`` section, one at a time.
 
-    ``base`` is the section's file offset, used only for error locations.
+    A generator, so a reader keeps only the records it wants: a section of 4-byte
+    records held as objects would take about 20x its size.  A malformed record raises
+    :class:`FormatError` when the iteration reaches it.  ``base`` is the section's file
+    offset, used only for error locations.
     """
-    records = []
-    pos = 0
-    while pos < len(data):
-        where = f"offset {base + pos:#x}"
-        if pos + 4 > len(data):
-            raise FormatError(f"nv.info record needs 4 bytes (got {len(data) - pos})",
-                              source=source, where=where)
-        fmt, attr, word = struct.unpack_from("<BBH", data, pos)
-        if fmt not in EiFormat._value2member_map_:
-            raise FormatError(f"nv.info record format must be 1..4 (got {fmt})", source=source, where=where)
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    while pos < end:
+        if pos + 4 > end:
+            raise FormatError(f"nv.info record needs 4 bytes (got {end - pos})", source=source,
+                              where=f"offset {base + pos:#x}")
+        fmt, attr, word = _HEAD.unpack_from(view, pos)
         if fmt == EiFormat.SVAL:
-            if pos + 4 + word > len(data):
+            if pos + 4 + word > end:
                 raise FormatError(f"nv.info attribute {attr:#x}: payload of {word} bytes runs past the "
-                                  f"section end", source=source, where=where)
-            records.append(NvInfoRecord(base + pos, fmt, attr, data[pos + 4 : pos + 4 + word]))
+                                  f"section end", source=source, where=f"offset {base + pos:#x}")
+            yield NvInfoRecord(base + pos, fmt, attr, bytes(view[pos + 4 : pos + 4 + word]))
             pos += 4 + word
-        else:
-            records.append(NvInfoRecord(base + pos, fmt, attr, word))
+        elif EiFormat.NVAL <= fmt < EiFormat.SVAL:
+            yield NvInfoRecord(base + pos, fmt, attr, word)
             pos += 4
-    return tuple(records)
+        else:
+            raise FormatError(f"nv.info record format must be 1..4 (got {fmt})", source=source,
+                              where=f"offset {base + pos:#x}")
 
 
 def sval_words(record: NvInfoRecord, count: int, source: str) -> tuple[int, ...]:

@@ -74,8 +74,10 @@ class Image:
         return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing)
 
     def to_bytes(self) -> bytes:
-        """The image as one saved-image file (``docs/image-format.md``); the link log is not kept."""
-        found = ImageFile(self.arch, self.cubin, self.ptx, self.kernels, self.device_functions, _created_by())
+        """The image as one saved-image file (``docs/image-format.md``); the link log is not kept, the
+        reasons kernels are unusable or not for the CPU loader are."""
+        found = ImageFile(self.arch, self.cubin, self.ptx, self.kernels, self.device_functions, _created_by(),
+                          self.unusable, self.cpu_unavailable)
         return write_image_file(found)
 
     @classmethod
@@ -96,7 +98,8 @@ class Image:
             except (LinkError, AbiMismatchError) as exc:
                 raise FormatError(f"the signatures do not match the cubin: {exc}", source=source) from None
             kernels = {name: checked[name] for name in kernels}
-        return cls(found.cubin, found.arch, kernels, found.device_functions, found.ptx)
+        return cls(found.cubin, found.arch, kernels, found.device_functions, found.ptx,
+                   unusable=found.unusable, cpu_unavailable=found.cpu_unavailable)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the image to ``path`` (replaced atomically); ``Image.open(path)`` reads it back.

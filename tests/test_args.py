@@ -117,7 +117,7 @@ def test_null_pointers_are_none_and_in_c_also_0(convention):
     ctx = BindContext("k", convention, DLPACK_CPU, 0)
     for null in (None, 0) if convention is Convention.C else (None,):
         binder = make_binder(ctx, Param("p", Pointer(Scalar(F32))), type(null))
-        assert binder.values(null, 0) == (0,) and binder.buffer is None  # no memory range to register
+        assert binder.values(null, 0) == (0,) and binder.buffers is None  # no memory range to register
     if convention is not Convention.C:
         with pytest.raises(ArgumentError, match=r"or None for a null pointer \(got int\)"):
             bind(Pointer(Scalar(F32)), 0, ctx)

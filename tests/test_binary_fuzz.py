@@ -1,6 +1,7 @@
 """Mutated real cubins, fatbins and .oxart data: every reader returns or raises FormatError, nothing else.
 
-Mutations: byte flips, truncation, and header fields (ELF, section headers,
+Mutations: byte flips, truncation (also every cut of real nvJitLink and NVRTC cubins near their
+program and section header tables), and header fields (ELF, section headers,
 nv.info records, fatbin and .oxart headers) overwritten with extreme values.
 A crash (IndexError, struct.error, MemoryError...) fails the test, and so does an input that
 takes more than about 1 s of CPU time or 10x its size in memory (``_budget``: CPU time, not wall
@@ -10,8 +11,18 @@ time, so a loaded machine does not fail it).
 import struct
 
 import pytest
-from _binary_samples import fatbinary, host_object, ltoir, oxart_bundles, ptx, ptxas
+from _binary_samples import (
+    CUDA_SOURCE,
+    fatbinary,
+    host_object,
+    ltoir,
+    nvjitlink_cubin,
+    oxart_bundles,
+    ptx,
+    ptxas,
+)
 from _budget import run_within_budget
+from _toolchain import nvrtc_compile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +149,67 @@ def test_random_bytes(blob):
     for reader in (read_cubin, read_fatbin, read_oxart, sniff):
         _survives(reader, blob)
 
+
+
+@pytest.fixture(scope="module", params=["nvjitlink", "nvrtc"])
+def linked_cubin(request) -> bytes:
+    """A whole cubin as nvJitLink links it and NVRTC compiles it (program headers last)."""
+    if request.param == "nvjitlink":
+        return nvjitlink_cubin(ptx("sm_90"), "sm_90")
+    return nvrtc_compile(CUDA_SOURCE, ["-arch=sm_90", "-std=c++17"], output="cubin")
+
+
+def _table_span(data: bytes, offset_field: int, count_field: int, entsize: int) -> tuple[int, int]:
+    (offset,) = struct.unpack_from("<Q", data, offset_field)
+    (count,) = struct.unpack_from("<H", data, count_field)
+    return offset, offset + count * entsize
+
+
+def test_truncated_cubins_are_refused(linked_cubin):
+    """Every cut of a real cubin raises FormatError; one inside the program or section header table
+    names that table and its offsets.  (Cuts through the program headers used to read as whole.)"""
+    data = linked_cubin
+    read_cubin(data, "whole.cubin")
+    tables = {"program header table": _table_span(data, 0x20, 0x38, 56),
+              "section header table": _table_span(data, 0x28, 0x3C, 64)}
+    assert all(start < end for start, end in tables.values())
+    cuts = set(range(0, len(data), 97))
+    for start, end in tables.values():
+        cuts |= set(range(start, end))
+    for cut in sorted(cuts):
+        with pytest.raises(FormatError) as caught:
+            run_within_budget(lambda: read_cubin(data[:cut], "cut.cubin"), cut, "read_cubin")  # noqa: B023
+        assert caught.value.source == "cut.cubin"
+        for name, (start, end) in tables.items():
+            if start < cut < end:
+                assert f"{name} [{start:#x}, {end:#x})" in str(caught.value)
+                assert f"runs past the end of the file (size {cut:#x})" in str(caught.value)
+
+
+def _with_section(data: bytes, name: str, blob: bytes) -> bytes:
+    """``data`` with section ``name`` pointed at ``blob``, appended to the file."""
+    elf = read_elf(data)
+    header = elf.header.shoff + 64 * elf.section(name).index
+    out = bytearray(data) + blob
+    struct.pack_into("<QQ", out, header + 0x18, len(data), len(blob))
+    return bytes(out)
+
+
+def _kparam(ordinal: int) -> bytes:
+    """An EIATTR_KPARAM_INFO record: a 1-byte parameter at byte ``ordinal``."""
+    return struct.pack("<BBHIHHI", 4, 0x17, 12, 0, ordinal, ordinal, 1 << 18)
+
+
+@pytest.mark.parametrize("section, blob", [
+    (".nv.info.saxpy", struct.pack("<BBH", 1, 0x01, 0) * (1 << 16)),  # 4-byte records nobody reads
+    (".nv.info.saxpy", b"".join(_kparam(k) for k in range(1 << 14))),  # 16 Ki 1-byte parameters
+    (".nv.info", b"".join(struct.pack("<BBHII", 4, 0x2F, 8, k, 5) for k in range(1 << 16))),  # REGCOUNTs
+], ids=["nval", "kparams", "per-symbol"])
+def test_crafted_nv_info_stays_within_memory_budget(corpus, section, blob):
+    """A cubin whose .nv.info section holds 16-64 Ki records reads within 10x its size (each record
+    held as an object took about 20x).  The input must be large enough for the fixed 2 MiB
+    allowance not to hide that; tracing every allocation slows the reader about 7x, hence the
+    larger CPU budget here (it still catches a hang)."""
+    data = _with_section(corpus["cubin"][0], section, blob)
+    cubin = run_within_budget(lambda: read_cubin(data, "crafted.cubin"), len(data), "read_cubin", seconds=5)
+    assert cubin.kernel("saxpy").registers is not None

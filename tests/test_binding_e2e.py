@@ -1,14 +1,18 @@
-"""Argument rules real kernels rely on, end to end on the CPU loader (kernels by NVRTC and numba-cuda):
-null pointers for optional buffers, NumPy structured arrays of vector elements, and numba's wrapping
-of integer arguments (docs/kinds.md, "Arguments")."""
+"""Argument rules real kernels rely on, end to end on the CPU loader (kernels by NVRTC, numba-cuda and
+plain rustc): null pointers for optional buffers, NumPy structured arrays of vector elements, numba's
+wrapping of integer arguments (docs/kinds.md, "Arguments"), and tensors inside by-value structs (a
+rustc ``&[T]`` is a ``{ptr, len}`` struct) bounds-checked against their own memory."""
 
 from __future__ import annotations
 
+import _rust_fixtures
 import numpy as np
 import pytest
 
 import ptxbridge
 from ptxbridge.abi import ArgumentError
+from ptxbridge.abi.errors import MemoryAccessError
+from ptxbridge.abi.syntax import format_type
 
 nvrtc = pytest.importorskip("ptxbridge.nvrtc")
 
@@ -23,6 +27,55 @@ extern "C" __global__ void mix(uint4* v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { uint4 e = v[i]; v[i] = make_uint4(e.w, e.x + e.y, e.z * 2u, e.x); }
 }'''
+
+
+RUST_SLICES = r'''#![no_std]
+#![feature(abi_ptx, stdarch_nvptx)]
+use core::arch::nvptx::{_block_dim_x, _block_idx_x, _thread_idx_x};
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! { loop {} }
+
+fn index() -> usize { unsafe { (_block_idx_x() * _block_dim_x() + _thread_idx_x()) as usize } }
+
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn scale(x: &mut [f32], s: f32) {
+    let i = index();
+    if i < x.len() { x[i] *= s; }
+}
+
+#[repr(C)]
+pub struct Pair<'a> { pub src: &'a [f32], pub dst: &'a mut [f32] }
+
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn shift(p: Pair, n: u32) {
+    let i = index();
+    if i < n as usize && i < p.src.len() && i < p.dst.len() { p.dst[i] = p.src[i] + 1.0; }
+}
+'''
+toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
+
+
+@pytest.mark.usefixtures("sysroot")
+def test_tensors_inside_structs_are_the_cpu_loaders_buffers() -> None:
+    """rustc passes ``&mut [f32]`` as a ``{ptr, len}`` struct: the CPU loader registers the tensors a
+    struct carries, so accesses through them run (they were "outside every buffer") and an access
+    past the tensor a struct points to is still caught."""
+    import ptxbridge.rust
+
+    artifact = ptxbridge.rust.compile(RUST_SLICES, progress=False)
+    assert format_type(artifact.kernels["shift"].params[0].type) == (
+        "struct Pair { src: struct slice { ptr: &f32, len: u64 }, "
+        "dst: struct slice { ptr: &mut f32, len: u64 } }")
+    with ptxbridge.link([artifact]).load("cpu") as module:
+        x = np.arange(40, dtype=np.float32)
+        module.scale({"ptr": x, "len": 40}, 2.0, grid=2, block=32)
+        np.testing.assert_array_equal(x, 2.0 * np.arange(40))
+        src, dst = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
+        module.shift({"src": {"ptr": src, "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=2, block=32)
+        np.testing.assert_array_equal(dst, np.arange(40) + 1.0)
+        with pytest.raises(MemoryAccessError, match=r"kernel 'shift': outside every buffer .* thread \(20, "):
+            module.shift({"src": {"ptr": src[:20], "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=1,
+                         block=40)
 
 
 def test_null_pointer_for_an_optional_buffer() -> None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import struct
 
+import _rust_fixtures
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,12 +16,13 @@ from hypothesis import strategies as st
 
 import ptxbridge
 from ptxbridge import nvrtc
-from ptxbridge.abi.errors import ArgumentError, CudaError, FormatError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CudaError, FormatError
 from ptxbridge.abi.image_file import read_image_file
 from ptxbridge.cli import main
 from ptxbridge.loaders import cubin_runs_on
 from ptxbridge.loaders.driver import driver_problem
 
+toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session fixtures
 SOURCE = r"""
 struct Pair { float scale; int shift; };
 extern "C" __device__ float twice(float v) { return 2.0f * v; }
@@ -48,11 +50,11 @@ def saved(image) -> bytes:
 def _parts(data: bytes) -> tuple[dict, bytes]:
     """(header, payload) of a saved image, read as docs/image-format.md lays it out."""
     magic, version, size, digest = struct.unpack_from("<8sII32s", data)
-    assert (magic, version, digest) == (b"\x89PTXBIMG", 1, hashlib.sha256(data[48:]).digest())
+    assert (magic, version, digest) == (b"\x89PTXBIMG", 2, hashlib.sha256(data[48:]).digest())
     return json.loads(data[48:48 + size]), data[48 + size:]
 
 
-def _build(header: dict, payload: bytes, version: int = 1) -> bytes:
+def _build(header: dict, payload: bytes, version: int = 2) -> bytes:
     """A file with a valid checksum around ``header`` and ``payload`` (to reach the checks past it)."""
     body = json.dumps(header).encode() + payload
     size = len(body) - len(payload)
@@ -75,7 +77,8 @@ def test_save_then_open_gives_the_same_image_and_runs(image, tmp_path):
 
 def test_the_file_is_laid_out_as_documented(image, saved):
     header, payload = _parts(saved)
-    assert set(header) == {"arch", "sections", "signatures", "created_by"}
+    assert set(header) == {"arch", "sections", "signatures", "created_by", "unusable", "cpu_unavailable"}
+    assert header["unusable"] == header["cpu_unavailable"] == {}  # every kernel usable, each has PTX
     assert header["arch"] == "sm_90" and header["created_by"].startswith("ptxbridge")
     assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin)},
                                   {"kind": "ptx", "size": len(image.ptx[0])}]
@@ -107,9 +110,9 @@ CORRUPT = ("checksum mismatch: the file is corrupt or truncated (the SHA-256 of 
     (lambda d: d[:10], "<f>: truncated: a ptxbridge image file is at least 48 bytes (got 10)"),
     (lambda d: b"\x7fELF" + d[4:], r"<f>: not a ptxbridge image file (starts with b'\x7fELFBIMG', expected "
                                    r"b'\x89PTXBIMG')"),
-    (lambda d: d[:8] + struct.pack("<I", 2) + d[12:],
-     "<f>:8: image format version 2 is not supported (this ptxbridge reads version 1) (written by a newer "
-     "ptxbridge: upgrade to read it)"),
+    (lambda d: d[:8] + struct.pack("<I", 3) + d[12:],
+     "<f>:8: image format version 3 is not supported (this ptxbridge reads versions 1 to 2) (written by a "
+     "newer ptxbridge: upgrade to read it)"),
     (lambda d: d[:-1], f"<f>: {CORRUPT}"),
     (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], f"<f>: {CORRUPT}"),
 ])
@@ -121,9 +124,16 @@ def test_damaged_files_are_format_errors(saved, mangle, message):
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda h, p: ({**h, "extra": 1}, p),
-     "<f>:header.$: unknown key 'extra' (keys: arch, created_by, sections, signatures)"),
+     "<f>:header.$: unknown key 'extra' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
+     "unusable)"),
     (lambda h, p: ({k: v for k, v in h.items() if k != "arch"}, p),
-     "<f>:header.$: missing key 'arch' (keys: arch, created_by, sections, signatures)"),
+     "<f>:header.$: missing key 'arch' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
+     "unusable)"),
+    (lambda h, p: ({k: v for k, v in h.items() if k != "unusable"}, p),
+     "<f>:header.$: missing key 'unusable' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
+     "unusable)"),
+    (lambda h, p: ({**h, "cpu_unavailable": {"k": 1}}, p),
+     "<f>:header.cpu_unavailable: must be an object of kernel name -> reason string (got {'k': 1})"),
     (lambda h, p: ({**h, "arch": "gfx90a"}, p),
      "<f>:header.arch: must be null or look like 'sm_90' or 'sm_90a' (got 'gfx90a')"),
     (lambda h, p: (h, p + b"x"), "<f>:header.sections: sections cover 0 bytes but 1 follow the header"),
@@ -140,6 +150,41 @@ def test_headers_that_break_the_format_are_format_errors(saved, edit, message):
     with pytest.raises(FormatError) as info:
         read_image_file(_build(*edit(header, payload)), "<f>")
     assert str(info.value) == message
+
+
+@pytest.mark.usefixtures("sysroot")
+def test_unusable_and_cpu_unavailable_kernels_survive_save_and_open(tmp_path):
+    """A Rust kernel no signature can be made for, and NVRTC kernels that come only as a (relocatable)
+    cubin: the saved image keeps why, so the opened one refuses them with the same words."""
+    import ptxbridge.rust as prust
+
+    rust = prust.compile("#![no_std]\n#![feature(abi_ptx)]\n"
+                         "#[panic_handler]\nfn p(_: &core::panic::PanicInfo) -> ! { loop {} }\n"
+                         "#[unsafe(no_mangle)]\n#[allow(improper_ctypes_definitions)]\n"
+                         "pub unsafe extern \"ptx-kernel\" fn k(x: Option<u32>) {}\n"
+                         "#[unsafe(no_mangle)]\npub unsafe extern \"ptx-kernel\" fn ok(x: u32) {}\n",
+                         progress=False)
+    image = ptxbridge.link([rust, nvrtc.compile(SOURCE, "sm_90", "cubin")], arch="sm_90")
+    assert set(image.unusable) == {"k"} and set(image.cpu_unavailable) == {"add_one", "affine"}
+    opened = ptxbridge.Image.open(image.save(tmp_path / "facts.ptxb"))
+    assert dict(opened.unusable) == dict(image.unusable)
+    assert dict(opened.cpu_unavailable) == dict(image.cpu_unavailable)
+    assert opened.to_bytes()[48:] == image.to_bytes()[48:]  # the same file again (created_by included)
+    with pytest.raises(AbiMismatchError) as info:
+        opened.load("cpu")["k"]
+    assert str(info.value) == image.unusable["k"]
+
+
+def test_a_version_1_file_still_opens(image, saved):
+    """Version 1 had no unusable / cpu_unavailable keys: such a file reads with none."""
+    header, payload = _parts(saved)
+    del header["unusable"], header["cpu_unavailable"]
+    opened = ptxbridge.Image.from_bytes(_build(header, payload, version=1), "<v1>")
+    assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
+    assert opened.unusable == opened.cpu_unavailable == {}
+    assert read_image_file(_build(header, payload, version=1)).version == 1
+    with pytest.raises(FormatError, match=r"unknown key 'unusable' \(keys: arch, created_by, sections, "):
+        read_image_file(_build({**header, "unusable": {}}, payload, version=1), "<v1>")
 
 
 def test_signatures_that_disagree_with_the_cubin_are_refused(saved):
@@ -271,7 +316,7 @@ def test_link_on_the_command_line_then_inspect_the_saved_file(tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out}: {opened!r}\n"
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"{out}: image\n  ptxbridge image, format 1, for sm_90 (ptxbridge")
+    assert text.startswith(f"{out}: image\n  ptxbridge image, format 2, for sm_90 (ptxbridge")
     assert "checksum ok): 2 kernels, 1 PTX modules for the CPU loader\n" in text
     assert "  [0] elf sm_90 at 0x" in text and "  [1] ptx sm_90 at 0x" in text
     assert text.count("#[convention(c)] kernel affine(p: struct Pair { scale: f32, shift: i32 }, "
@@ -280,7 +325,7 @@ def test_link_on_the_command_line_then_inspect_the_saved_file(tmp_path, capsys):
     assert main(["inspect", "--json", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)
     facts = (report["format"], report["format_version"], report["arch"], report["ok"])
-    assert facts == ("image", 1, "sm_90", True)
+    assert facts == ("image", 2, "sm_90", True)
     assert [c["image"]["kind"] for c in report["children"]] == ["elf", "ptx"]
     assert main(["link", str(source), "-o", str(out), "--arch", "sm_80"]) == 0  # sources compiled for it too
     capsys.readouterr()

@@ -1,6 +1,7 @@
 """The kind table: every built-in kind has one entry, and a kind registered from outside (here a
-test-local ``Window<T>``: a pointer and a u32 element count) parses, formats, round-trips through
-the manifest, lowers, reports its access trait, binds and launches without editing any module.
+test-local ``Window<T>``: a pointer and a u32 element count the kernel owns) parses, formats,
+round-trips through the manifest, lowers, reports its access trait, binds, is covered by the launch's
+no-alias check (alone and inside a struct) and launches without editing any module.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ptxbridge.abi import (
     DType,
     Memory,
     Param,
+    Promise,
     SignatureSyntaxError,
     Struct,
     StructField,
@@ -36,9 +38,11 @@ from ptxbridge.abi.kind_table import Arg, Generic, KindEntry, TensorRule, always
 from ptxbridge.abi.kinds import ParamType
 from ptxbridge.abi.lowering import FlatParam
 from ptxbridge.abi.tensor_rules import TensorFacts, TensorProblem
+from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.args import BindContext, make_binder
 
 F32 = dtype("f32")
+_OWNED = Access(Memory.WRITE, Promise.EXCLUSIVE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +65,10 @@ WINDOW = KindEntry(
     syntax=Generic({"Window": {}}, (Arg("dtype", "dtype", "an element type"),)),
     lower=lambda name, t, conv, source: [FlatParam(name, "u64", 8, 8, source),
                                          FlatParam(f"{name}.count", "u32", 4, 4, source)],
-    binding=always("tensor"), access=lambda t, conv: Access(Memory.WRITE),
+    binding=always("tensor"), access=lambda t, conv: _OWNED,
     by_value=lambda t: (16, 8), member="address",
-    tensor=TensorRule(_window_values, refuses_readonly=lambda t: True))
+    tensor=TensorRule(_window_values, refuses_readonly=lambda t: True),
+    promise_words=lambda t: "a Window (owned by the kernel)")
 
 
 @pytest.fixture
@@ -91,8 +96,8 @@ def test_a_registered_kind_reads_writes_and_lowers() -> None:
     laid = [(lp.param.name, lp.param.ptx_type, lp.offset) for lp in sig.layout.params]
     assert laid == [("x", "u64", 0), ("x.count", "u32", 8), ("s", "b8", 16)]
     assert sig.layout.params[2].param.size == 24  # {Window (16, align 8), u32} padded to 8
-    assert access(Window(F32)) == Access(Memory.WRITE)
-    assert access(sig.params[1].type) == Access(Memory.WRITE)  # the struct carries its field's memory
+    assert access(Window(F32)) == _OWNED
+    assert access(sig.params[1].type) == _OWNED  # the struct carries its field's memory and promise
 
 
 @pytest.mark.usefixtures("window")
@@ -109,6 +114,20 @@ def test_a_registered_kind_binds() -> None:
     s = parse_type("struct S { w: Window<f32>, k: u32 }")
     (image,) = make_binder(ctx, Param("s", s), dict).values({"w": x, "k": 7}, 0)
     assert image == struct.pack("<QI4xI4x", x.ctypes.data, 5, 7)
+
+
+@pytest.mark.usefixtures("window")
+def test_a_registered_kind_is_alias_checked() -> None:
+    """The no-alias check finds the new tensor-like kind by its binding family, also as a struct
+    field (by the table's labelled children), and words its promise from the entry."""
+    check = alias_check(parse_signature("kernel k(a: Window<f32>, s: struct S { w: Window<f32>, k: u32 })"))
+    assert check is not None
+    x = np.zeros(8, np.float32)
+    check((x[:4], {"w": x[4:], "k": 1}))  # disjoint halves
+    with pytest.raises(ArgumentError, match=r"k: argument 'a' \(Window<f32>\) overlaps argument 's\.w' "
+                                            r"\(Window<f32>\) in bytes .* \(4 bytes\): 'a' is a Window "
+                                            r"\(owned by the kernel\), which no other argument may overlap"):
+        check((x[:5], {"w": x[4:], "k": 1}))
 
 
 @pytest.mark.usefixtures("window")

@@ -279,6 +279,25 @@ def test_choose_arch_and_lto():
     assert linker.use_lto([CodeKind.PTX, CodeKind.LTOIR]) and not linker.use_lto([CodeKind.PTX])
 
 
+def test_a_fatbin_holding_ltoir_turns_lto_on(tmp_path):
+    """NVRTC -dlto LTO-IR packed by the fatbinary tool: nvJitLink refuses it without -lto
+    (ERROR_LTO_NOT_ENABLED), so lto=None must look inside the fatbin."""
+    from _binary_samples import fatbinary
+
+    device = nvrtc.compile(DEVICE, "sm_90", "ltoir", name="device.cu")
+    path = tmp_path / "device.fatbin"
+    path.write_bytes(fatbinary(tmp_path, [("nvvm", "90", device.code)], name="device"))
+    packed = Artifact.from_file(path)
+    kernel = nvrtc.compile(KERNEL, "sm_90", "ptx", name="kernel.cu")
+    assert packed.kind is CodeKind.FATBIN and linker.use_lto([kernel, packed])
+    assert _kernels(link([kernel, packed], arch="sm_90")) == {"addk"}
+    plain = tmp_path / "kernel.fatbin"
+    plain.write_bytes(fatbinary(tmp_path, [("ptx", "90", kernel.code)], name="kernel"))
+    assert not linker.use_lto([Artifact.from_file(plain)])  # PTX only: no LTO
+    with pytest.raises(LinkError, match="LTO-IR input cannot be used without LTO enabled"):
+        link([kernel, packed], arch="sm_90", lto=False)
+
+
 def test_ptx_isa_supported_table():
     table = {12000: (8, 0), 12040: (8, 4), 12080: (8, 7), 12090: (8, 8), 13000: (9, 0), 13010: (9, 1)}
     for version, isa in table.items():

@@ -28,29 +28,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import (
-    DisjointSlice,
-    NumbaArray,
-    ParamType,
-    Pointer,
-    Slice,
-    Struct,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
+from ptxbridge.abi.kind_entries import KINDS
+from ptxbridge.abi.kinds import ParamType
 from ptxbridge.abi.memory_access import Access, Memory, Promise, access
 from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.dlpack import extractor_for
 from ptxbridge.launch.extents import Extent, Undecided, extent_of, overlap, self_overlap
+from ptxbridge.launch.members import Member, Step, members, read
 
 __all__ = ["AliasCheck", "alias_check"]
 
-_TENSORS = (Pointer, Slice, DisjointSlice, NumbaArray, TileArray, TileTensor)
 _OPT_OUT = "pass tensors that do not overlap, or check_aliasing=False to take that responsibility"
-Step = int | str  # a tuple item or a struct field on the way from the argument to a tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +53,7 @@ class _Unit:
     many: bool = False  # a cuTile list: the value is a sequence of tensors
     distinct_items: bool = False  # list items must not overlap each other
     internal: bool = False  # must not overlap itself (two indices, one address)
+    partition: bool = False  # a cutile-rs partition (written tile by tile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,35 +65,26 @@ class _Rule:
     why: str
 
 
-def _units(label: str, t: ParamType, path: tuple[Step, ...], convention: Convention) -> Iterator[_Unit]:
-    if isinstance(t, TileTensor) and t.partition:  # passed as (tensor, partition_dims, partition_strides)
-        yield _Unit(label, t, access(t, convention), (*path, 0), internal=True)
-    elif isinstance(t, TileArray):
-        yield _Unit(label, t, access(t, convention), path, internal=not t.may_alias_internally)
-    elif isinstance(t, _TENSORS):
-        yield _Unit(label, t, access(t, convention), path)
-    elif isinstance(t, TileList):
+def _units(member: Member, index: int, convention: Convention) -> Iterator[_Unit]:
+    """The units of one argument member, by its binding family."""
+    t, label, path = member.type, member.label, (index, *member.path)
+    if member.family == "tensor":
+        promise = access(t, convention)
+        internal = promise.promise is Promise.GROUPS and not promise.may_alias_internally
+        yield _Unit(label, t, promise, path, internal=internal)
+    elif member.family == "partition":  # passed as (tensor, partition_dims, partition_strides)
+        yield _Unit(label, t, access(t, convention), (*path, 0), internal=True, partition=True)
+    elif member.family == "tile-list":
+        ((_, element),) = KINDS.labelled(t)
         yield _Unit(label, t, access(t, convention), path, many=True, distinct_items=not t.elements_may_alias,
-                    internal=not t.element.may_alias_internally)
-    elif isinstance(t, Struct) and convention is not Convention.NUMBA:  # numba passes a copy
-        for f in t.fields:
-            yield from _units(f"{label}.{f.name}", f.type, (*path, f.name), convention)
-    elif isinstance(t, Tuple):
-        for k, item in enumerate(t.items):
-            yield from _units(f"{label}.{k}", item, (*path, k), convention)
+                    internal=not access(element, convention).may_alias_internally)
 
 
 def _what(unit: _Unit) -> str:
     """The promise of ``unit`` in the words of its source language."""
-    t = unit.type
-    if isinstance(t, DisjointSlice):
-        return "a DisjointSlice (each element written by one thread)"
-    if isinstance(t, Pointer) and t.noalias == "restrict":
-        return "a __restrict__ pointer" if t.mutable else "a const __restrict__ pointer"
-    if isinstance(t, (Slice, Pointer)):
-        return "a &mut borrow" if t.mutable else "a shared borrow (&)"
-    if isinstance(t, TileTensor):
-        return "a &mut Tensor partition" if t.partition else "a &Tensor (shared borrow)"
+    words = KINDS.entry_of(unit.type).promise_words(unit.type)
+    if words is not None:
+        return words
     if unit.access.promise is Promise.EXCLUSIVE:
         return "an exclusive (no-alias) parameter"
     return "a shared-read (no-alias) parameter"
@@ -123,12 +104,6 @@ def _rule(units: Sequence[_Unit], i: int, j: int) -> _Rule | None:
     if a.promise is Promise.GROUPS and b.promise is Promise.GROUPS and not a.alias_groups & b.alias_groups:
         return _Rule(i, j, "the kernel was compiled for them in different cuTile alias groups (or none)")
     return None
-
-
-def _read(step: Step, value: Any) -> Any:
-    if isinstance(step, int):
-        return value[step] if isinstance(value, (tuple, list)) and step < len(value) else None
-    return value.get(step) if isinstance(value, dict) else getattr(value, step, None)
 
 
 def _extent(value: Any) -> Extent | None:
@@ -170,9 +145,7 @@ class AliasCheck:
         pieces: dict[int, list[tuple[str, Extent]]] = {}
         for k in self._wanted:
             unit = self.units[k]
-            value = args[unit.path[0]]
-            for step in unit.path[1:]:
-                value = _read(step, value)
+            value = read(args[unit.path[0]], unit.path[1:])
             items = enumerate(value) if unit.many and isinstance(value, (list, tuple)) else ((None, value),)
             found = pieces[k] = []
             for index, item in items:
@@ -223,7 +196,7 @@ class AliasCheck:
             address = e.ptr + sum(i * s for i, s in zip(first, e.strides, strict=True)) * e.itemsize
             problem = (f"overlaps itself: indices {first} and {second} both address {address:#x} "
                        f"({_layout(e)})")
-        which = "a partition (written tile by tile)" if isinstance(self.units[k].type, TileTensor) else \
+        which = "a partition (written tile by tile)" if self.units[k].partition else \
             "an array that does not alias internally (may_alias_internally=False)"
         head = self._head(k, name)
         raise ArgumentError(f"{head} {problem}: the kernel was compiled for {which}; "
@@ -238,8 +211,8 @@ def _layout(e: Extent) -> str:
 def alias_check(signature: Signature, kernel: str | None = None) -> AliasCheck | None:
     """The launch check of ``signature``'s no-alias promises; None when it makes none."""
     convention = signature.convention
-    units = [u for k, p in enumerate(signature.params) for u in _units(p.name, p.type, (k,), convention)
-             if u.access.memory is not Memory.NONE]
+    units = [u for k, p in enumerate(signature.params) for m in members(p.name, p.type, convention)
+             for u in _units(m, k, convention) if u.access.memory is not Memory.NONE]
     rules = [r for i in range(len(units)) for j in range(i + 1, len(units)) if (r := _rule(units, i, j))]
     if not rules and not any(u.internal or u.distinct_items for u in units):
         return None

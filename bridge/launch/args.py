@@ -35,6 +35,7 @@ from ptxbridge.launch.dlpack import (
     extractor_for,
     torch_dtype_map,
 )
+from ptxbridge.launch.members import members, read
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
@@ -83,8 +84,9 @@ class LaunchState:
 class Binder:
     """``values(arg, stream)`` (or ``(arg, state)`` when ``stateful``) -> flat values.
 
-    ``buffer(arg, stream)`` gives the memory range a tensor argument brings (for
-    loaders that bounds-check); None for arguments that bring none.  ``inline``
+    ``buffers(arg, stream)`` gives the memory ranges an argument brings: a tensor's, or
+    those of the tensors a by-value struct or tuple carries (for loaders that
+    bounds-check); None for arguments that can bring none.  ``inline``
     is an optional hint for the plan compiler (:mod:`ptxbridge.launch.module`) to
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
@@ -93,7 +95,7 @@ class Binder:
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
-    buffer: Callable[[Any, int], Buffer] | None = None
+    buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
 
 
@@ -177,17 +179,40 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         except TensorProblem as problem:
             raise where.fail(str(problem)) from None
 
-    def buffer(arg: Any, stream: Any) -> Buffer:
-        info = extract(arg, stream)
-        lowest, nbytes = info.span()
-        return Buffer(lowest, nbytes, not info.readonly, info.owner)
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
+        return (_buffer(extract(arg, stream)),)
 
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
     fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
                      or _cupy_fast_path(ctx, where, form, arg_type, checked))
     if not fast:
-        return Binder(checked, buffer=buffer)
-    return Binder(fast[0], buffer=buffer, inline=fast[1])
+        return Binder(checked, buffers=buffers)
+    return Binder(fast[0], buffers=buffers, inline=fast[1])
+
+
+def _buffer(info: TensorInfo) -> Buffer:
+    """The memory range of a tensor, as the CPU loader registers it."""
+    lowest, nbytes = info.span()
+    return Buffer(lowest, nbytes, not info.readonly, info.owner)
+
+
+def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tuple[Buffer, ...]] | None:
+    """The memory of the tensors a by-value struct or tuple carries (a plain-rustc ``{ptr, len}`` slice
+    is a struct holding a pointer), found through the kind table's labelled children; None when the
+    type holds no tensor kind.  Raw integer addresses bring no range."""
+    nested = [m.path for m in members(where.name, where.t, ctx.convention) if m.family == "tensor"]
+    if not nested:
+        return None
+
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
+        found = []
+        for path in nested:
+            value = read(arg, path)
+            extract = extractor_for(type(value))
+            if extract is not None:
+                found.append(_buffer(extract(value, stream)))
+        return tuple(found)
+    return buffers
 
 
 def _torch_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
@@ -296,7 +321,7 @@ def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Bind
             image(arg)
             return ()
         return Binder(nothing)
-    return Binder(lambda arg, stream: (image(arg),))
+    return Binder(lambda arg, stream: (image(arg),), buffers=_nested_buffers(ctx, where))
 
 
 def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
@@ -342,8 +367,8 @@ def _items_binder(ctx: BindContext, where: _Where) -> Binder:
                 binder = cache[(index, type(item))] = make_binder(
                     ctx, Param(f"{where.name}.{index}", item_type), type(item))
             flat += binder.values(item, state if binder.stateful else state.stream)
-            if binder.buffer is not None:
-                state.buffers.append(binder.buffer(item, state.stream))
+            if binder.buffers is not None:
+                state.buffers += binder.buffers(item, state.stream)
         return flat
 
     return Binder(values, stateful=True)
@@ -385,12 +410,12 @@ def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
                              f"(got {tuple(strides)})")
         return flat + extra
 
-    def buffer(arg: Any, stream: Any) -> Buffer:
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         """The partitioned tensor's memory (the CPU loader bounds-checks the kernel against it);
         called after ``values`` accepted ``arg``."""
-        return tensor_binder(arg[0]).buffer(arg[0], stream)  # type: ignore[misc]
+        return tensor_binder(arg[0]).buffers(arg[0], stream)  # type: ignore[misc]
 
-    return Binder(values, buffer=buffer)
+    return Binder(values, buffers=buffers)
 
 
 # binding family (a kind entry's ``binding``) -> how its binder is built from (ctx, where, argument type)

@@ -139,8 +139,8 @@ class _Plan:
         values: tuple = ()
         for binder, arg in zip(self.binders, args, strict=True):
             values += binder.values(arg, state if binder.stateful else handle)
-            if self.need_buffers and binder.buffer is not None:
-                state.buffers.append(binder.buffer(arg, handle))
+            if self.need_buffers and binder.buffers is not None:
+                state.buffers += binder.buffers(arg, handle)
         if self.aliasing is not None and check_aliasing:
             self.aliasing(args)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)

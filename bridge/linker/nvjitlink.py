@@ -162,7 +162,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
                      cpu_unavailable=_machine_code_only(artifacts))
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
-    lto = use_lto(a.kind for a in artifacts) if lto is None else lto
+    lto = use_lto(artifacts) if lto is None else lto
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     args += policy_args(artifacts, options)
     check_symbols(artifacts)

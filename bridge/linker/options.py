@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ptxbridge.abi.errors import OptionError
-from ptxbridge.artifact import CodeKind
+from ptxbridge.abi.errors import FormatError, OptionError
+from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.artifact import Artifact, CodeKind
 
 __all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]
 
 _LTO_KINDS = (CodeKind.LTOIR, CodeKind.NVVM)  # NVVM IR is compiled to LTO-IR before the link
+_FATBIN_KINDS = (CodeKind.FATBIN, CodeKind.OBJECT)  # a host object's fatbin is its .nv_fatbin section
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +78,20 @@ def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
     return args + list(options.extra)
 
 
-def use_lto(kinds: Iterable[CodeKind]) -> bool:
-    """``lto=None`` means: link-time optimise when any input is LTO-IR."""
-    return any(CodeKind(k) in _LTO_KINDS for k in kinds)
+def use_lto(inputs: Iterable[Artifact | CodeKind]) -> bool:
+    """``lto=None`` means: link-time optimise when any input is LTO-IR, or is a fatbin (or a host
+    object's embedded fatbin) holding an LTO-IR image, which nvJitLink refuses to link without
+    ``-lto``.  A bare kind says only what its kind says."""
+    return any(_holds_lto(item) for item in inputs)
+
+
+def _holds_lto(item: Artifact | CodeKind) -> bool:
+    if not isinstance(item, Artifact):
+        return CodeKind(item) in _LTO_KINDS
+    if item.kind not in _FATBIN_KINDS:
+        return item.kind in _LTO_KINDS
+    try:
+        entries = read_fatbin(item.code, item.name).entries
+    except FormatError:  # a host object without a fatbin holds no LTO-IR; a broken one nvJitLink reports
+        return False
+    return any(entry.kind == "ltoir" for entry in entries)
