@@ -263,7 +263,7 @@ def test_the_handler_refuses_overlapping_restrict_buffers(image):
     # ptxbridge.jax never builds such a call; a hand-built one stands for a buffer assignment
     # that would hand the kernel one buffer as both x and y
     raxpy = elementwise(image, "raxpy", "x")
-    x = jnp.arange(8, dtype=jnp.float32)
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), jax.devices("cpu")[0])  # CPU attributes: run there
     honest = pj._pack(raxpy.spec, {"a": 2.0, "x": x, "y": x, "n": 8}, {"x": 0, "y": -1}, raxpy.promises)
     overlapping = dataclasses.replace(honest, slots=((8, 0), (16, -1)))  # result 0 is operand 0's buffer
     xf.register()
