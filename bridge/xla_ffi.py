@@ -102,7 +102,7 @@ def no_alias(spec: OpSpec) -> NoAlias:
     pairs, texts = [], []
     for rule in check.rules:
         first, second = check.units[rule.first], check.units[rule.second]
-        if len(first.path) != 1 or len(second.path) != 1 or not {first.label, second.label} <= slot.keys():
+        if not {first.label, second.label} <= slot.keys():  # a member ("s.field", "t.0") has no slot
             continue
         pairs.append((slot[first.label], slot[second.label]))
         texts.append(f"{spec.name}: argument '{first.label}' ({format_type(first.type)}) overlaps argument "
