@@ -16,8 +16,15 @@
  *   session   u64    unread: a per-process random number that keeps programs of different
  *                    processes apart (the addresses above are valid in one process only)
  *
- * Per call the handler copies the template, writes each buffer's address into its slots, and
- * makes one launch with the packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  It launches the same
+ * and, for a kernel with no-alias promises (__restrict__, &mut, DisjointSlice):
+ *
+ *   no_alias       i64[] pairs (slot i, slot j) whose buffers must not overlap
+ *   no_alias_bytes i64[] the bytes of each slot's buffer
+ *   no_alias_text  string one line per pair, "head<TAB>why": the message around the bytes
+ *
+ * Per call the handler copies the template, writes each buffer's address into its slots, checks
+ * the no-alias pairs (two byte ranges each: XLA's buffers are dense), and makes one launch with
+ * the packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  It launches the same
  * work every time, so it declares itself command-buffer compatible (XLA may capture it in a
  * CUDA graph).
  */
@@ -89,6 +96,52 @@ static int buffer_address(const XLA_FFI_CallFrame *frame, int64_t source, void *
     return 1;
 }
 
+/* The error for no-alias pair ``k`` sharing bytes [lo, hi): line k of ``text``, split at its tab. */
+static XLA_FFI_Error *overlapped(const XLA_FFI_Api *api, const XLA_FFI_ByteSpan *text, int64_t k, uintptr_t lo,
+                                 uintptr_t hi) {
+    const char *line = text->ptr, *end = text->ptr + text->len;
+    for (; k > 0 && line < end; k--) {
+        const char *next = memchr(line, '\n', (size_t)(end - line));
+        line = next == NULL ? end : next + 1;
+    }
+    const char *stop = memchr(line, '\n', (size_t)(end - line));
+    if (stop == NULL) stop = end;
+    const char *tab = memchr(line, '\t', (size_t)(stop - line));
+    if (tab == NULL) tab = stop;
+    const char *why = tab < stop ? tab + 1 : stop;
+    char message[2048];
+    snprintf(message, sizeof message, "%.*s in bytes [%#llx, %#llx) (%llu bytes): %.*s", (int)(tab - line), line,
+             (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)(hi - lo), (int)(stop - why), why);
+    return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, message);
+}
+
+/* NULL, or the error for the first no-alias pair whose buffers share bytes. */
+static XLA_FFI_Error *check_no_alias(const XLA_FFI_Api *api, const XLA_FFI_CallFrame *frame,
+                                     const XLA_FFI_Array *slots) {
+    const XLA_FFI_Attrs *attrs = &frame->attrs;
+    const XLA_FFI_Array *pairs = array(attrs, "no_alias", XLA_FFI_DataType_S64);
+    if (pairs == NULL) return NULL;
+    const XLA_FFI_Array *bytes = array(attrs, "no_alias_bytes", XLA_FFI_DataType_S64);
+    const XLA_FFI_ByteSpan *text = attribute(attrs, "no_alias_text", XLA_FFI_AttrType_STRING);
+    if (bytes == NULL || text == NULL || pairs->size % 2 || bytes->size * 2 != slots->size)
+        return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                    "ptxbridge_launch: no_alias needs no_alias_bytes (one per slot) and no_alias_text");
+    const int64_t *p = pairs->data, *size = bytes->data, *source = slots->data;
+    for (size_t k = 0; k < pairs->size; k += 2) {
+        int64_t i = p[k], j = p[k + 1];
+        void *a = NULL, *b = NULL;
+        if (i < 0 || j < 0 || (size_t)i >= bytes->size || (size_t)j >= bytes->size ||
+            !buffer_address(frame, source[2 * i + 1], &a) || !buffer_address(frame, source[2 * j + 1], &b))
+            return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ptxbridge_launch: a no_alias pair names no slot");
+        uintptr_t lo_a = (uintptr_t)a, lo_b = (uintptr_t)b;
+        uintptr_t lo = lo_a > lo_b ? lo_a : lo_b;
+        uintptr_t hi_a = lo_a + (uintptr_t)size[i], hi_b = lo_b + (uintptr_t)size[j];
+        uintptr_t hi = hi_a < hi_b ? hi_a : hi_b;
+        if (lo < hi) return overlapped(api, text, (int64_t)(k / 2), lo, hi);
+    }
+    return NULL;
+}
+
 static XLA_FFI_Error *launch_failed(const XLA_FFI_Api *api, const XLA_FFI_ByteSpan *kernel, uint64_t describe,
                                     int code, const int64_t *g) {
     const char *text = NULL;
@@ -137,6 +190,7 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
         else
             memcpy(buffer + offset, &address, sizeof address);
     }
+    if (error == NULL) error = check_no_alias(api, frame, slots);
     void *stream = NULL;
     if (error == NULL && use_stream) {
         XLA_FFI_Stream_Get_Args args = {XLA_FFI_Stream_Get_Args_STRUCT_SIZE, NULL, frame->ctx, NULL};

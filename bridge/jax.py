@@ -15,13 +15,19 @@ Buffers arrive in the signature's order, dense and row-major.
 
 Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plain
 ``module.kernel(...)`` call also takes eager JAX arrays through DLPack, read-only.
+
+Transformations: ``backward=`` makes the op a ``jax.custom_vjp`` whose backward is built from
+other bridged ops, so ``jax.grad`` and ``jax.vjp`` work under ``jax.jit``; without it the op
+is a ``jax.custom_jvp`` whose rule refuses differentiation in ptxbridge's words.  ``jax.vmap``
+launches the kernel once per batch element (``vmap_method="sequential"``: a loop in the
+program), every rule seeing one element's shapes.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -39,7 +45,7 @@ from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
-from ptxbridge.xla_ffi import TARGET, Packed, cpu_attributes, cuda_attributes, register
+from ptxbridge.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
 
 __all__ = ["JaxOp", "Output", "op"]
 
@@ -49,7 +55,8 @@ _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
-       read_only: Sequence[str] = ()) -> JaxOp:
+       read_only: Sequence[str] = (), backward: Callable[..., Mapping[str, Any]] | None = None,
+       check_aliasing: bool = True) -> JaxOp:
     """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
 
     Parameters
@@ -64,6 +71,14 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     outputs, derived, read_only
         As in :func:`ptxbridge.torch.op`: ``{"y": "like x"}``, ``{"n": "numel x"}``; a tensor named
         in ``read_only`` (a numba array the kernel only reads) is neither aliased nor returned.
+    backward
+        Makes the op differentiable (``jax.grad``, ``jax.vjp``): ``backward(*grads, **values) ->
+        {argument name: gradient}``, called with one gradient per result (in the order the op
+        returns them) and every argument and result by name; build it from other ptxbridge.jax
+        ops.  As in :func:`ptxbridge.torch.op`, the op must return outputs and mutate nothing.
+    check_aliasing
+        Check the kernel's no-alias promises on the buffers XLA passes, in the handler, before
+        each launch (docs/safety.md); False takes that responsibility.
 
     Returns
     -------
@@ -72,42 +87,91 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     """
     modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
                               grid=grid, block=block, shared_mem=shared_mem)
-    return JaxOp(spec, modules)
+    if backward is not None:
+        spec.check_backward()
+    return JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
 
 
 class JaxOp:
     """A bridged kernel as a JAX function (see :func:`op`)."""
 
-    def __init__(self, spec: OpSpec, modules: Modules):
+    def __init__(self, spec: OpSpec, modules: Modules, backward: Callable[..., Mapping[str, Any]] | None,
+                 promises: NoAlias):
         written = [p.name for p in spec.signature.params
                    if p.name in spec.mutated or any(o.param.name == p.name for o in spec.outputs)]
         if not written:
             raise ArgumentError(f"{spec.name}: writes no tensor, so a JAX op of it would return nothing; "
                                 "declare what it writes in outputs= or type the pointer *mut")
         self.spec, self.modules, self.written = spec, modules, tuple(written)
+        self.backward, self.promises = backward, promises
+        self.arrays = tuple(p.name for p in spec.inputs if p.name in spec.tensors)  # the call's operands
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         spec = self.spec
         values = spec.bind(args, kwargs)
-        operands = []
         for param in spec.inputs:
             if param.name in spec.tensors:
                 values[param.name] = jax.numpy.asarray(values[param.name])
-                operands.append(values[param.name])
             else:
                 values[param.name] = _static(spec.name, param.name, values[param.name])
-        sources = {p.name: i for i, p in enumerate(p for p in spec.inputs if p.name in spec.tensors)}
+        statics = {k: v for k, v in values.items() if k not in self.arrays}
+        return self._differentiable(statics)(*(values[name] for name in self.arrays))
+
+    def _differentiable(self, statics: dict[str, Any]) -> Callable[..., Any]:
+        """The launch as a function of the arrays, with the op's differentiation rule."""
+        def launch(*arrays: Any) -> Any:
+            return self._launch(statics | dict(zip(self.arrays, arrays, strict=True)))
+
+        if self.backward is None:
+            refusing = jax.custom_jvp(launch)
+            refusing.defjvp(self._no_derivative)
+            return refusing
+
+        def forward(*arrays: Any) -> tuple[Any, Any]:
+            found = launch(*arrays)
+            return found, (arrays, found)
+
+        def backward(saved: tuple, cotangent: Any) -> tuple:
+            arrays, found = saved
+            values = statics | dict(zip(self.arrays, arrays, strict=True))
+            return self._gradients(values, found, cotangent)
+
+        differentiable = jax.custom_vjp(launch)
+        differentiable.defvjp(forward, backward)
+        return differentiable
+
+    def _no_derivative(self, primals: tuple, tangents: tuple) -> Any:
+        raise ArgumentError(f"{self.spec.name}: JAX differentiates through the op, which has no derivative; "
+                            "give ptxbridge.jax.op a backward= built from other bridged ops")
+
+    def _gradients(self, values: dict[str, Any], found: Any, cotangent: Any) -> tuple:
+        """The user's backward, checked: one gradient (or None, zero) per array argument."""
+        results = found if isinstance(found, tuple) else (found,)
+        grads = cotangent if isinstance(cotangent, tuple) else (cotangent,)
+        named = values | dict(zip(self.written, results, strict=True))
+        given = self.spec.gradients(self.backward(*grads, **named))
+        return tuple(_gradient(self.spec.name, name, values[name], given.get(name)) for name in self.arrays)
+
+    def _launch(self, values: dict[str, Any]) -> Any:
+        """One custom call on the arrays and static values in ``values``."""
+        spec = self.spec
+        operands = [values[name] for name in self.arrays]
+        sources = {name: i for i, name in enumerate(self.arrays)}
         spec.derive(values)
         for output in spec.outputs:
             dt = _jax_dtype(output.dtype) if output.dtype is not None else values[output.like].dtype
-            values[output.param.name] = jax.ShapeDtypeStruct(spec.shape(output, values), dt)
+            shape = spec.shape(output, values)
+            values[output.param.name] = jax.ShapeDtypeStruct(shape, dt)
+            if output.zeros:  # XLA's results start uninitialized: a zero operand that the result aliases
+                sources[output.param.name] = len(operands)
+                operands.append(jax.numpy.zeros(shape, dt))
         results, aliases = [], {}
         for name in self.written:
             if name in sources:  # mutated: the result is the operand's buffer, written in place
                 aliases[sources[name]] = len(results)
             sources[name] = -len(results) - 1
             results.append(jax.ShapeDtypeStruct(values[name].shape, values[name].dtype))
-        packed = _pack(spec, values, sources)
+        packed = _pack(spec, values, sources, self.promises)
         call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases, vmap_method="sequential")
         register()
         branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
@@ -148,8 +212,27 @@ def _static(kernel: str, name: str, value: Any) -> Any:
     """A scalar argument as the Python value it is compiled in as."""
     if isinstance(value, jax.core.Tracer):
         raise ArgumentError(f"{kernel}: argument '{name}' is a traced value; scalars are compiled into the "
-                            "call under jax.jit: pass a Python number (e.g. mark it static_argnames)")
+                            "call: pass a Python number (under jax.jit mark it static_argnames; under "
+                            "jax.vmap give it in_axes=None; jax.grad differentiates array arguments only)")
     return value.item() if isinstance(value, (jax.Array, np.ndarray, np.generic)) else value
+
+
+def _gradient(kernel: str, name: str, primal: Any, grad: Any) -> Any:
+    """``grad``, the gradient a backward gave argument ``name``, checked against the argument."""
+    if grad is None:
+        return None  # custom_vjp reads None as a zero cotangent
+    where = f"{kernel}: backward's gradient for '{name}'"
+    try:
+        grad = jax.numpy.asarray(grad)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{where} is not an array (got {type(grad).__name__})") from None
+    if not jax.numpy.issubdtype(primal.dtype, jax.numpy.inexact):
+        raise ArgumentError(f"{where}: '{name}' is an array of {primal.dtype}, which takes no gradient "
+                            "(leave it out of the dict)")
+    if grad.shape != primal.shape or grad.dtype != primal.dtype:
+        raise ArgumentError(f"{where} is {grad.dtype}{list(grad.shape)}; expected {primal.dtype}"
+                            f"{list(primal.shape)}, the argument's")
+    return grad
 
 
 def _dtype_of(value: Any) -> DType | None:
@@ -182,7 +265,7 @@ def _tensor_values(spec: OpSpec, index: int, value: Any) -> tuple:
         raise ArgumentError(f"{where} {problem}") from None
 
 
-def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int]) -> Packed:
+def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int], promises: NoAlias) -> Packed:
     """The launch fixed at trace time: template buffer, pointer slots, spans and geometry."""
     signature = spec.signature
     context = BindContext(spec.name, signature.convention, DLPACK_CPU, 0)
@@ -218,4 +301,4 @@ def _pack(spec: OpSpec, values: dict[str, Any], sources: Mapping[str, int]) -> P
     if not isinstance(shared_mem, int) or shared_mem < 0:
         raise ArgumentError(f"{spec.name}: shared_mem must be a non-negative int (got {shared_mem!r})")
     return Packed(spec.name, layout.packer().pack(flat), tuple(slots), tuple(spans),
-                  (*grid3, *block3, shared_mem))
+                  (*grid3, *block3, shared_mem), promises)

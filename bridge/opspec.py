@@ -269,6 +269,27 @@ class OpSpec:
         """The derived values an output shape reads (a fake / abstract evaluation needs only these)."""
         return frozenset(n for o in self.outputs for n in o.shape.reads)
 
+    def check_backward(self) -> None:
+        """Refuse ``backward=`` on an op whose gradients would have no place to go.
+
+        A mutated argument is both an input and a result under one name, so neither torch's
+        autograd nor a ``backward(**values)`` call can tell the two apart; an op without outputs
+        has nothing to differentiate.
+        """
+        if self.mutated or not self.outputs:
+            mutates = ", ".join(self.mutated) or "nothing"
+            raise ArgumentError(f"{self.name}: backward= needs an op that returns outputs and mutates no "
+                                f"argument (it mutates {mutates}); declare written tensors as outputs= "
+                                "(and tensors the kernel only reads in read_only=)")
+
+    def gradients(self, found: Any) -> Mapping[str, Any]:
+        """``found``, a backward's result, checked: a dict from tensor argument names to gradients."""
+        differentiable = {p.name for p in self.inputs if p.name in self.tensors}
+        if not isinstance(found, Mapping) or not set(found) <= differentiable:
+            raise ArgumentError(f"{self.name}: backward must return a dict from tensor argument names "
+                                f"({', '.join(sorted(differentiable))}) to gradients (got {found!r})")
+        return found
+
 
 def _run(found: Rule, values: Mapping[str, Any]) -> Any:
     try:

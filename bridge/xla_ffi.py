@@ -18,6 +18,11 @@ CPU        a ctypes callback with cuLaunchKernel's          the Python exception
 
 So jax.jit on a CPU runs the same C handler as on a GPU, and CI exercises it.
 
+The handler also keeps the kernel's no-alias promises (``__restrict__``, ``&mut``,
+``DisjointSlice``; :mod:`ptxbridge.launch.aliasing`): :func:`no_alias` turns them into pairs of
+pointer slots whose buffers must not overlap, and the handler compares their byte ranges on
+every call, before launching.  XLA's buffers are dense, so two byte ranges decide it exactly.
+
 The attributes hold addresses valid only in the process that traced the call, so the program
 cannot be serialized (``jax.export``) or reused from another process; a random ``session``
 attribute makes every process's programs differ, so JAX's persistent compilation cache never
@@ -35,10 +40,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptxbridge.abi.errors import ToolchainError
+from ptxbridge.abi.syntax import format_type
+from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.loaders.base import Buffer
-from ptxbridge.opspec import Modules
+from ptxbridge.opspec import Modules, OpSpec
 
-__all__ = ["TARGET", "Packed", "cpu_attributes", "cuda_attributes", "register"]
+__all__ = ["TARGET", "NoAlias", "Packed", "cpu_attributes", "cuda_attributes", "no_alias", "register"]
 
 TARGET = "ptxbridge_launch"
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
@@ -54,7 +61,8 @@ class Packed:
 
     ``slots`` pairs each pointer's byte offset in ``params`` with its buffer (operand ``k >= 0``,
     result ``-k-1``); ``spans`` gives, per slot, the bytes that buffer holds and whether the
-    kernel may write it (the CPU loader bounds-checks against these).
+    kernel may write it (the CPU loader bounds-checks against these); ``no_alias`` the slot pairs
+    the handler checks.
     """
 
     kernel: str
@@ -62,6 +70,44 @@ class Packed:
     slots: tuple[tuple[int, int], ...]
     spans: tuple[tuple[int, bool], ...]
     geometry: tuple[int, int, int, int, int, int, int]
+    no_alias: NoAlias
+
+
+@dataclass(frozen=True, slots=True)
+class NoAlias:
+    """Pointer slots whose buffers must not overlap: ``pairs[k]`` (slot indices), ``texts[k]``
+    its message as ``head<TAB>why`` (the handler puts the overlapping bytes between them)."""
+
+    pairs: tuple[tuple[int, int], ...] = ()
+    texts: tuple[str, ...] = ()
+
+
+_OPT_OUT = ("pass arrays that do not overlap, or check_aliasing=False in ptxbridge.jax.op to take that "
+            "responsibility")
+
+
+def no_alias(spec: OpSpec) -> NoAlias:
+    """The no-alias promises of ``spec``'s kernel between its tensor parameters, as slot pairs.
+
+    Slot ``k`` is the ``k``-th tensor parameter in signature order (the order :class:`Packed`
+    lists them).  Promises on members of a by-value struct are left out: a struct is a derived
+    constant in a JAX op, its pointers raw integers with no extent.  So is "does not overlap
+    itself" (cuTile arrays, partitions): an XLA buffer is dense, so its indices never share an
+    element.
+    """
+    check = alias_check(spec.signature)
+    if check is None:
+        return NoAlias()
+    slot = {p.name: k for k, p in enumerate(p for p in spec.signature.params if p.name in spec.tensors)}
+    pairs, texts = [], []
+    for rule in check.rules:
+        first, second = check.units[rule.first], check.units[rule.second]
+        if not {first.label, second.label} <= slot.keys():  # a member ("s.field", "t.0") has no slot
+            continue
+        pairs.append((slot[first.label], slot[second.label]))
+        texts.append(f"{spec.name}: argument '{first.label}' ({format_type(first.type)}) overlaps argument "
+                     f"'{second.label}' ({format_type(second.type)})\t{rule.why}; {_OPT_OUT}")
+    return NoAlias(tuple(pairs), tuple(texts))
 
 
 @functools.cache
@@ -82,10 +128,15 @@ def register() -> None:
 def _common(packed: Packed) -> dict[str, Any]:
     import numpy as np
 
-    return {"geometry": np.array(packed.geometry, np.int64),
-            "params": np.frombuffer(packed.params or b"", np.uint8).copy(),
-            "slots": np.array([v for pair in packed.slots for v in pair], np.int64),
-            "kernel": packed.kernel, "session": np.uint64(_SESSION)}
+    found = {"geometry": np.array(packed.geometry, np.int64),
+             "params": np.frombuffer(packed.params or b"", np.uint8).copy(),
+             "slots": np.array([v for pair in packed.slots for v in pair], np.int64),
+             "kernel": packed.kernel, "session": np.uint64(_SESSION)}
+    if packed.no_alias.pairs:  # the handler checks only when these are present
+        found["no_alias"] = np.array([k for pair in packed.no_alias.pairs for k in pair], np.int64)
+        found["no_alias_bytes"] = np.array([nbytes for nbytes, _ in packed.spans], np.int64)
+        found["no_alias_text"] = "\n".join(packed.no_alias.texts)
+    return found
 
 
 def cuda_attributes(packed: Packed, facts: dict[str, Any]) -> dict[str, Any]:

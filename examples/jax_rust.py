@@ -6,7 +6,9 @@ derived from ``x`` ("numel x"), and since the kernel writes ``y`` the op returns
 with XLA told that it aliases the input (``input_output_aliases``), so the kernel writes in
 place where XLA can give it the buffer.  Under ``jax.jit`` the call is one XLA FFI custom call:
 on a GPU it launches on XLA's stream; on the CPU the same C handler runs the kernel on
-ptxbridge's CPU PTX interpreter.
+ptxbridge's CPU PTX interpreter.  The same kernel with ``y`` a zero-filled output (``y = a * x``)
+is differentiable: its backward is the kernel again (``a * grad``), so ``jax.grad`` works under
+``jax.jit``.
 Usage: ``python examples/jax_rust.py`` (needs JAX; exits cleanly without it).
 """
 
@@ -33,8 +35,11 @@ def main() -> None:
 
     rust = ptxbridge.rust.compile(HERE / "kernels" / "scale.rs")
     print(f"Rust kernel: {rust.kernels['saxpy']}")
-    saxpy = op(ptxbridge.link([rust]), "saxpy", derived={"n": "numel x"},
-               grid=lambda n: -(-n // 256), block=256)
+    image = ptxbridge.link([rust])
+    geometry = {"derived": {"n": "numel x"}, "grid": lambda n: -(-n // 256), "block": 256}
+    saxpy = op(image, "saxpy", **geometry)
+    scale = op(image, "saxpy", outputs={"y": "zeros like x"}, **geometry,
+               backward=lambda grad, a, x, y: {"x": scale(a, grad)})
 
     @jax.jit
     def step(x, y):
@@ -47,6 +52,9 @@ def main() -> None:
     platform = jax.default_backend()
     where = "" if platform != "cpu" else " (the XLA FFI handler runs ptxbridge's CPU PTX interpreter)"
     print(f"jax.jit on {platform}{where}: matches NumPy")
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(scale(2.0, x)))))(x)
+    np.testing.assert_allclose(np.asarray(grad), 2.0 * (1.0 - np.tanh(2.0 * x) ** 2), rtol=1e-5, atol=1e-6)
+    print("jax.grad under jax.jit, its backward the Rust kernel again: matches NumPy")
 
 
 if __name__ == "__main__":

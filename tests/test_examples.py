@@ -78,6 +78,7 @@ def test_jax_rust_runs_under_jit_on_the_cpu(sysroot):  # noqa: F811
     pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built")
     out = run(str(EXAMPLES / "jax_rust.py"))
     assert "jax.jit on cpu (the XLA FFI handler runs ptxbridge's CPU PTX interpreter): matches NumPy" in out
+    assert "jax.grad under jax.jit, its backward the Rust kernel again: matches NumPy" in out
 
 
 @pytest.mark.gpu

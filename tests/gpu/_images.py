@@ -57,6 +57,10 @@ extern "C" __global__ void add_one(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += 1.0f;
 }
+extern "C" __global__ void raxpy(float a, const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
 """
 
 CPP_MY_ADD = r"""

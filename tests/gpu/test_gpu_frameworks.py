@@ -1,4 +1,5 @@
-"""Framework ops on a GPU: torch.compile with CUDA graphs, manual graph capture, jax.jit on XLA's stream.
+"""Framework ops on a GPU: torch.compile with CUDA graphs, manual graph capture, jax.jit on XLA's stream
+(jax.grad through backward= ops, jax.vmap, the handler's no-alias check on device buffers).
 
 The model mixes three images the GPU suite already builds (``_images.py``): ``vadd3`` (CUDA C++),
 ``saxpy`` (Rust, ``examples/kernels/scale.rs``) and ``scale2d`` (numba, 2-D).  Every result is
@@ -7,6 +8,7 @@ compared with the same computation in torch or NumPy.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -131,3 +133,50 @@ def test_jax_reports_a_launch_the_driver_refuses(jax):
     refused = r"vadd3: the launch \(grid=\(1, 1, 1\), block=\(2048, 1, 1\), shared_mem=0\) failed with code"
     with pytest.raises(Exception, match=refused):
         jax.jit(lambda x: too_big(x, x))(x).block_until_ready()
+
+
+def test_jax_grad_under_jit_on_cuda(jax):
+    import jax.numpy as jnp
+
+    import ptxbridge.jax as pj
+
+    vadd3 = pj.op(image("cpp"), "vadd3", outputs={"c": "like a"}, derived={"n": "numel a"},
+                  grid=lambda n: cover(n), block=BLOCK, backward=lambda g, a, b, c: {"a": g, "b": g})
+    # Rust saxpy with a zero-filled y is y = a * x; its vector-Jacobian product is saxpy again
+    scale = pj.op(image("rust"), "saxpy", outputs={"y": "zeros like x"}, derived={"n": "numel x"},
+                  grid=lambda n: cover(n), block=BLOCK, backward=lambda g, a, x, y: {"x": scale(a, g)})
+
+    def loss(add, a, b):
+        return jnp.sum(jnp.tanh(add(a, b)) ** 2)
+
+    rng = np.random.default_rng(0)
+    a, b = (jnp.asarray(rng.standard_normal(5000, dtype=np.float32)) for _ in range(2))
+    bridged = jax.jit(jax.grad(lambda a, b: loss(lambda a, b: scale(2.0, vadd3(a, b)), a, b), argnums=(0, 1)))
+    expected = jax.grad(lambda a, b: loss(lambda a, b: 2.0 * (a + b), a, b), argnums=(0, 1))(a, b)
+    assert "stream = 1" in bridged.lower(a, b).as_text()
+    for found, want in zip(bridged(a, b), expected, strict=True):
+        np.testing.assert_allclose(np.asarray(found), np.asarray(want), rtol=1e-5, atol=1e-6)
+    # per-row gradients, one launch per row: d sum((3a)^2) = 18a
+    per_row = jax.jit(jax.vmap(jax.grad(lambda a: jnp.sum(scale(3.0, a) ** 2))))
+    np.testing.assert_allclose(np.asarray(per_row(a.reshape(50, 100))), 18.0 * np.asarray(a).reshape(50, 100),
+                               rtol=1e-5)
+
+
+def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
+    import jax.numpy as jnp
+
+    import ptxbridge.jax as pj
+    import ptxbridge.xla_ffi as xf
+
+    raxpy = pj.op(image("cpp"), "raxpy", derived={"n": "numel x"}, grid=lambda n: cover(n), block=BLOCK)
+    x = jnp.arange(1000, dtype=jnp.float32)
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda x: raxpy(2.0, x, x))(x)), 3.0 * np.arange(1000))
+    # a hand-built call whose written result is its read operand's buffer: the handler refuses it
+    honest = pj._pack(raxpy.spec, {"a": 2.0, "x": x, "y": x, "n": 1000}, {"x": 0, "y": -1}, raxpy.promises)
+    overlapping = dataclasses.replace(honest, slots=((8, 0), (16, -1)))
+    result = jax.ShapeDtypeStruct((1000,), jnp.float32)
+    call = jax.ffi.ffi_call(xf.TARGET, result, input_output_aliases={0: 0})
+    attributes = xf.cuda_attributes(overlapping, raxpy._cuda_facts(0))
+    refused = r"raxpy: argument 'y' \(\*mut restrict f32\) overlaps argument 'x' .* \(4000 bytes\)"
+    with pytest.raises(Exception, match=refused):
+        jax.jit(lambda x: call(x, **attributes))(x).block_until_ready()
