@@ -1,5 +1,6 @@
 """Rust device functions and kernels as LTO-IR (``ptxbridge.rust.compile(output="ltoir")``): rustc's
-LLVM IR through the real libNVVM, linked by the real nvJitLink, inlined into a numba kernel."""
+LLVM IR through the real libNVVM (as it is from sm_100 on, rewritten in the LLVM 7 dialect below),
+linked by the real nvJitLink, inlined into a numba kernel."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session
 pytestmark = pytest.mark.usefixtures("sysroot")
 
 DEVICE_FN = _rust_fixtures.RUST_DIR / "device_fn.rs"
-ARCH, STEPS = "sm_100", 16  # libNVVM 13.5 reads rustc's LLVM 22 IR from sm_100 on
+MIX = _rust_fixtures.RUST_DIR / "lto_mix.rs"
+ARCH, STEPS = "sm_90", 16
+BOTH_DIALECTS = pytest.mark.parametrize("arch", ["sm_90", "sm_100"])  # libNVVM 13.5: LLVM 7, LLVM 22
 KERNEL = r"""#![no_std]
 #![feature(abi_ptx, stdarch_nvptx)]
 #[panic_handler]
@@ -47,10 +50,10 @@ def fma_loop(x, out):
         out[i] = acc
 
 
-def numba_caller(output: str):
+def numba_caller(output: str, arch: str = ARCH):
     import ptxbridge.numba as pn
 
-    return pn.compile(fma_loop, "void(float32[::1], float32[::1])", arch=ARCH, name="fma_loop",
+    return pn.compile(fma_loop, "void(float32[::1], float32[::1])", arch=arch, name="fma_loop",
                       imports=[rust_fma], output=output)
 
 
@@ -70,12 +73,13 @@ def sass(cubin: bytes, tmp_path) -> str:
     return body
 
 
-def test_numba_kernel_inlines_a_rust_device_function_through_lto(tmp_path):
-    rust = prust.compile(DEVICE_FN, ARCH, output="ltoir", progress=False)
-    assert rust.kind is CodeKind.LTOIR and rust.arch == ARCH and rust.link_options == ("-fma=0",)
+@BOTH_DIALECTS
+def test_numba_kernel_inlines_a_rust_device_function_through_lto(tmp_path, arch):
+    rust = prust.compile(DEVICE_FN, arch, output="ltoir", progress=False)
+    assert rust.kind is CodeKind.LTOIR and rust.arch == arch and rust.link_options == ("-fma=0",)
     assert str(rust.device_functions["rust_fma"]).endswith("fn rust_fma(a: f32, b: f32, c: f32) -> f32")
     assert "--emit llvm-ir" in " ".join(rust.provenance.options)
-    image = ptxbridge.link([numba_caller("ltoir"), rust], arch=ARCH)  # lto=None: on, an input is LTO-IR
+    image = ptxbridge.link([numba_caller("ltoir", arch), rust], arch=arch)  # lto=None: on (LTO-IR input)
     code = sass(image.cubin, tmp_path)
     assert not re.search(r"\bCALL\b", code)
     # Rust's a * b + c is two roundings: the link keeps them apart (-fma=0), no FFMA
@@ -95,12 +99,13 @@ def test_the_same_link_through_ptx_is_a_call(tmp_path):
     assert len(re.findall(r"\bCALL\b", sass(image.cubin, tmp_path))) == STEPS
 
 
-def test_rust_lto_kernel_calls_another_rust_lto_artifact():
-    kernel = prust.compile(KERNEL, ARCH, output="ltoir", progress=False)
+@BOTH_DIALECTS
+def test_rust_lto_kernel_calls_another_rust_lto_artifact(arch):
+    kernel = prust.compile(KERNEL, arch, output="ltoir", progress=False)
     assert set(kernel.kernels) == {"twice_plus_one"} and set(kernel.imports) == {"rust_fma"}
-    device = prust.compile(DEVICE_FN, ARCH, output="ltoir", progress=False)
+    device = prust.compile(DEVICE_FN, arch, output="ltoir", progress=False)
     # both define rustc's panic handler under one name: internal in each, so they link
-    image = ptxbridge.link([kernel, device], arch=ARCH)
+    image = ptxbridge.link([kernel, device], arch=arch)
     assert set(image.kernels) == {"twice_plus_one"}
     x = np.arange(8, dtype=np.float32)
     image.load("cpu").twice_plus_one(x, 8, grid=1, block=8)
@@ -113,11 +118,15 @@ def test_the_no_fma_policy_cannot_be_overridden():
         ptxbridge.link([numba_caller("ltoir"), rust], arch=ARCH, options=LinkOptions(fma=True))
 
 
+def rustc_ir(source, arch: str, toolchain) -> bytes:
+    return frontend._run_rustc(frontend._crate(source), prust.rustc_options(arch, emit="llvm-ir"), toolchain,
+                               False)
+
+
 def test_ir_is_prepared_for_libnvvm(toolchain):
-    crate = frontend._crate(KERNEL)
-    ir = frontend._run_rustc(crate, prust.rustc_options(ARCH, emit="llvm-ir"), toolchain, False)
+    ir = rustc_ir(KERNEL, "sm_100", toolchain)
     assert b'target datalayout = "' + ltoir.DATALAYOUT not in ir
-    ready = ltoir.nvvm_ir(ir, ARCH, toolchain.llvm_major)
+    ready = ltoir.nvvm_ir(ir, "sm_100", toolchain.llvm_major)
     assert ready.count(b"target datalayout") == 1 and b'target datalayout = "' + ltoir.DATALAYOUT in ready
     version = ", ".join(f"i32 {v}" for v in nvvm.ir_version()).encode()
     assert re.search(rb"!nvvmir.version = !\{!(\d+)\}\n!\1 = !\{" + re.escape(version) + rb"\}", ready)
@@ -125,15 +134,59 @@ def test_ir_is_prepared_for_libnvvm(toolchain):
     assert re.search(rb"^define internal .*___rustc17rust_begin_unwind\(", ready, re.MULTILINE)
     # rustc's own @llvm.used (a #[used] static) is extended, not duplicated
     used = ir + b'\n@llvm.used = appending global [1 x ptr] [ptr @KEEP], section "llvm.metadata"\n'
-    assert (b"[2 x ptr] [ptr @KEEP, ptr @twice_plus_one]" in ltoir.nvvm_ir(used, ARCH, toolchain.llvm_major))
+    extended = ltoir.nvvm_ir(used, "sm_100", toolchain.llvm_major)
+    assert b"[2 x ptr] [ptr @KEEP, ptr @twice_plus_one]" in extended
 
 
-def test_an_arch_whose_libnvvm_reads_older_llvm_is_refused_naming_both(toolchain):
-    reads = nvvm.llvm_major("sm_90")
-    if reads >= toolchain.llvm_major:
-        pytest.skip(f"libNVVM reads LLVM {reads} for sm_90, rustc writes {toolchain.llvm_major}")
-    with pytest.raises(CompileError, match=rf"rustc's LLVM {toolchain.llvm_major} IR .* libNVVM reads "
-                                           rf"LLVM {reads} for sm_90,.* output=.ptx."):
+def test_ir_below_sm_100_is_rewritten_in_the_llvm7_dialect(toolchain):
+    if nvvm.llvm_major("sm_90") != 7:
+        pytest.skip("this libNVVM does not read LLVM 7 for sm_90")
+    ir = rustc_ir(KERNEL, "sm_90", toolchain)
+    assert re.search(rb"\bptr\b", ir) and b"attributes #" in ir and b"noundef" in ir
+    ready = ltoir.nvvm_ir(ir, "sm_90", toolchain.llvm_major).decode()
+    assert not re.search(r"\bptr\b|attributes #|#\d|noundef|captures\(", ready)
+    assert "define ptx_kernel void @twice_plus_one(i8* %x, i32 %n)" in ready
+    # a store through a byte pointer is a store through a cast to the stored type
+    assert re.search(r"(%\.pb\d+) = bitcast i8\* %\S+ to float\*\n\s+store float %\S+, float\* \1", ready)
+    assert ('!{void (i8*, i32)* @twice_plus_one, !"kernel", i32 1}' in ready
+            and "[1 x i8*] [i8* bitcast (void (i8*, i32)* @twice_plus_one to i8*)]" in ready)
+
+
+def test_llvm7_rewrite_computes_what_rustcs_own_ptx_computes():
+    """The same kernel as LTO-IR (through the LLVM 7 rewrite) and as rustc's PTX, run on the CPU loader."""
+    n = 200
+    x = np.concatenate([np.random.default_rng(1).normal(0, 3, n - 8),
+                        [np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, -0.0, 3e9]]).astype(np.float32)
+    results = []
+    for output in ("ptx", "ltoir"):
+        module = ptxbridge.link([prust.compile(MIX, "sm_90", output=output, progress=False)],
+                                arch="sm_90").load("cpu")
+        pairs = np.zeros(n, dtype=[("a", np.float32), ("b", np.int32)])
+        pairs["b"] = np.arange(n) - 100
+        out, count = np.zeros(n, np.int32), np.zeros(1, np.uint32)
+        module.mix(x, pairs.view(np.uint8), out, count, n, grid=2, block=128)
+        assert count[0] == sum(1 + (i & 1) for i in range(n))
+        results.append((pairs, out))
+    (pairs_ptx, out_ptx), (pairs_lto, out_lto) = results
+    np.testing.assert_array_equal(pairs_lto["a"], pairs_ptx["a"])
+    np.testing.assert_array_equal(pairs_lto["b"], pairs_ptx["b"])
+    np.testing.assert_array_equal(out_lto, out_ptx)
+
+
+def test_what_llvm7_cannot_state_is_refused_naming_the_line():
+    source = (KERNEL.replace('unsafe extern "C" { fn rust_fma(a: f32, b: f32, c: f32) -> f32; }\n', "")
+              .replace("n: u32)", 'n: u32, f: extern "C" fn(f32, f32, f32) -> f32)')
+              .replace("rust_fma(", "f("))
+    assert prust.compile(source, "sm_100", output="ltoir", progress=False).kernels  # LLVM 22 states it
+    with pytest.raises(CompileError, match=r"LLVM 7 NVVM IR .* cannot state an indirect call .* of rustc's "
+                                           r"IR line \d+: %\w+ = tail call .*%f\(.* output='ptx'"):
+        prust.compile(source, "sm_90", output="ltoir", progress=False)
+
+
+def test_a_libnvvm_llvm_neither_7_nor_rustcs_is_refused(monkeypatch, toolchain):
+    monkeypatch.setattr(nvvm, "llvm_major", lambda arch: 20)
+    with pytest.raises(CompileError, match=rf"rustc's LLVM {toolchain.llvm_major} IR, but libNVVM reads "
+                                           r"LLVM 20 for sm_90.* output='ptx'"):
         prust.compile(DEVICE_FN, "sm_90", output="ltoir", progress=False)
 
 

@@ -6,10 +6,11 @@ or supplied here:
 
 - **The dialect.**  libNVVM reads the LLVM of its own version for the target
   (``nvvmLLVMVersion``: LLVM 7 with typed pointers below sm_100, LLVM 22 from
-  sm_100 on, libNVVM 13.5).  LLVM reads IR of its own or an older version,
-  never a newer one, and rustc 1.96 writes LLVM 22 with opaque pointers, so
-  a target whose libNVVM LLVM is older than rustc's is refused with both
-  versions named (``CompileError``) before libNVVM runs.
+  sm_100 on, libNVVM 13.5).  rustc 1.96 writes LLVM 22 with opaque pointers:
+  from sm_100 on libNVVM reads it as it is; below, it is rewritten in the
+  LLVM 7 dialect (:mod:`ptxbridge.rust.llvm7`).  LLVM reads no IR newer than
+  its own, so a libNVVM LLVM that is neither 7 nor at least rustc's is
+  refused with both versions named (``CompileError``) before libNVVM runs.
 - **``!nvvmir.version``**: libNVVM refuses IR without it ("IR version 1.0
   incompatible with current version 2.0"); it is appended, stating the
   version libNVVM reports.
@@ -38,6 +39,7 @@ import re
 from ptxbridge import nvvm
 from ptxbridge.abi.errors import CompileError
 from ptxbridge.abi.oxart import OxartOptions
+from ptxbridge.rust import llvm7
 
 __all__ = ["LINK_OPTIONS", "compile_ltoir", "nvvm_ir"]
 
@@ -58,15 +60,15 @@ _PANIC_HANDLER = re.compile(rb"^define hidden (.*@[\w$]*___rustc17rust_begin_unw
 def nvvm_ir(ir: bytes, arch: str, rustc_llvm: int) -> bytes:
     """rustc's textual IR as libNVVM reads it for ``arch``, or a :class:`CompileError` saying why not."""
     reads = nvvm.llvm_major(arch)
-    if reads < rustc_llvm:
+    legacy = reads == llvm7.LLVM_MAJOR < rustc_llvm
+    if reads < rustc_llvm and not legacy:
         raise CompileError(
-            f"rust: output='ltoir' for {arch} needs libNVVM to read rustc's LLVM {rustc_llvm} IR (opaque "
-            f"pointers), but libNVVM reads LLVM {reads} for {arch}, and LLVM reads no IR newer than its own. "
-            f"Use an arch for which libNVVM reads LLVM {rustc_llvm} or newer (sm_100 and up with libNVVM "
-            "13.5), or output='ptx' (linked as a call, not inlined)")
-    ir = _PANIC_HANDLER.sub(rb"define internal \1", ir)
+            f"rust: output='ltoir' for {arch} needs libNVVM to read rustc's LLVM {rustc_llvm} IR, but "
+            f"libNVVM reads LLVM {reads} for {arch}: older, so it cannot, and not the LLVM 7 dialect "
+            f"ptxbridge rewrites IR into. Use output='ptx' (linked as a call, not inlined)")
+    ir = _kernels_used(_PANIC_HANDLER.sub(rb"define internal \1", ir))
+    ir = llvm7.downgrade(ir) if legacy else ir
     ir = b'target datalayout = "' + DATALAYOUT + b'"\n' + _LAYOUT.sub(b"", ir, count=1)
-    ir = _kernels_used(ir)
     if b"!nvvmir.version" in ir:
         return ir
     node = max((int(m) for m in _METADATA_ID.findall(ir)), default=-1) + 1
