@@ -193,7 +193,7 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     output
         ``"ptx"``, or ``"ltoir"``: LTO-IR from rustc's LLVM IR through
         libNVVM, which ``nvJitLink -lto`` inlines into callers in other
-        languages (sm_100 and newer with libNVVM 13.5; see
+        languages (below sm_100 rewritten in libNVVM's LLVM 7 dialect; see
         :mod:`ptxbridge.rust.ltoir`).  Signatures are checked against the
         crate's PTX either way.
 
@@ -202,7 +202,8 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     ToolchainError
         Debian's ``rustc-web`` / ``rust-web-src`` are missing.
     CompileError
-        rustc rejected the source (its log is attached).
+        rustc rejected the source (its log is attached); for ``output="ltoir"``,
+        libNVVM rejected the IR or the LLVM 7 rewrite cannot state a construct.
     FormatError
         The source uses a parameter type ptxbridge cannot type.
     AbiMismatchError
