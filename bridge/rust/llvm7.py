@@ -10,8 +10,11 @@ exact pointer type right before each instruction that needs one (``load``,
 globals and functions used as values are cast to byte pointers.  What only
 informs the optimiser is dropped (attributes, metadata, ``nuw``/``disjoint``
 /``nneg``/``samesign`` flags; ``poison`` becomes the weaker ``undef``),
-``fneg x`` becomes ``fsub -0.0, x``, and the integer ``min``/``max``/``abs``
-intrinsics (LLVM 12) become ``icmp`` + ``select``.  Kernels keep
+``fneg x`` becomes ``fsub -0.0, x``, the integer ``min``/``max``/``abs``
+intrinsics (LLVM 12) become ``icmp`` + ``select``, and the float intrinsics
+libNVVM's LLVM 7 lacks or refuses (``fabs``, ``round``, ``maximumnum``,
+``fptosi.sat``...) the libdevice functions that compile to the instructions
+rustc's own PTX has for them.  Kernels keep
 ``ptx_kernel`` and are also named in ``!nvvm.annotations``, as LLVM 7 NVVM
 IR marks them.
 
@@ -251,7 +254,9 @@ def downgrade(ir: bytes) -> bytes:
         return literals.setdefault(m.group(0), f"\x00{len(literals)}\x00")
 
     text = _QUOTED.sub(mask, ir.decode("utf-8", "surrogateescape"))
-    text = "\n".join(line for line in text.splitlines() if not line.startswith(("attributes #", "!", ";")))
+    # attribute groups, metadata and comments go; their lines stay (empty) so errors cite rustc's numbers
+    dropped = ("attributes #", "!", ";")
+    text = "\n".join("" if line.startswith(dropped) else line for line in text.splitlines())
     text = _PTR.sub(lambda m: f"i8 addrspace({m.group(1)})*" if m.group(1) else "i8*", text)
     for pattern, replacement in _FLAGS:
         text = pattern.sub(replacement, text)

@@ -7,15 +7,11 @@ use core::arch::nvptx::{_block_dim_x, _block_idx_x, _thread_idx_x};
 use core::sync::atomic::{AtomicU32, Ordering};
 
 #[panic_handler]
-fn p(_: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
+fn p(_: &core::panic::PanicInfo) -> ! { loop {} }
 
+/// One element of `pairs`: written field by field through a byte pointer in the LLVM 7 form.
 #[repr(C)]
-pub struct Pair {
-    pub a: f32,
-    pub b: i32,
-}
+pub struct Pair { pub a: f32, pub b: i32 }
 
 static TABLE: [f32; 8] = [0.5, 1.5, -2.25, 3.0, -0.0, 7.75, 1e30, -1e-3];
 
