@@ -43,17 +43,18 @@ _ATTRS = re.compile(r"\b(?:noundef|nonnull|noalias|nocapture|readonly|writeonly|
                     r"dereferenceable(?:_or_null)?\(\d+\)|"
                     r"(?:range|captures|initializes|nofpclass|memory)\((?:[^()]|\([^()]*\))*\))"
                     r"(?: |(?=[,)]))")
-_REFUSED = [(re.compile(p), what) for p, what in (
-    (r"(?<![%@\w.$-])(?:freeze|byval|sret|inalloca|preallocated|elementtype)\b", "{}"),
-    (r"\bcall [^@%]*%[-\w.$]+\(", "an indirect call (its function type)"),
-    (r"getelementptr (?:inbounds )?\((?!i8,)", "a constant getelementptr on a non-byte type"))]
-_FLAGS = [(re.compile(p), r) for p, r in (
-    (r"\bgetelementptr( inbounds)?(?: (?:nuw|nusw|inrange\([^)]*\)))+", r"getelementptr\1"),
-    (r"\bor disjoint\b", "or"), (r"\b(zext|uitofp) nneg\b", r"\1"), (r"\btrunc(?: nuw| nsw)+\b", "trunc"),
-    (r"\bicmp samesign\b", "icmp"), (r"\bpoison\b", "undef"), (r" #\d+\b", ""),
-    (r",? !(?!nvvm)[\w.]+ !(?:\d+|\{[^}]*\})", ""),
-    (r"@llvm\.([\w.]+?)\.p(\d+)(?=[.(\s]|$)", r"@llvm.\1.p\2i8"),  # overloads on byte pointers
-    (r"(@llvm\.[\w.]+\.p\d+i8)\.p(\d+)\b", r"\1.p\2i8"))]
+_REFUSED = [
+    (re.compile(r"(?<![%@\w.$-])(?:freeze|byval|sret|inalloca|preallocated|elementtype)\b"), "{}"),
+    (re.compile(r"\bcall [^@%]*%[-\w.$]+\("), "an indirect call (its function type)"),
+    (re.compile(r"getelementptr (?:inbounds )?\((?!i8,)"), "a constant getelementptr on a non-byte type")]
+_FLAGS = [
+    (re.compile(r"\bgetelementptr( inbounds)?(?: (?:nuw|nusw|inrange\([^)]*\)))+"), r"getelementptr\1"),
+    (re.compile(r"\bor disjoint\b"), "or"), (re.compile(r"\b(zext|uitofp) nneg\b"), r"\1"),
+    (re.compile(r"\btrunc(?: nuw| nsw)+\b"), "trunc"), (re.compile(r"\bicmp samesign\b"), "icmp"),
+    (re.compile(r"\bpoison\b"), "undef"), (re.compile(r" #\d+\b"), ""),
+    (re.compile(r",? !(?!nvvm)[\w.]+ !(?:\d+|\{[^}]*\})"), ""),
+    (re.compile(r"@llvm\.([\w.]+?)\.p(\d+)(?=[.(\s]|$)"), r"@llvm.\1.p\2i8"),  # overloads on byte pointers
+    (re.compile(r"(@llvm\.[\w.]+\.p\d+i8)\.p(\d+)\b"), r"\1.p\2i8")]
 _RESULT = r"^(\s*)(%[-\w.$]+) = "
 _LOAD = re.compile(_RESULT + r"load ((?:atomic )?(?:volatile )?)(.*)$")
 _STORE = re.compile(r"^(\s*)store ((?:atomic )?(?:volatile )?)(.*)$")
