@@ -7,10 +7,10 @@
     t3 = scale_into(.5,t2) Rust          t7 = affine(t6, 2, 1)  CUDA C++
     t4 = mul(t3, x)        CUDA C++      t8 = relu(t7)          numba
 
-``lto_*``: one compute-bound numba kernel (64 dependent multiply-adds per element) whose
+``lto_*``: one compute-bound numba kernel (64 dependent float32 multiply-adds per element) whose
 multiply-add is a device function: written in numba itself (``lto_one``), CUDA C++ linked through LTO
-(``lto_cpp``), Rust linked as PTX without LTO (``ptx_rust``), and Rust through LTO where the Rust
-frontend makes LTO-IR (``lto_rust``).
+(``lto_cpp``), Rust linked as PTX without LTO (``ptx_rust``), and Rust as LTO-IR
+(``ptxbridge.rust.compile(output="ltoir")``, ``lto_rust``).
 
 The GPU host has no rustc: build here with ``--save DIR`` and measure there with ``--images DIR``
 (saved with ``Image.save``, as the GPU suite saves its images).
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from numba import cuda
+from numba import cuda, float32
 
 ARCH = "sm_90"
 HERE = Path(__file__).parent
@@ -72,7 +72,7 @@ pub unsafe extern "ptx-kernel" fn softsign(x: *const f32, y: *mut f32, n: u32) {
 }
 """
 
-# a * b + c rounded twice, as numba's and Rust's ``a * b + c`` are (neither contracts to an FMA)
+# a * b + c rounded twice, as Rust's ``a * b + c`` is (Rust never contracts it; numba's libNVVM does)
 CPP_FMA = r"""
 extern "C" __device__ float cpp_fma(float a, float b, float c) { return __fadd_rn(__fmul_rn(a, b), c); }
 """
@@ -99,7 +99,7 @@ def _fma_kernel(name: str, device: Callable):
         if i < x.size:
             acc = x[i]
             for _ in range(FMA_STEPS):
-                acc = device(acc, 1.0001, 0.5)
+                acc = device(acc, float32(1.0001), float32(0.5))  # float32 throughout
             out[i] = acc
 
     kernel.__name__ = name

@@ -286,8 +286,8 @@ def make_ops_cached(image):
     return _OPS[id(image)]
 
 
-def lto_section(found, torch) -> dict[str, tuple[float | str, int | str]]:
-    """Kernel microseconds (median of interleaved rounds) and SASS CALL count per variant."""
+def lto_section(found, torch) -> dict[str, tuple[float | str, int | str, str]]:
+    """Kernel microseconds (median of interleaved rounds), SASS CALL count and arithmetic per variant."""
     labels = {"fw_lto_one": "numba only (device function in numba)",
               "fw_lto_cpp": "numba -> CUDA C++ device function, LTO",
               "fw_ptx_rust": "numba -> Rust device function, PTX link (no LTO)",
@@ -311,7 +311,7 @@ def lto_section(found, torch) -> dict[str, tuple[float | str, int | str]]:
     for label, (_kernel, out) in kernels.items():
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
         results[label] = (statistics.median(times[label]), "")
-    return {label: (results[label][0], sass_calls(found[name]))
+    return {label: (results[label][0], sass_calls(found[name]), sass_arithmetic(found[name]))
             for name, label in labels.items()}
 
 
@@ -331,25 +331,41 @@ def _cuobjdump() -> tuple[str, dict[str, str]] | None:
     return tool, env
 
 
-def sass_calls(image) -> int | str:
-    """``CALL`` instructions in ``fma_loop``'s SASS, or why they were not counted."""
-    if isinstance(image, str):
-        return "-"
+def fma_loop_sass(image) -> tuple[str | None, str]:
+    """``fma_loop``'s SASS (cuobjdump -sass), or None and why there is none."""
     found = _cuobjdump()
     if found is None:
-        return "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+        return None, "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
     tool, env = found
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "image.cubin"
         path.write_bytes(image.cubin)
         done = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        return f"cuobjdump -sass failed: {(done.stderr or done.stdout).strip()[:120]}"
+        return None, f"cuobjdump -sass failed: {(done.stderr or done.stdout).strip()[:120]}"
     functions = re.split(r"\n\s*Function : ", done.stdout)
     body = next((f for f in functions if f.startswith("fma_loop")), None)
+    return body, "" if body is not None else "fma_loop not in the SASS"
+
+
+def sass_calls(image) -> int | str:
+    """``CALL`` instructions in ``fma_loop``'s SASS, or why they were not counted."""
+    if isinstance(image, str):
+        return "-"
+    body, why = fma_loop_sass(image)
+    return why if body is None else len(re.findall(r"\bCALL\b", body))
+
+
+def sass_arithmetic(image) -> str:
+    """What ``fma_loop`` computes with: its SASS float multiply/add instructions, counted (``64 FFMA``)."""
+    if isinstance(image, str):
+        return ""
+    body, why = fma_loop_sass(image)
     if body is None:
-        return "fma_loop not in the SASS"
-    return len(re.findall(r"\bCALL\b", body))
+        return why
+    ops = ("FFMA", "FMUL", "FADD", "DFMA", "DMUL", "DADD")
+    counts = {op: len(re.findall(rf"\b{op}\b", body)) for op in ops}
+    return ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "none in fma_loop"
 
 
 def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
@@ -380,16 +396,16 @@ def print_dispatch(rows: dict[str, float]) -> None:
         print(f"| {name} | {value:.2f} | {value / direct:.2f} | {value / peer:.2f} |")
 
 
-def print_lto(rows: dict[str, tuple[float | str, int | str]]) -> None:
+def print_lto(rows: dict[str, tuple[float | str, int | str, str]]) -> None:
     one = rows["numba only (device function in numba)"][0]
     print(f"\n| {FMA_STEPS} dependent multiply-adds x {LTO_N} floats | kernel us (median) | vs numba only | "
-          "SASS CALLs in fma_loop |\n| --- | ---: | ---: | ---: |")
-    for name, (value, calls) in rows.items():
+          "SASS CALLs in fma_loop | its arithmetic |\n| --- | ---: | ---: | ---: | --- |")
+    for name, (value, calls, arithmetic) in rows.items():
         if isinstance(value, str):
-            print(f"| {name} | {value} | | {calls} |")
+            print(f"| {name} | {value} | | {calls} | {arithmetic} |")
         else:
             ratio = f"{value / one:.3f}" if isinstance(one, float) else ""
-            print(f"| {name} | {value:.1f} | {ratio} | {calls} |")
+            print(f"| {name} | {value:.1f} | {ratio} | {calls} | {arithmetic} |")
 
 
 def main() -> None:
@@ -405,7 +421,8 @@ def main() -> None:
             elif name == "fw_step":
                 print(f"{name}: saved; kernels {', '.join(value.kernels)}")
             else:
-                print(f"{name}: saved; SASS CALLs in fma_loop: {sass_calls(value)}")
+                print(f"{name}: saved; SASS CALLs in fma_loop: {sass_calls(value)} "
+                      f"({sass_arithmetic(value)})")
         return
     import torch
 

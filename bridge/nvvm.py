@@ -33,7 +33,8 @@ from ptxbridge import cache
 from ptxbridge.abi.errors import CompileError, OptionError, ToolchainError
 from ptxbridge.abi.oxart import OxartOptions
 
-__all__ = ["compile_to_ltoir", "libdevice_path", "link_options", "nvvm_options", "policy_of"]
+__all__ = ["compile_to_ltoir", "ir_version", "libdevice_path", "link_options", "llvm_major", "nvvm_options",
+           "policy_of"]
 
 _ARCH = re.compile(r"(?:sm|compute)_(\d{2,3}[af]?)")
 _INSTALL = "pip install nvidia-nvvm cuda-bindings (libNVVM and libdevice come with nvidia-nvvm)"
@@ -82,6 +83,17 @@ def _nvvm() -> Any:
         return nvvm
     except Exception as exc:
         raise ToolchainError(f"libNVVM is not available ({exc}); {_INSTALL}") from exc
+
+
+def llvm_major(arch: str) -> int:
+    """The LLVM major version of the IR libNVVM reads for ``arch``: 7 (typed pointers) below sm_100,
+    a current LLVM (opaque pointers) from sm_100 on (``nvvmLLVMVersion``)."""
+    return int(_nvvm().llvm_version(_compute(arch)))
+
+
+def ir_version() -> tuple[int, int, int, int]:
+    """The NVVM IR and debug-info versions libNVVM reads: what ``!nvvmir.version`` must state."""
+    return tuple(_nvvm().ir_version())  # type: ignore[return-value]
 
 
 def _log(nvvm: Any, program: int) -> str:

@@ -78,6 +78,9 @@ def test_rustc_options_are_a_pure_function():
     assert prust.rustc_options("sm_90", opt_level=2) == (
         "--target", "nvptx64-nvidia-cuda", "--crate-type", "cdylib", "--edition", "2021",
         "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort", "--emit", "asm")
+    assert prust.rustc_options("sm_100", emit="llvm-ir")[-2:] == ("--emit", "llvm-ir")
+    with pytest.raises(ArgumentError, match=r"emit must be one of asm, llvm-ir \(got 'obj'\)"):
+        prust.rustc_options("sm_80", emit="obj")
     with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'compute_90'\)"):
         prust.rustc_options("compute_90")
     with pytest.raises(ArgumentError, match=r"opt_level .*\(got 7\)"):

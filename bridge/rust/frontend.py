@@ -1,7 +1,8 @@
 """ptxbridge.rust.frontend: Rust kernels through rustc's own ``nvptx64-nvidia-cuda`` target.
 
 ``compile`` turns a ``.rs`` file, a dependency-free crate folder or source text
-into a PTX :class:`Artifact` whose kernels (``extern "ptx-kernel"``), exported
+into a PTX (or, ``output="ltoir"``, LTO-IR: :mod:`ptxbridge.rust.ltoir`)
+:class:`Artifact` whose kernels (``extern "ptx-kernel"``), exported
 device functions (``#[no_mangle] extern "C" fn``) and imports
 (``extern "C" { fn ..; }``) carry signatures read from the source and checked
 against the PTX.  ``from_ptx`` does the same for PTX built elsewhere.
@@ -24,6 +25,7 @@ from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.target import default_arch
+from ptxbridge.rust import ltoir
 from ptxbridge.rust import toolchain as rust_toolchain
 from ptxbridge.rust.signatures import SourceSignatures, read_signatures
 from ptxbridge.rust.source import parse_source, read_crate
@@ -33,6 +35,8 @@ __all__ = ["compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
 _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 _OPT_LEVELS = ("0", "1", "2", "3", "s", "z")
+_OUTPUTS = ("ptx", "ltoir")
+_EMITS = {"asm": ("rust-ptx", "ptx"), "llvm-ir": ("rust-llvm-ir", "ll")}  # cache namespace, file suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +51,18 @@ class _Crate:
 
 
 def rustc_options(arch: str, *, opt_level: int | str = 3, edition: str = "2021",
-                  extra: Sequence[str] = ()) -> tuple[str, ...]:
-    """The rustc arguments for one PTX compile (a pure function: tested against expected lists)."""
+                  extra: Sequence[str] = (), emit: str = "asm") -> tuple[str, ...]:
+    """The rustc arguments for one compile to PTX (``emit="asm"``) or LLVM IR (``"llvm-ir"``), a pure
+    function tested against expected lists."""
     if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
         raise ArgumentError(f"rust: arch must look like 'sm_80' or 'sm_90a' (got {arch!r})")
     if str(opt_level) not in _OPT_LEVELS:
         raise ArgumentError(f"rust: opt_level must be one of {', '.join(_OPT_LEVELS)} (got {opt_level!r})")
+    if emit not in _EMITS:
+        raise ArgumentError(f"rust: emit must be one of {', '.join(_EMITS)} (got {emit!r})")
     return ("--target", rust_toolchain.TARGET, "--crate-type", "cdylib", "--edition", edition,
             "-C", f"target-cpu={arch}", "-C", f"opt-level={opt_level}", "-C", "panic=abort",
-            "--emit", "asm", *extra)
+            "--emit", emit, *extra)
 
 
 def _crate(path_or_source: str | Path) -> _Crate:
@@ -97,18 +104,20 @@ def _crate(path_or_source: str | Path) -> _Crate:
     return _Crate(re.sub(r"\W", "_", name), str(path), files, units, edition)
 
 
-def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
-                 progress: bool) -> bytes:
-    """rustc -> PTX bytes, through the disk cache (a hit runs no rustc)."""
+def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
+               progress: bool) -> bytes:
+    """rustc -> PTX or LLVM IR text (what ``options``' ``--emit`` names), through the disk cache (a hit
+    runs no rustc)."""
+    namespace, suffix = _EMITS[options[options.index("--emit") + 1]]
     blobs = [part for rel, data in crate.files for part in (rel, data)]
     # the library sources pick the sysroot the PTX is built against, so they are part of the key
-    entry_key = cache.key("rust-ptx-v1", toolchain.version, str(toolchain.library), crate.name, *options,
+    entry_key = cache.key(f"{namespace}-v1", toolchain.version, str(toolchain.library), crate.name, *options,
                           *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)
         with tempfile.TemporaryDirectory(prefix="ptxbridge-rustc-") as work:
-            out = Path(work) / f"{crate.name}.ptx"
+            out = Path(work) / f"{crate.name}.{suffix}"
             source = crate.root
             if not Path(source).is_file():  # source text: write it out for rustc
                 source = str(Path(work) / crate.root)
@@ -118,7 +127,7 @@ def _compile_ptx(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolch
                                      what=f"compiling {crate.root}", cwd=Path(work))
             return out.read_bytes()
 
-    return cache.cached("rust-ptx", entry_key, produce)
+    return cache.cached(namespace, entry_key, produce)
 
 
 # rustc defines the crate's #[panic_handler] as a visible function under one fixed name
@@ -165,8 +174,8 @@ def checked_signatures(found: SourceSignatures, module: PtxModule,
 
 def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: int | str = 3,
             progress: bool = True, edition: str | None = None,
-            extra_args: Sequence[str] = ()) -> Artifact:
-    """Compile Rust to a typed PTX artifact.
+            extra_args: Sequence[str] = (), output: str = "ptx") -> Artifact:
+    """Compile Rust to a typed PTX or LTO-IR artifact.
 
     Parameters
     ----------
@@ -181,13 +190,20 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
         2021) and extra arguments, all part of the cache key.
     progress
         Print progress lines to stderr while the one-time sysroot builds.
+    output
+        ``"ptx"``, or ``"ltoir"``: LTO-IR from rustc's LLVM IR through
+        libNVVM, which ``nvJitLink -lto`` inlines into callers in other
+        languages (below sm_100 rewritten in libNVVM's LLVM 7 dialect; see
+        :mod:`ptxbridge.rust.ltoir`).  Signatures are checked against the
+        crate's PTX either way.
 
     Raises
     ------
     ToolchainError
         Debian's ``rustc-web`` / ``rust-web-src`` are missing.
     CompileError
-        rustc rejected the source (its log is attached).
+        rustc rejected the source (its log is attached); for ``output="ltoir"``,
+        libNVVM rejected the IR or the LLVM 7 rewrite cannot state a construct.
     FormatError
         The source uses a parameter type ptxbridge cannot type.
     AbiMismatchError
@@ -195,19 +211,30 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     FormatError
         An ``extern "ptx-kernel"`` function has no ``#[unsafe(no_mangle)]`` (rustc would mangle its
         name and drop it from the PTX, so it could never be launched).
+    ArgumentError
+        ``output`` is neither ``"ptx"`` nor ``"ltoir"``.
     """
+    if output not in _OUTPUTS:
+        raise ArgumentError(f"rust.compile: output must be one of {_OUTPUTS} (got {output!r})")
     arch = arch or default_arch()
     crate = _crate(path_or_source)
     _require_stable_kernel_names(crate.units)
-    options = rustc_options(arch, opt_level=opt_level, edition=edition or crate.edition or "2021",
-                            extra=tuple(extra_args))
+    chosen = {"opt_level": opt_level, "edition": edition or crate.edition or "2021",
+              "extra": tuple(extra_args)}
+    options = rustc_options(arch, **chosen)
     toolchain = rust_toolchain.find_toolchain()
-    code = localize_panic_handler(_compile_ptx(crate, options, toolchain, progress))
+    code = localize_panic_handler(_run_rustc(crate, options, toolchain, progress))
     module = read_ptx(code, crate.root)
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)
-    return Artifact(code=code, kind=CodeKind.PTX, arch=arch, kernels=kernels, device_functions=device,
-                    imports=imports, name=crate.name, unusable=found.unusable,
+    kind, link_options = CodeKind.PTX, ()
+    if output == "ltoir":
+        options = rustc_options(arch, **chosen, emit="llvm-ir")
+        code = ltoir.compile_ltoir(_run_rustc(crate, options, toolchain, progress), crate.name, arch,
+                                   toolchain.llvm_major)
+        kind, link_options = CodeKind.LTOIR, ltoir.LINK_OPTIONS
+    return Artifact(code=code, kind=kind, arch=arch, kernels=kernels, device_functions=device,
+                    imports=imports, name=crate.name, unusable=found.unusable, link_options=link_options,
                     provenance=Provenance(str(toolchain.rustc), toolchain.version_line, options, arch))
 
 

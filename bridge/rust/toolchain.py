@@ -46,6 +46,12 @@ class RustToolchain:
     def version_line(self) -> str:
         return self.version.splitlines()[0]
 
+    @property
+    def llvm_major(self) -> int:
+        """The major version of rustc's LLVM (``LLVM version: 22.1.8``): the IR it writes; 0 if unstated."""
+        found = re.search(r"^LLVM version: (\d+)", self.version, re.MULTILINE)
+        return int(found.group(1)) if found else 0
+
 
 def _env() -> dict[str, str]:
     """rustc's environment: ``RUSTC_BOOTSTRAP=1`` unlocks ``abi_ptx`` on a stable compiler."""
