@@ -135,7 +135,7 @@ class _Plan:
         """The general path: binders in a loop, memory ranges collected for the loader."""
         backend = kernel._backend
         handle = self.stream_of(stream, backend.device_id)
-        state = LaunchState(handle, backend.upload)
+        state = LaunchState(handle, backend.upload, to_device=backend.to_device, to_host=backend.to_host)
         values: tuple = ()
         for binder, arg in zip(self.binders, args, strict=True):
             values += binder.values(arg, state if binder.stateful else handle)
@@ -144,6 +144,8 @@ class _Plan:
         if self.aliasing is not None and check_aliasing:
             self.aliasing(args)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
+        for copy_back in state.after:
+            copy_back()
 
 
 class Kernel(_KernelBase):

@@ -16,7 +16,7 @@ from .ops_half import f64_to_bf16
 from .parse import Sym, Vec
 from .values import DTYPES, FLOAT_TYPES, UINT
 
-__all__: list[str] = []
+__all__ = ["COMBINE", "COMPARISONS", "comparison", "read_value"]
 
 _TYPES = frozenset(DTYPES)
 _ORDERED: dict[str, Callable[[Any, Any], Any]] = {
@@ -24,10 +24,11 @@ _ORDERED: dict[str, Callable[[Any, Any], Any]] = {
     "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
 }
 _UNORDERED = {"equ": "eq", "neu": "ne", "ltu": "lt", "leu": "le", "gtu": "gt", "geu": "ge"}
-_COMBINE = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+COMBINE = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+COMPARISONS = frozenset(_ORDERED) | frozenset(_UNORDERED) | {"num", "nan"}
 
 
-def _comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
+def comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
     """PTX ISA 9.7.5.1: ordered float compares are false on NaN (``ne`` too), unordered ones true."""
     if not is_float:
         return _ORDERED[cmp]
@@ -45,12 +46,11 @@ def _comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
 
 @op("setp")
 def _setp(cx: Context) -> Run:
-    comparisons = set(_ORDERED) | set(_UNORDERED) | {"num", "nan"}
-    flags, (t,) = cx.split_mods(comparisons | set(_COMBINE) | {"ftz"}, _TYPES - {"pred", "f16x2", "bf16x2"})
-    cmps, combine = flags & comparisons, flags & set(_COMBINE)
+    flags, (t,) = cx.split_mods(COMPARISONS | set(COMBINE) | {"ftz"}, _TYPES - {"pred", "f16x2", "bf16x2"})
+    cmps, combine = flags & COMPARISONS, flags & set(COMBINE)
     if len(cmps) != 1 or len(combine) > 1:
         raise cx.unsupported("setp needs one comparison and at most one of .and/.or/.xor")
-    compare = _comparison(cmps.pop(), t in FLOAT_TYPES or t == "bf16")
+    compare = comparison(cmps.pop(), t in FLOAT_TYPES or t == "bf16")
     ops = cx.operands((4,) if combine else (3,))
     dest = ops[0]
     first, second = (dest.first, dest.second) if hasattr(dest, "second") else (dest, None)
@@ -60,10 +60,10 @@ def _setp(cx: Context) -> Run:
     flushing = flush if "ftz" in flags else (lambda x: x)
 
     def pre(x: Any) -> Any:
-        return flushing(_read_value(t, x))
+        return flushing(read_value(t, x))
 
     rc = cx.read(ops[3], "pred") if combine else None
-    join = _COMBINE[combine.pop()] if combine else None
+    join = COMBINE[combine.pop()] if combine else None
 
     def run(fr: Any, m: Any) -> None:
         result = compare(pre(ra(fr)), pre(rb(fr)))
@@ -191,7 +191,7 @@ def _to_bf16(x: Any) -> Any:
     return np.where(np.isnan(x), np.uint32(0x7FC0), rounded).astype(np.uint16)
 
 
-def _read_value(t: str, x: Any) -> Any:
+def read_value(t: str, x: Any) -> Any:
     """Source operand as a NumPy number (bf16 bits widened to f32)."""
     if t == "bf16":
         return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -207,7 +207,7 @@ def convert(value: Any, src: str, dst: str, flags: set[str]) -> Any:
     """``cvt.flags.dst.src`` on one operand (PTX ISA 9.7.9.21)."""
     src_float = src in FLOAT_TYPES or src == "bf16"
     dst_float = dst in FLOAT_TYPES or dst == "bf16"
-    x = _read_value(src, value)
+    x = read_value(src, value)
     if "ftz" in flags and src_float:
         x = flush(x)
     if not dst_float:
