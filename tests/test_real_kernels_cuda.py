@@ -198,14 +198,15 @@ extern "C" __global__ void sync_through_devrt(int* scratch, int* out, int* statu
 '''
 
 SET_FORMS = r"""
-// `set` writes its comparison as a value; one column per form (PTX ISA "set", and its half-precision forms).
+// `set` writes its comparison as a value; one column per form (PTX ISA "set", and its half-precision forms),
+// then `setp` on halves (one predicate per lane of a packed pair).
 // 16-bit results are stored as 16 bits: on the GPU the upper half of their 32-bit register is not zeroed.
 extern "C" __global__ void set_forms(const float* a, const float* b, const int* ia, const int* ib,
                                      const unsigned short* ha, const unsigned short* hb,
                                      const unsigned short* ba, const unsigned short* bb, unsigned* out,
                                      unsigned short* out16) {
   int i = threadIdx.x, odd = i & 1;
-  unsigned* row = out + 14 * i;
+  unsigned* row = out + 19 * i;
   unsigned short* row16 = out16 + 4 * i;
   float x = a[i], y = b[i];
   double dx = x, dy = y;
@@ -229,6 +230,13 @@ extern "C" __global__ void set_forms(const float* a, const float* b, const int* 
   asm("{ .reg .pred c; setp.ne.s32 c, %3, 0; set.nan.xor.u32.f16x2 %0, %1, %2, c; }"
       : "=r"(row[12]) : "r"(px), "r"(py), "r"(odd));
   asm("set.le.u32.bf16x2 %0, %1, %2;" : "=r"(row[13]) : "r"(qx), "r"(qy));
+  asm("{ .reg .pred p; setp.lt.ftz.f16 p, %1, %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(row[14]) : "h"(hx), "h"(hy));
+  asm("{ .reg .pred p, q; setp.geu.f16x2 p|q, %2, %3; selp.u32 %0, 1, 0, p; selp.u32 %1, 1, 0, q; }"
+      : "=r"(row[15]), "=r"(row[16]) : "r"(px), "r"(py));
+  asm("{ .reg .pred p, q, c; setp.ne.s32 c, %4, 0; setp.gt.and.bf16x2 p|q, %2, %3, c;\n"
+      "  selp.u32 %0, 1, 0, p; selp.u32 %1, 1, 0, q; }"
+      : "=r"(row[17]), "=r"(row[18]) : "r"(qx), "r"(qy), "r"(odd));
   asm("set.lt.f16.f16 %0, %1, %2;" : "=h"(h) : "h"(hx), "h"(hy)); row16[0] = h;
   asm("set.ltu.s16.f16 %0, %1, %2;" : "=h"(h) : "h"(hx), "h"(hy)); row16[1] = h;
   asm("set.gt.bf16.bf16 %0, %1, %2;" : "=h"(h) : "h"(gx), "h"(gy)); row16[2] = h;
@@ -425,7 +433,7 @@ def _ftz(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)
 
 
-def test_set_writes_each_comparison_as_a_value(device):
+def test_set_and_setp_on_every_type(device):
     rng = np.random.default_rng(8)
     a = rng.uniform(-4, 4, 64).astype(np.float32)
     b = rng.uniform(-4, 4, 64).astype(np.float32)
@@ -440,7 +448,7 @@ def test_set_writes_each_comparison_as_a_value(device):
         ha, hb = a.astype(np.float16), b.astype(np.float16)  # 6e-8, -3e-6, 1e-5: f16 subnormals
     ba, bb = ((v.view(np.uint32) >> 16).astype(np.uint16) for v in (a, b))  # bf16: a's top half
     inputs = (a, b, ia, ib, ha.view(np.uint16), hb.view(np.uint16), ba, bb)
-    out, out16 = _run(_load(SET_FORMS, device), "set_forms", *inputs, np.zeros(64 * 14, np.uint32),
+    out, out16 = _run(_load(SET_FORMS, device), "set_forms", *inputs, np.zeros(64 * 19, np.uint32),
                       np.zeros(64 * 4, np.uint16), grid=1, block=64)[-2:]
     odd = np.arange(64) % 2 == 1
     swap = np.arange(64) ^ 1
@@ -465,6 +473,9 @@ def test_set_writes_each_comparison_as_a_value(device):
         lanes(lambda x, y: _compare("lt", _ftz(x), _ftz(y)), ha, hb, f16_one),
         lanes(lambda x, y: _compare("nan", x, y) ^ odd, ha, hb, 0xFFFF),
         lanes(lambda x, y: _compare("le", x, y), *as_bf16, 0xFFFF),
+        _compare("lt", _ftz(ha), _ftz(hb)),
+        _compare("geu", ha, hb), _compare("geu", ha[swap], hb[swap]),
+        _compare("gt", *as_bf16) & odd, _compare("gt", as_bf16[0][swap], as_bf16[1][swap]) & odd,
     ]
     expected16 = [
         np.where(_compare("lt", ha, hb), f16_one, 0),
@@ -472,7 +483,7 @@ def test_set_writes_each_comparison_as_a_value(device):
         np.where(_compare("gt", *as_bf16), bf16_one, 0),
         np.where(_compare("eq", a, b), f16_one, 0),
     ]
-    np.testing.assert_array_equal(out.reshape(64, 14), np.array(expected, np.uint64).T)
+    np.testing.assert_array_equal(out.reshape(64, 19), np.array(expected, np.uint64).T)
     np.testing.assert_array_equal(out16.reshape(64, 4), np.array(expected16, np.uint64).T)
 
 

@@ -313,6 +313,61 @@ def test_raise_ends_the_thread_and_reports_nothing_as_numba_without_debug(device
     np.testing.assert_array_equal(out, np.where(x < 0, -1.0, np.sqrt(np.abs(x))))
 
 
+class OutOfRange(Exception):
+    pass
+
+
+def checked_log(out, x):
+    i = cuda.grid(1)
+    if x[i] < 0:
+        raise ValueError("negative input", 3)
+    if x[i] > 1000:
+        raise OutOfRange("too big")
+    out[i] = math.log(x[i])
+
+
+DEBUG = pn.NumbaOptions(debug=True, opt=False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_debug_kernel_exceptions_are_raised_after_the_launch_like_numba(device):
+    art = pn.compile(checked_log, "void(float64[::1], float64[::1])", options=DEBUG)
+    assert [e.type for e in art.raises["checked_log"].values()] == ["ValueError", f"{__name__}.OutOfRange"]
+    module = ptxbridge.load([art], device=device)
+    x = np.linspace(1, 50, 64)
+    x[[37, 45]] = -1.0, -2.0  # two threads of block 1 raise; the first to store its code is reported
+    out = module.to_device(np.zeros(64))
+    with pytest.raises(ptxbridge.KernelRaisedError) as raised:
+        module.checked_log(out, module.to_device(x), grid=2, block=32)
+    error = raised.value
+    assert isinstance(error.exception, ValueError) and error.exception.args == ("negative input", 3)
+    assert error.ctaid == (1, 0, 0) and error.tid[0] in (5, 13) and error.tid[1:] == (0, 0)
+    line = checked_log.__code__.co_firstlineno + 3
+    assert str(error).startswith(f"checked_log: thread tid={error.tid} ctaid=(1, 0, 0) raised "
+                                 f"ValueError('negative input', 3) (In function 'checked_log', file ")
+    assert str(error).endswith(f"line {line})")
+    x[[37, 45]] = 2000.0, 3.0
+    with pytest.raises(ptxbridge.KernelRaisedError, match=r"raised .*OutOfRange\('too big'\)") as raised:
+        module.checked_log(out, module.to_device(x), grid=2, block=32)
+    assert raised.value.exception is None  # not a built-in exception: named, not rebuilt
+    x[37] = 4.0
+    module.checked_log(out, module.to_device(x), grid=2, block=32)  # the flag is cleared before each launch
+    np.testing.assert_allclose(module.to_host(out), np.log(x), rtol=1e-15)
+
+
+def test_saved_debug_kernel_reports_the_exception_code():
+    art = pn.compile(checked_log, "void(float64[::1], float64[::1])", options=DEBUG)
+    saved = ptxbridge.Image.from_bytes(ptxbridge.link([art], arch="sm_90").to_bytes())
+    with pytest.raises(ptxbridge.KernelRaisedError, match=r"checked_log: thread .* raised exception code 1, "
+                                                         r"which the kernel's exception table does not list"):
+        saved.load(CPU).checked_log(np.zeros(4), np.array([1.0, -1, 2, 3]), grid=1, block=4)
+
+
+def test_debug_needs_opt_off():
+    with pytest.raises(ArgumentError, match="debug=True needs opt=False"):
+        pn.NumbaOptions(debug=True)
+
+
 # --- the compile cache: closures over different functions -----------------------------------
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
-from .float_math import flush, nudge, saturate
+from .float_math import flush, flush_compared, nudge, saturate
 from .memory import WINDOWS
-from .ops_half import f64_to_bf16
+from .ops_half import LANE_TYPES, f64_to_bf16, lane
 from .parse import Sym, Vec
 from .values import DTYPES, FLOAT_TYPES, UINT
 
@@ -46,24 +46,38 @@ def comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
 
 @op("setp")
 def _setp(cx: Context) -> Run:
-    flags, (t,) = cx.split_mods(COMPARISONS | set(COMBINE) | {"ftz"}, _TYPES - {"pred", "f16x2", "bf16x2"})
+    """``setp``; on packed halves (``.f16x2``, ``.bf16x2``) ``p|q`` take the low and the high
+    lane's result (PTX ISA "Half Precision Comparison Instructions: setp")."""
+    flags, (t,) = cx.split_mods(COMPARISONS | set(COMBINE) | {"ftz"}, _TYPES - {"pred"})
     cmps, combine = flags & COMPARISONS, flags & set(COMBINE)
     if len(cmps) != 1 or len(combine) > 1:
         raise cx.unsupported("setp needs one comparison and at most one of .and/.or/.xor")
-    compare = comparison(cmps.pop(), t in FLOAT_TYPES or t == "bf16")
+    kind = LANE_TYPES.get(t, t)
+    compare = comparison(cmps.pop(), kind in FLOAT_TYPES or kind == "bf16")
     ops = cx.operands((4,) if combine else (3,))
     dest = ops[0]
     first, second = (dest.first, dest.second) if hasattr(dest, "second") else (dest, None)
     w1 = cx.write(first)
     w2 = cx.write(second) if second is not None else None
     ra, rb = cx.read(ops[1], t), cx.read(ops[2], t)
-    flushing = flush if "ftz" in flags else (lambda x: x)
+    flushing = flush_compared if "ftz" in flags else (lambda x: x)
 
     def pre(x: Any) -> Any:
         return flushing(read_value(t, x))
 
     rc = cx.read(ops[3], "pred") if combine else None
     join = COMBINE[combine.pop()] if combine else None
+    if t in LANE_TYPES:
+        if w2 is None:
+            raise cx.unsupported(f"setp.{t} writes one predicate per lane: p|q")
+
+        def lanes(fr: Any, m: Any) -> None:
+            a, b = ra(fr), rb(fr)
+            for w, shift in ((w1, 0), (w2, 16)):
+                result = compare(flushing(lane(a, shift, kind)), flushing(lane(b, shift, kind)))
+                w(fr, result if join is None else join(result, rc(fr)), m)
+
+        return lanes
 
     def run(fr: Any, m: Any) -> None:
         result = compare(pre(ra(fr)), pre(rb(fr)))

@@ -16,36 +16,22 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
-from .float_math import flush
+from .float_math import flush_compared
 from .ops_data import COMBINE, COMPARISONS, comparison, read_value
+from .ops_half import LANE_TYPES, lane
 from .values import DTYPES, FLOAT_TYPES, UINT
 
 __all__: list[str] = []
 
 _SCALAR_SOURCES = frozenset(t for t in DTYPES if t[0] in "bsuf" and t not in ("tf32", "f16x2", "bf16x2"))
-_PACKED = {"f16x2": "f16", "bf16x2": "bf16"}
 # destination -> the bits "true" is written as (0.0 and integer 0 are all zero bits)
 _TRUE = {"f32": 0x3F80_0000, "f16": 0x3C00, "bf16": 0x3F80, "u16": 0xFFFF, "s16": 0xFFFF,
          "u32": 0xFFFF_FFFF, "s32": 0xFFFF_FFFF}
 _HALF_SOURCE_DESTINATIONS = frozenset(("f16", "bf16", "u16", "s16", "u32", "s32"))
-_F16_TINY = np.float16(2.0 ** -14)
-
-
-def _flush_half(x: Any) -> Any:
-    """``.ftz`` on ``.f16`` sources: subnormals become zero of the same sign."""
-    if x.dtype != np.float16:
-        return flush(x)
-    return np.where(np.abs(x) < _F16_TINY, np.copysign(np.float16(0), x), x).astype(np.float16)
-
-
-def _lane(bits: Any, shift: int, kind: str) -> Any:
-    """One 16-bit lane of a packed register as a NumPy float (bf16 widened to f32, exactly)."""
-    half = ((bits >> np.uint32(shift)) & np.uint32(0xFFFF)).astype(np.uint16)
-    return half.view(np.float16) if kind == "f16" else read_value("bf16", half)
 
 
 def _check_types(cx: Context, dtype: str, stype: str) -> None:
-    if stype in _PACKED:
+    if stype in LANE_TYPES:
         allowed = {stype, "u32", "s32"}
     elif stype in ("f16", "bf16"):
         allowed = _HALF_SOURCE_DESTINATIONS
@@ -59,31 +45,31 @@ def _check_types(cx: Context, dtype: str, stype: str) -> None:
 @op("set")
 def _set(cx: Context) -> Run:
     flags, (dtype, stype) = cx.split_mods(COMPARISONS | set(COMBINE) | {"ftz"},
-                                          _SCALAR_SOURCES | set(_PACKED) | set(_TRUE), ntypes=2)
+                                          _SCALAR_SOURCES | set(LANE_TYPES) | set(_TRUE), ntypes=2)
     cmps, combine = flags & COMPARISONS, flags & set(COMBINE)
     if len(cmps) != 1 or len(combine) > 1:
         raise cx.unsupported("set needs one comparison and at most one of .and/.or/.xor")
     _check_types(cx, dtype, stype)
-    kind = _PACKED.get(stype, stype)
+    kind = LANE_TYPES.get(stype, stype)
     compare = comparison(cmps.pop(), kind in FLOAT_TYPES or kind == "bf16")
     ops = cx.operands((4,) if combine else (3,))
     w = cx.write(ops[0])
     ra, rb = cx.read(ops[1], stype), cx.read(ops[2], stype)
     rc = cx.read(ops[3], "pred") if combine else None
     join = COMBINE[combine.pop()] if combine else None
-    pre = _flush_half if "ftz" in flags else (lambda x: x)
+    pre = flush_compared if "ftz" in flags else (lambda x: x)
 
     def result(a: Any, b: Any, fr: Any) -> Any:
         outcome = compare(pre(a), pre(b))
         return outcome if join is None else join(outcome, rc(fr))
 
-    if stype in _PACKED:
-        true = np.uint32(_TRUE[kind] if dtype in _PACKED else 0xFFFF)
+    if stype in LANE_TYPES:
+        true = np.uint32(_TRUE[kind] if dtype in LANE_TYPES else 0xFFFF)
 
         def packed(fr: Any, m: Any) -> None:
             a, b = ra(fr), rb(fr)
-            low = np.where(result(_lane(a, 0, kind), _lane(b, 0, kind), fr), true, np.uint32(0))
-            high = np.where(result(_lane(a, 16, kind), _lane(b, 16, kind), fr), true, np.uint32(0))
+            low = np.where(result(lane(a, 0, kind), lane(b, 0, kind), fr), true, np.uint32(0))
+            high = np.where(result(lane(a, 16, kind), lane(b, 16, kind), fr), true, np.uint32(0))
             w(fr, (low | (high << np.uint32(16))).astype(np.uint32), m)
 
         return packed
