@@ -304,7 +304,8 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
 
         sig = restype(*args) if not _is_void(restype) else args
         try:
-            with global_compiler_lock, _callees_compiled_for(cc), _compiles_seen() as seen:
+            wants_table = options.debug and not device
+            with global_compiler_lock, _callees_compiled_for(cc), _compiles_seen(wants_table) as seen:
                 library, _ = compiler._compile_pyfunc_with_fixup(
                     pyfunc, sig, device=device, cc=cc, abi="c" if device else "numba",
                     abi_info={"abi_name": name}, fastmath=options.fastmath, opt=options.opt,
@@ -314,7 +315,7 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
                     return _header((), {}) + b"\n" + bytes(library.get_ltoir(cc=cc))
                 code = "\n".join(library.get_asm_strs(cc=cc))
                 links = libraries.gather(library, read_ptx(code, f"<numba {name}>"), link)
-                raises = _exception_table(seen[-1]) if options.debug and not device and seen else {}
+                raises = _exception_table(seen[-1]) if seen else {}
         except Exception as exc:  # numba reports typing and lowering errors with many types
             hint = _NEEDS_GPU if "CudaSupportError" in _exception_chain(exc) else ""
             raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
@@ -332,13 +333,17 @@ def _header(links: Iterable[libraries.Link], raises: Raises) -> bytes:
 
 
 @contextmanager
-def _compiles_seen() -> Iterator[list[Any]]:
-    """The results of numba-cuda's ``compile_cuda`` calls while compiling one function (the kernel's
-    is the last: its callees are typed, so compiled, inside it).  ``_compile_pyfunc_with_fixup``
-    returns the code library only; the exception table lives on the result's ``call_helper``."""
+def _compiles_seen(active: bool) -> Iterator[list[Any]]:
+    """When ``active``, the results of numba-cuda's ``compile_cuda`` calls while compiling one
+    function (the kernel's is the last: its callees are typed, so compiled, inside it).
+    ``_compile_pyfunc_with_fixup`` returns the code library only; the exception table lives on
+    the result's ``call_helper``."""
     from numba.cuda import compiler
 
     seen: list[Any] = []
+    if not active:
+        yield seen
+        return
     original = compiler.compile_cuda
 
     def recording(*args: Any, **kwargs: Any) -> Any:
