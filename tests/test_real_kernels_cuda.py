@@ -487,6 +487,29 @@ def test_set_and_setp_on_every_type(device):
     np.testing.assert_array_equal(out16.reshape(64, 4), np.array(expected16, np.uint64).T)
 
 
+LINES = r"""
+extern "C" __global__ void axpy_rows(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = a * x[i];
+    for (int k = 0; k < 3; ++k) v += y[i] * (k + 1);
+    y[i] = v;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("options", [["-lineinfo"], ["-G"]], ids=["lineinfo", "device-debug"])
+def test_line_info_hides_no_instruction(device, options):
+    art = nvrtc.compile(LINES, options=options)
+    assert "\t.loc\t" in art.code.decode()  # `.loc 1 4 0` has no semicolon: a line of its own
+    x, y = np.linspace(-2, 2, 100, dtype=np.float32), np.linspace(1, 3, 100, dtype=np.float32)
+    m = ptxbridge.load([art], device)
+    yd = m.to_device(y)
+    m.axpy_rows(np.float32(1.5), m.to_device(x), yd, 100, grid=4, block=32)
+    np.testing.assert_allclose(m.to_host(yd), np.float32(1.5) * x + 6 * y, rtol=1e-6)
+
+
 def test_a_kernel_the_cpu_loader_cannot_run_fails_at_launch_naming_instruction_kernel_and_line():
     m = _load(BASIC, "cpu")  # the module loads, and its other kernels run (every test above)
     ptx = nvrtc.compile(BASIC).code.decode()
