@@ -474,6 +474,27 @@ def test_plain_enum_parameters_pass_their_values_like_numba(device):
                                       expected)
 
 
+class Planet(enum.Enum):  # numba types its members as EnumMember(Planet, UniTuple(float64 x 2))
+    MERCURY = (3.303e23, 2.4397e6)
+    EARTH = (5.976e24, 6.37814e6)
+
+
+def gravity(out, p, q):
+    out[0] = p == q
+    out[1] = p.value[0] / (p.value[1] * p.value[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_enum_with_tuple_values(device):
+    member = nt.EnumMember(Planet, nt.UniTuple(nt.float64, 2))
+    art = pn.compile(gravity, nt.void(nt.float64[::1], member, member))
+    for p, q in [(Planet.EARTH, Planet.EARTH), (Planet.MERCURY, Planet.EARTH)]:
+        expected = np.zeros(2)
+        gravity(expected, p, q)
+        np.testing.assert_allclose(run(art, device, "gravity", np.zeros(2), p, q, block=1)[0], expected,
+                                   rtol=1e-15)
+
+
 class Flavor(enum.Enum):
     VANILLA = "vanilla"
 

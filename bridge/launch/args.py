@@ -257,17 +257,10 @@ def _cupy_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
     return checked, ("cupy", form, numpy.dtype(want.numpy_name), ctx.device_id)
 
 
-def _by_value(convert: Callable[[Any], tuple]) -> Callable[[Any], tuple]:
-    return lambda member: convert(member.value)
-
-
 def _scalar_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     dt = where.t.dtype
     flat = lower_param(where.name, where.t, ctx.convention)
     convert = scalar_converter(dt, flat, wrap=ctx.convention is Convention.NUMBA)  # numba wraps ints
-    if ctx.convention is Convention.NUMBA and issubclass(arg_type, enum.Enum) and not issubclass(
-            arg_type, numbers.Number):  # numba passes a plain Enum member as its value
-        convert = _by_value(convert)
 
     def scalar(arg: Any, stream: Any) -> tuple:
         try:
@@ -460,6 +453,11 @@ _FAMILIES: dict[str, Callable[[BindContext, _Where, type], Binder]] = {
 def make_binder(ctx: BindContext, param: Param, arg_type: type) -> Binder:
     """The binder for arguments of ``arg_type`` passed to ``param`` (built once per pair)."""
     t = param.type
+    if (ctx.convention is Convention.NUMBA and issubclass(arg_type, enum.Enum)
+            and not issubclass(arg_type, numbers.Number) and len(arg_type)):
+        # numba passes a plain Enum member as its value (``_Kernel._prepare_args``): a number, a tuple...
+        inner = make_binder(ctx, param, type(next(iter(arg_type)).value))
+        return Binder(lambda member, state: inner.values(member.value, state), inner.stateful)
     try:
         entry = KINDS.entry_of(t)
     except TypeError:

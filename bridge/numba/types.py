@@ -67,7 +67,7 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
     if isinstance(nbtype, types.BaseTuple):
         return Tuple(tuple(to_param_type(t, f"{where} item {i}") for i, t in enumerate(nbtype.types)))
     if isinstance(nbtype, types.EnumMember):  # Enum and IntEnum: passed as the value, as numba does
-        return Scalar(to_dtype(nbtype.dtype, f"{where} ({nbtype.instance_class.__name__} value)"))
+        return to_param_type(nbtype.dtype, f"{where} ({nbtype.instance_class.__name__} value)", c_abi=c_abi)
     return Scalar(to_dtype(nbtype, where))
 
 
