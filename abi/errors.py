@@ -15,6 +15,7 @@ __all__ = [
     "CudaError",
     "EmulatorError",
     "FormatError",
+    "KernelRaisedError",
     "LinkError",
     "MemoryAccessError",
     "PtxBridgeError",
@@ -73,6 +74,18 @@ class CompileError(PtxBridgeError, RuntimeError):
 
 class LinkError(CompileError):
     """nvJitLink failed, or cross-artifact symbols disagree; ``log`` holds the linker log."""
+
+
+class KernelRaisedError(PtxBridgeError, RuntimeError):
+    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception.
+
+    ``exception``: that exception (built-in types; None for others), ``tid`` / ``ctaid``:
+    the first raising thread, as numba-cuda's launcher reports them.
+    """
+
+    exception: BaseException | None = None
+    tid: tuple[int, int, int] = (0, 0, 0)
+    ctaid: tuple[int, int, int] = (0, 0, 0)
 
 
 class CudaError(PtxBridgeError, RuntimeError):

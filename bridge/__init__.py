@@ -14,6 +14,7 @@ from ptxbridge.abi import (
     CudaError,
     EmulatorError,
     FormatError,
+    KernelRaisedError,
     LinkError,
     MemoryAccessError,
     OptionError,
@@ -29,7 +30,7 @@ from ptxbridge.linker import LinkOptions, link, load
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
-    "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load", "MemoryAccessError",
-    "Kernel", "Module",
+    "KernelRaisedError", "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
+    "MemoryAccessError", "Kernel", "Module",
 ]
 __version__ = "0.1.0"

@@ -38,6 +38,7 @@ from ptxbridge.abi.kinds import Opaque, ParamType, Scalar
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, PtxParam, read_ptx
 from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
 from ptxbridge.abi.sniff import sniff
+from ptxbridge.launch.raised import RaisedException
 
 __all__ = ["Artifact", "CodeKind", "Provenance", "artifact_from_bytes", "artifact_from_file",
            "coerce_signatures", "describe_code",
@@ -89,7 +90,8 @@ class Artifact:
     raised when the kernel is asked for on a loaded module.
     ``libraries``: code the frontend links with this code and that is not the
     user's to supply (numba-cuda's runtime and float16 wrappers, ``link=`` files);
-    :func:`ptxbridge.link` adds each library once.
+    :func:`ptxbridge.link` adds each library once.  ``raises``: per kernel compiled
+    with numba's ``debug=True``, its exception table (:mod:`ptxbridge.launch.raised`).
     """
 
     code: bytes
@@ -103,12 +105,13 @@ class Artifact:
     link_options: tuple[str, ...] = ()
     unusable: Mapping[str, str] = field(default_factory=dict)
     libraries: tuple[Artifact, ...] = ()
+    raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
         object.__setattr__(self, "link_options", tuple(self.link_options))
         object.__setattr__(self, "libraries", tuple(self.libraries))
-        for attr in ("kernels", "device_functions", "imports", "unusable"):
+        for attr in ("kernels", "device_functions", "imports", "unusable", "raises"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 
     @classmethod

@@ -20,6 +20,7 @@ from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_fil
 from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import describe_code, with_cubin_facts
 from ptxbridge.launch.module import Module
+from ptxbridge.launch.raised import RaisedException
 from ptxbridge.loaders import open_backend
 
 __all__ = ["Image"]
@@ -45,7 +46,9 @@ class Image:
     PTX).  ``kernels`` and ``device_functions`` map names to signatures
     (launch metadata included).  ``unusable``: kernels the image has but no
     signature could be made for, each with the reason; ``cpu_unavailable``:
-    kernels without PTX for the CPU loader, each with the reason.
+    kernels without PTX for the CPU loader, each with the reason; ``raises``: the
+    exception tables of numba kernels compiled with ``debug=True`` (not kept by
+    :meth:`save`: such a kernel of a saved image reports an exception by its code).
     """
 
     cubin: bytes | None
@@ -56,6 +59,7 @@ class Image:
     log: str = ""
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
+    raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
 
     def load(self, device: Any = None, *, check_aliasing: bool = True, **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.

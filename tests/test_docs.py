@@ -127,6 +127,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("numba.md", 1): needs("numba.cuda"),
     ("numba.md", 2): needs("numba.cuda"),
     ("numba.md", 3): needs("numba.cuda"),
+    ("numba.md", 4): needs("numba.cuda"),
     ("rust.md", 0): rust_setup,
     ("rust.md", 1): needs("numba.cuda"),
     ("rust.md", 2): oxide_setup,

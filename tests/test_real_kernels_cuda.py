@@ -197,6 +197,54 @@ extern "C" __global__ void sync_through_devrt(int* scratch, int* out, int* statu
 }
 '''
 
+SET_FORMS = r"""
+// `set` writes its comparison as a value; one column per form (PTX ISA "set", and its half-precision forms),
+// then `setp` on halves (one predicate per lane of a packed pair).
+// 16-bit results are stored as 16 bits: on the GPU the upper half of their 32-bit register is not zeroed.
+extern "C" __global__ void set_forms(const float* a, const float* b, const int* ia, const int* ib,
+                                     const unsigned short* ha, const unsigned short* hb,
+                                     const unsigned short* ba, const unsigned short* bb, unsigned* out,
+                                     unsigned short* out16) {
+  int i = threadIdx.x, odd = i & 1;
+  unsigned* row = out + 19 * i;
+  unsigned short* row16 = out16 + 4 * i;
+  float x = a[i], y = b[i];
+  double dx = x, dy = y;
+  unsigned short h, hx = ha[i], hy = hb[i], gx = ba[i], gy = bb[i];
+  unsigned px = hx | (unsigned)ha[i ^ 1] << 16, py = hy | (unsigned)hb[i ^ 1] << 16;
+  unsigned qx = gx | (unsigned)ba[i ^ 1] << 16, qy = gy | (unsigned)bb[i ^ 1] << 16;
+  asm("set.lt.u32.f32 %0, %1, %2;" : "=r"(row[0]) : "f"(x), "f"(y));
+  asm("set.gtu.f32.f32 %0, %1, %2;" : "=r"(row[1]) : "f"(x), "f"(y));
+  asm("set.ne.ftz.s32.f32 %0, %1, %2;" : "=r"(row[2]) : "f"(x), "f"(y));
+  asm("set.ne.s32.f32 %0, %1, %2;" : "=r"(row[3]) : "f"(x), "f"(y));
+  asm("set.nan.u32.f64 %0, %1, %2;" : "=r"(row[4]) : "d"(dx), "d"(dy));
+  asm("set.num.f32.f64 %0, %1, %2;" : "=r"(row[5]) : "d"(dx), "d"(dy));
+  asm("{ .reg .pred c; setp.ne.s32 c, %3, 0; set.le.and.u32.s32 %0, %1, %2, !c; }"
+      : "=r"(row[6]) : "r"(ia[i]), "r"(ib[i]), "r"(odd));
+  asm("set.hi.u32.u32 %0, %1, %2;" : "=r"(row[7]) : "r"(ia[i]), "r"(ib[i]));
+  asm("{ .reg .pred c; setp.ne.s32 c, %3, 0; set.equ.or.f32.f32 %0, %1, %2, c; }"
+      : "=r"(row[8]) : "f"(x), "f"(y), "r"(odd));
+  asm("set.geu.ftz.u32.f16 %0, %1, %2;" : "=r"(row[9]) : "h"(hx), "h"(hy));
+  asm("set.geu.u32.f16 %0, %1, %2;" : "=r"(row[10]) : "h"(hx), "h"(hy));
+  asm("set.lt.ftz.f16x2.f16x2 %0, %1, %2;" : "=r"(row[11]) : "r"(px), "r"(py));
+  asm("{ .reg .pred c; setp.ne.s32 c, %3, 0; set.nan.xor.u32.f16x2 %0, %1, %2, c; }"
+      : "=r"(row[12]) : "r"(px), "r"(py), "r"(odd));
+  asm("set.le.u32.bf16x2 %0, %1, %2;" : "=r"(row[13]) : "r"(qx), "r"(qy));
+  asm("{ .reg .pred p; setp.lt.ftz.f16 p, %1, %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(row[14]) : "h"(hx), "h"(hy));
+  asm("{ .reg .pred p, q; setp.geu.f16x2 p|q, %2, %3; selp.u32 %0, 1, 0, p; selp.u32 %1, 1, 0, q; }"
+      : "=r"(row[15]), "=r"(row[16]) : "r"(px), "r"(py));
+  asm("{ .reg .pred p, q, c; setp.ne.s32 c, %4, 0; setp.gt.and.bf16x2 p|q, %2, %3, c;\n"
+      "  selp.u32 %0, 1, 0, p; selp.u32 %1, 1, 0, q; }"
+      : "=r"(row[17]), "=r"(row[18]) : "r"(qx), "r"(qy), "r"(odd));
+  asm("set.lt.f16.f16 %0, %1, %2;" : "=h"(h) : "h"(hx), "h"(hy)); row16[0] = h;
+  asm("set.ltu.s16.f16 %0, %1, %2;" : "=h"(h) : "h"(hx), "h"(hy)); row16[1] = h;
+  asm("set.gt.bf16.bf16 %0, %1, %2;" : "=h"(h) : "h"(gx), "h"(gy)); row16[2] = h;
+  asm("set.eq.f16.f32 %0, %1, %2;" : "=h"(h) : "f"(x), "f"(y)); row16[3] = h;
+}
+"""
+
+
 _modules: dict[tuple[str, str], ptxbridge.Module] = {}
 
 
@@ -369,6 +417,97 @@ def test_cpu_loader_runs_grid_sync_kernels_with_every_block_at_once():
     devrt.sync_through_devrt(scratch, out, status, grid=4, block=128)
     np.testing.assert_array_equal(out, 3 * np.arange(512)[::-1])
     np.testing.assert_array_equal(status, 0)
+
+
+def _compare(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """PTX comparison ``op`` on NumPy values: ordered float compares are false on NaN, ``...u`` true."""
+    unordered = np.isnan(x) | np.isnan(y) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+    if op in ("nan", "num"):
+        return unordered if op == "nan" else ~unordered
+    base = {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y}[op.rstrip("u")]
+    return base | unordered if op.endswith("u") else base & ~unordered
+
+
+def _ftz(x: np.ndarray) -> np.ndarray:
+    tiny = np.finfo(x.dtype).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)
+
+
+def test_set_and_setp_on_every_type(device):
+    rng = np.random.default_rng(8)
+    a = rng.uniform(-4, 4, 64).astype(np.float32)
+    b = rng.uniform(-4, 4, 64).astype(np.float32)
+    b[40:48] = a[40:48]
+    specials = [(1, 2), (2, 2), (np.nan, 1), (0.0, -0.0), (-0.0, 0.0), (1e-40, 0), (-1e-40, 1e-40),
+                (np.inf, np.inf), (-np.inf, 5), (3, np.nan), (np.nan, np.nan), (6e-8, 0), (-3e-6, -0.0),
+                (65504, 1e5), (0.5, 0.25), (-2, -2), (1e-5, 2e-5), (4e-5, 4e-5)]
+    for i, (x, y) in enumerate(specials):
+        a[i], b[i] = x, y
+    ia, ib = rng.integers(-6, 6, 64).astype(np.int32), rng.integers(-6, 6, 64).astype(np.int32)
+    with np.errstate(over="ignore"):  # 1e5 is inf as f16
+        ha, hb = a.astype(np.float16), b.astype(np.float16)  # 6e-8, -3e-6, 1e-5: f16 subnormals
+    ba, bb = ((v.view(np.uint32) >> 16).astype(np.uint16) for v in (a, b))  # bf16: a's top half
+    inputs = (a, b, ia, ib, ha.view(np.uint16), hb.view(np.uint16), ba, bb)
+    out, out16 = _run(_load(SET_FORMS, device), "set_forms", *inputs, np.zeros(64 * 19, np.uint32),
+                      np.zeros(64 * 4, np.uint16), grid=1, block=64)[-2:]
+    odd = np.arange(64) % 2 == 1
+    swap = np.arange(64) ^ 1
+    ones, f32_one, f16_one, bf16_one = 0xFFFFFFFF, 0x3F800000, 0x3C00, 0x3F80
+    as_bf16 = [(v.astype(np.uint32) << 16).view(np.float32) for v in (ba, bb)]
+
+    def lanes(op: str, x: np.ndarray, y: np.ndarray, true: int) -> np.ndarray:
+        return np.where(op(x, y), true, 0) | np.where(op(x[swap], y[swap]), true, 0) << 16
+
+    expected = [
+        np.where(_compare("lt", a, b), ones, 0),
+        np.where(_compare("gtu", a, b), f32_one, 0),
+        np.where(_compare("ne", _ftz(a), _ftz(b)), ones, 0),
+        np.where(_compare("ne", a, b), ones, 0),
+        np.where(_compare("nan", a, b), ones, 0),
+        np.where(_compare("num", a, b), f32_one, 0),
+        np.where((ia <= ib) & ~odd, ones, 0),
+        np.where(ia.view(np.uint32) > ib.view(np.uint32), ones, 0),
+        np.where(_compare("equ", a, b) | odd, f32_one, 0),
+        np.where(_compare("geu", _ftz(ha), _ftz(hb)), ones, 0),
+        np.where(_compare("geu", ha, hb), ones, 0),
+        lanes(lambda x, y: _compare("lt", _ftz(x), _ftz(y)), ha, hb, f16_one),
+        lanes(lambda x, y: _compare("nan", x, y) ^ odd, ha, hb, 0xFFFF),
+        lanes(lambda x, y: _compare("le", x, y), *as_bf16, 0xFFFF),
+        _compare("lt", _ftz(ha), _ftz(hb)),
+        _compare("geu", ha, hb), _compare("geu", ha[swap], hb[swap]),
+        _compare("gt", *as_bf16) & odd, _compare("gt", as_bf16[0][swap], as_bf16[1][swap]) & odd,
+    ]
+    expected16 = [
+        np.where(_compare("lt", ha, hb), f16_one, 0),
+        np.where(_compare("ltu", ha, hb), 0xFFFF, 0),
+        np.where(_compare("gt", *as_bf16), bf16_one, 0),
+        np.where(_compare("eq", a, b), f16_one, 0),
+    ]
+    np.testing.assert_array_equal(out.reshape(64, 19), np.array(expected, np.uint64).T)
+    np.testing.assert_array_equal(out16.reshape(64, 4), np.array(expected16, np.uint64).T)
+
+
+LINES = r"""
+extern "C" __global__ void axpy_rows(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = a * x[i];
+    for (int k = 0; k < 3; ++k) v += y[i] * (k + 1);
+    y[i] = v;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("options", [["-lineinfo"], ["-G"]], ids=["lineinfo", "device-debug"])
+def test_line_info_hides_no_instruction(device, options):
+    art = nvrtc.compile(LINES, options=options)
+    assert "\t.loc\t" in art.code.decode()  # `.loc 1 4 0` has no semicolon: a line of its own
+    x, y = np.linspace(-2, 2, 100, dtype=np.float32), np.linspace(1, 3, 100, dtype=np.float32)
+    m = ptxbridge.load([art], device)
+    yd = m.to_device(y)
+    m.axpy_rows(np.float32(1.5), m.to_device(x), yd, 100, grid=4, block=32)
+    np.testing.assert_allclose(m.to_host(yd), np.float32(1.5) * x + 6 * y, rtol=1e-6)
 
 
 def test_a_kernel_the_cpu_loader_cannot_run_fails_at_launch_naming_instruction_kernel_and_line():

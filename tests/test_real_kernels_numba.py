@@ -2,8 +2,7 @@
 
 Each kernel is compiled with ``ptxbridge.numba.compile`` here (no GPU) and
 checked against NumPy on the CPU loader; the ``gpu`` twins run the same kernels
-on ``cuda:0``.  Cases the CPU loader cannot run yet are strict xfails naming
-the missing piece, so they turn into failures the day it lands.
+on ``cuda:0``.
 """
 
 from __future__ import annotations
@@ -29,11 +28,11 @@ import ptxbridge
 import ptxbridge.numba as pn
 import ptxbridge.nvrtc
 from ptxbridge.abi.cubin import read_cubin
+from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.errors import (
     AbiMismatchError,
     ArgumentError,
     LinkError,
-    UnsupportedInstructionError,
 )
 from ptxbridge.abi.kinds import Opaque, Scalar, Struct
 from ptxbridge.artifact import CodeKind
@@ -42,13 +41,6 @@ from ptxbridge.loaders.cuda import cooperative_kernels
 
 CPU, GPU = "cpu", "cuda:0"
 DEVICES = [pytest.param(CPU, id="cpu"), pytest.param(GPU, id="gpu", marks=pytest.mark.gpu)]
-
-
-def cpu_lacks(what: str, raises: type[Exception]) -> list:
-    """The device params with the CPU case a strict xfail: the CPU loader lacks ``what``."""
-    return [pytest.param(CPU, id="cpu", marks=pytest.mark.xfail(strict=True, raises=raises,
-                                                              reason=f"CPU loader: {what}")),
-            pytest.param(GPU, id="gpu", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -119,8 +111,7 @@ def fp16_transcendental(out, a):
         out[2, i] = fp16.hsqrt(a[i])
 
 
-@pytest.mark.parametrize("device", cpu_lacks("`set.eq.f16.f16` in cuda_fp16.hpp's hexp",
-                                             UnsupportedInstructionError))
+@pytest.mark.parametrize("device", DEVICES)
 def test_float16_transcendental_functions(device):
     art = pn.compile(fp16_transcendental, "void(float16[:, ::1], float16[::1])")
     a = halves(32, 0.1, 2, 4)
@@ -303,6 +294,80 @@ def test_print_needs_no_import(device, capfd):
     assert lines == ["value 0 1.500000", "value 1 2.500000"]
 
 
+# --- exceptions -----------------------------------------------------------------------------
+
+
+def checked_sqrt(out, x):
+    i = cuda.grid(1)
+    if x[i] < 0:
+        raise ValueError("negative input")
+    out[i] = math.sqrt(x[i])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_raise_ends_the_thread_and_reports_nothing_as_numba_without_debug(device):
+    art = pn.compile(checked_sqrt, "void(float64[::1], float64[::1])")
+    assert "__errcode__" not in art.code.decode()  # numba stores exceptions only with debug=True
+    x = np.linspace(-3, 4, 32)
+    out = run(art, device, "checked_sqrt", np.full(32, -1.0), x)[0]
+    np.testing.assert_array_equal(out, np.where(x < 0, -1.0, np.sqrt(np.abs(x))))
+
+
+class OutOfRange(Exception):
+    pass
+
+
+def checked_log(out, x):
+    i = cuda.grid(1)
+    if x[i] < 0:
+        raise ValueError("negative input", 3)
+    if x[i] > 1000:
+        raise OutOfRange("too big")
+    out[i] = math.log(x[i])
+
+
+DEBUG = pn.NumbaOptions(debug=True, opt=False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_debug_kernel_exceptions_are_raised_after_the_launch_like_numba(device):
+    art = pn.compile(checked_log, "void(float64[::1], float64[::1])", options=DEBUG)
+    assert [e.type for e in art.raises["checked_log"].values()] == ["ValueError", f"{__name__}.OutOfRange"]
+    module = ptxbridge.load([art], device=device)
+    x = np.linspace(1, 50, 64)
+    x[[37, 45]] = -1.0, -2.0  # two threads of block 1 raise; the first to store its code is reported
+    out = module.to_device(np.zeros(64))
+    with pytest.raises(ptxbridge.KernelRaisedError) as raised:
+        module.checked_log(out, module.to_device(x), grid=2, block=32)
+    error = raised.value
+    assert isinstance(error.exception, ValueError) and error.exception.args == ("negative input", 3)
+    assert error.ctaid == (1, 0, 0) and error.tid[0] in (5, 13) and error.tid[1:] == (0, 0)
+    line = checked_log.__code__.co_firstlineno + 3
+    assert str(error).startswith(f"checked_log: thread tid={error.tid} ctaid=(1, 0, 0) raised "
+                                 f"ValueError('negative input', 3) (In function 'checked_log', file ")
+    assert str(error).endswith(f"line {line})")
+    x[[37, 45]] = 2000.0, 3.0
+    with pytest.raises(ptxbridge.KernelRaisedError, match=r"raised .*OutOfRange\('too big'\)") as raised:
+        module.checked_log(out, module.to_device(x), grid=2, block=32)
+    assert raised.value.exception is None  # not a built-in exception: named, not rebuilt
+    x[37] = 4.0
+    module.checked_log(out, module.to_device(x), grid=2, block=32)  # the flag is cleared before each launch
+    np.testing.assert_allclose(module.to_host(out), np.log(x), rtol=1e-15)
+
+
+def test_saved_debug_kernel_reports_the_exception_code():
+    art = pn.compile(checked_log, "void(float64[::1], float64[::1])", options=DEBUG)
+    saved = ptxbridge.Image.from_bytes(ptxbridge.link([art], arch="sm_90").to_bytes())
+    with pytest.raises(ptxbridge.KernelRaisedError, match=r"checked_log: thread .* raised exception code 1, "
+                                                         r"which the kernel's exception table does not list"):
+        saved.load(CPU).checked_log(np.zeros(4), np.array([1.0, -1, 2, 3]), grid=1, block=4)
+
+
+def test_debug_needs_opt_off():
+    with pytest.raises(ArgumentError, match="debug=True needs opt=False"):
+        pn.NumbaOptions(debug=True)
+
+
 # --- the compile cache: closures over different functions -----------------------------------
 
 
@@ -384,6 +449,62 @@ def test_intenum_parameter(device):
     assert got == [1, 100]
 
 
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+    BLUE = 7
+
+
+def by_color(out, a, b):
+    out[0] = a == b
+    out[1] = a is not b
+    out[2] = a.value * 10 + b.value
+    out[3] = a == Color.BLUE
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_plain_enum_parameters_pass_their_values_like_numba(device):
+    member = nt.EnumMember(Color, nt.int64)  # what numba types Color.RED as
+    art = pn.compile(by_color, nt.void(nt.int64[::1], member, member))
+    assert [p.type for p in art.kernels["by_color"].params[1:]] == [Scalar(dtype("i64"))] * 2
+    for a, b in [(Color.RED, Color.RED), (Color.RED, Color.GREEN), (Color.BLUE, Color.GREEN)]:
+        expected = np.zeros(4, np.int64)
+        by_color(expected, a, b)  # the kernel's own code, run by Python
+        np.testing.assert_array_equal(run(art, device, "by_color", np.zeros(4, np.int64), a, b, block=1)[0],
+                                      expected)
+
+
+class Planet(enum.Enum):  # numba types its members as EnumMember(Planet, UniTuple(float64 x 2))
+    MERCURY = (3.303e23, 2.4397e6)
+    EARTH = (5.976e24, 6.37814e6)
+
+
+def gravity(out, p, q):
+    out[0] = p == q
+    out[1] = p.value[0] / (p.value[1] * p.value[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_enum_with_tuple_values(device):
+    member = nt.EnumMember(Planet, nt.UniTuple(nt.float64, 2))
+    art = pn.compile(gravity, nt.void(nt.float64[::1], member, member))
+    for p, q in [(Planet.EARTH, Planet.EARTH), (Planet.MERCURY, Planet.EARTH)]:
+        expected = np.zeros(2)
+        gravity(expected, p, q)
+        np.testing.assert_allclose(run(art, device, "gravity", np.zeros(2), p, q, block=1)[0], expected,
+                                   rtol=1e-15)
+
+
+class Flavor(enum.Enum):
+    VANILLA = "vanilla"
+
+
+def test_enum_of_non_numbers_is_refused_naming_the_parameter():
+    with pytest.raises(ArgumentError, match=r"'flavor'.*Flavor value.*not a number type"):
+        pn.compile(lambda out, flavor: None, nt.void(nt.int64[::1], nt.EnumMember(Flavor, nt.unicode_type)),
+                   name="flavors")
+
+
 NESTED = np.dtype([("v", np.float32, (3,)), ("n", np.int32), ("m", np.float64, (2, 2))], align=True)
 
 
@@ -422,16 +543,31 @@ def test_record_with_text_fields(device):
 
 def bump(out, r):
     r.n += 5  # numba passes a record by pointer to a copy: the kernel may write it
+    r.v[2] = r.m[1, 1]
     out[0] = r.n
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_record_written_in_the_kernel(device):
+def test_record_written_in_the_kernel_is_copied_back_like_numba(device):
     art = pn.compile(bump, nt.void(nt.float64[::1], from_dtype(NESTED)))
-    value = np.zeros(1, NESTED)[0]
-    value["n"] = 10
-    out = run(art, device, "bump", np.zeros(1), value, block=1)[0]
-    assert out[0] == 15 and value["n"] == 10  # the caller's record is not written
+    records = np.zeros(3, NESTED)
+    records["n"], records["m"] = [10, 20, 30], np.arange(12.0).reshape(3, 2, 2)
+    expected = records.copy()
+    expected[1]["n"], expected[1]["v"][2] = 25, 7.0
+    out = run(art, device, "bump", np.zeros(1), records[1], block=1)[0]
+    assert out[0] == 25
+    np.testing.assert_array_equal(records, expected)  # numba copies the record back (InOut)
+    standalone = np.zeros((), NESTED)[()]
+    standalone["n"] = 1
+    run(art, device, "bump", np.zeros(1), standalone, block=1)
+    assert standalone["n"] == 6
+    as_dict = {"v": np.zeros(3, np.float32), "n": 1, "m": np.eye(2)}
+    assert run(art, device, "bump", np.zeros(1), as_dict, block=1)[0][0] == 6
+    assert as_dict["n"] == 1  # a dict has no record memory to copy back to
+    frozen = records.copy()
+    frozen.flags.writeable = False
+    run(art, device, "bump", np.zeros(1), frozen[0], block=1)
+    np.testing.assert_array_equal(frozen, records)  # read-only memory is never written
 
 
 def draw_uniform(states, out):

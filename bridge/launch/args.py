@@ -15,13 +15,15 @@ Simple binders take ``(arg, stream)``; binders that need scratch memory
 from __future__ import annotations
 
 import dataclasses
+import enum
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
 from ptxbridge.abi.dtypes import KDL_COMPLEX
-from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
 from ptxbridge.abi.kinds import ParamType
@@ -66,11 +68,15 @@ class BindContext:
 
 @dataclass(slots=True)
 class LaunchState:
-    """Per-launch scratch of the general path: the stream and the memory ranges arguments bring."""
+    """Per-launch scratch of the general path: the stream, the memory ranges arguments bring, and
+    what to do after the launch (``after``: copies back, as numba copies a record argument back)."""
 
     stream: int
     upload: Callable[[bytes, int], Buffer]  # the loader's Backend.upload
     buffers: list[Buffer] = field(default_factory=list)
+    to_device: Callable[[Any], Any] | None = None  # the loader's Backend.to_device / to_host
+    to_host: Callable[[Any], Any] | None = None
+    after: list[Callable[[], None]] = field(default_factory=list)
 
     def scratch(self, data: bytes, writable: bool = False) -> int:
         """Put ``data`` where the kernel can read it (and write it, when ``writable``); the buffer
@@ -78,6 +84,20 @@ class LaunchState:
         buffer = self.upload(data, self.stream)
         self.buffers.append(replace(buffer, writable=True) if writable else buffer)
         return buffer.ptr
+
+    def scratch_back(self, data: bytes, receive: Callable[[bytes], None]) -> int:
+        """Writable scratch holding ``data``; after the launch ``receive`` gets the bytes the kernel
+        left there (a synchronous copy: the call returns once the kernel has finished)."""
+        import numpy
+
+        if self.to_device is None or self.to_host is None:
+            raise PtxBridgeError("this launch path cannot copy arguments back")
+        copy = self.to_device(numpy.frombuffer(data, numpy.uint8).copy())
+        interface = getattr(copy, "__cuda_array_interface__", None) or copy.__array_interface__
+        ptr = int(interface["data"][0])
+        self.buffers.append(Buffer(ptr, len(data), True, copy))
+        self.after.append(lambda: receive(self.to_host(copy).tobytes()))
+        return ptr
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +324,24 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
     return resolve
 
 
+def _numpy_record(arg: Any, size: int) -> Any:
+    """A writable NumPy view of a structured scalar (``arr[0]``) of ``size`` bytes, or None: numba
+    copies such a record back after the kernel (``InOut``), so the caller sees the kernel's writes."""
+    fields = getattr(getattr(arg, "dtype", None), "fields", None)
+    if not fields or type(arg).__module__ != "numpy" or arg.dtype.itemsize != size:
+        return None
+    import numpy
+
+    view = numpy.asanyarray(arg)
+    return view if view.flags.writeable else None
+
+
+def _write_record(view: Any, data: bytes) -> None:
+    import numpy
+
+    view[...] = numpy.frombuffer(data, view.dtype)[0]
+
+
 def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Binder:
     resolve = _pointer_resolver(ctx, where)
     encode = encoder(where.t)
@@ -315,7 +353,14 @@ def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Bind
             raise where.fail(str(problem)) from None
 
     if by_pointer:  # numba passes records by device pointer to a copy, which the kernel may write
-        return Binder(lambda arg, state: (state.scratch(image(arg), writable=True),), stateful=True)
+        def to_copy(arg: Any, state: LaunchState) -> tuple:
+            data = image(arg)
+            target = _numpy_record(arg, len(data))
+            if target is None:
+                return (state.scratch(data, writable=True),)
+            return (state.scratch_back(data, lambda result: _write_record(target, result)),)
+
+        return Binder(to_copy, stateful=True)
     if not lower_param(where.name, where.t, ctx.convention):  # zero-sized: checked, passes nothing
         def nothing(arg: Any, stream: Any) -> tuple:
             image(arg)
@@ -433,6 +478,11 @@ _FAMILIES: dict[str, Callable[[BindContext, _Where, type], Binder]] = {
 def make_binder(ctx: BindContext, param: Param, arg_type: type) -> Binder:
     """The binder for arguments of ``arg_type`` passed to ``param`` (built once per pair)."""
     t = param.type
+    if (ctx.convention is Convention.NUMBA and issubclass(arg_type, enum.Enum)
+            and not issubclass(arg_type, numbers.Number) and len(arg_type)):
+        # numba passes a plain Enum member as its value (``_Kernel._prepare_args``): a number, a tuple...
+        inner = make_binder(ctx, param, type(next(iter(arg_type)).value))
+        return Binder(lambda member, state: inner.values(member.value, state), inner.stateful)
     try:
         entry = KINDS.entry_of(t)
     except TypeError:

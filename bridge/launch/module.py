@@ -39,6 +39,7 @@ from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, ma
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
+from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.launch.symbols import global_names, symbol_for
 from ptxbridge.loaders import open_backend
 from ptxbridge.loaders.base import Backend
@@ -77,8 +78,8 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
-    __slots__ = ("aliasing", "binders", "bound", "default_stream", "fast", "launch", "native", "need_buffers",
-                 "stateful")
+    __slots__ = ("aliasing", "binders", "bound", "default_stream", "errors", "fast", "launch", "native",
+                 "need_buffers", "stateful")
 
     def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
         signature, backend = kernel.signature, kernel._backend
@@ -92,12 +93,16 @@ class _Plan:
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
         self.aliasing = alias_check(signature, kernel.name) if kernel._module.check_aliasing else None
         self.stateful = any(b.stateful for b in self.binders)
+        table = getattr(kernel._module.image, "raises", {}).get(kernel.name)
+        if table is None and f"{kernel.name}__errcode__" in kernel._module.globals.names:
+            table = {}  # a saved image keeps numba's error flag but not its table: codes are reported
+        self.errors = None if table is None else ErrorFlag(backend, kernel.name, table)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
         self.default_stream = default_stream_for(arg_types) if on_gpu else None
         packer = signature.layout.packer()
         prepared = None
-        if not self.stateful and not self.need_buffers:
+        if not self.stateful and not self.need_buffers and self.errors is None:
             prepared = backend.prepare(kernel._function, packer, kernel.name, cooperative=kernel.cooperative)
         self.fast = prepared is not None
         if prepared is not None:
@@ -135,7 +140,7 @@ class _Plan:
         """The general path: binders in a loop, memory ranges collected for the loader."""
         backend = kernel._backend
         handle = self.stream_of(stream, backend.device_id)
-        state = LaunchState(handle, backend.upload)
+        state = LaunchState(handle, backend.upload, to_device=backend.to_device, to_host=backend.to_host)
         values: tuple = ()
         for binder, arg in zip(self.binders, args, strict=True):
             values += binder.values(arg, state if binder.stateful else handle)
@@ -143,7 +148,13 @@ class _Plan:
                 state.buffers += binder.buffers(arg, handle)
         if self.aliasing is not None and check_aliasing:
             self.aliasing(args)
+        if self.errors is not None:
+            self.errors.reset()
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
+        if self.errors is not None:  # numba raises before it copies anything back
+            self.errors.check()
+        for copy_back in state.after:
+            copy_back()
 
 
 class Kernel(_KernelBase):

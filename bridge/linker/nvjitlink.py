@@ -151,15 +151,17 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     kernels: dict[str, Signature] = {}
     device_functions: dict[str, Signature] = {}
     unusable: dict[str, str] = {}
+    raises: dict[str, Any] = {}
     for artifact in artifacts:
         kernels.update(artifact.kernels)
         device_functions.update(artifact.device_functions)
         unusable.update(artifact.unusable)
+        raises.update(artifact.raises)
     executable = _executable_cubin(artifacts, arch)
     if executable is not None:
         facts = _usable(with_cubin_facts(kernels, executable.code, executable.name), unusable)
         return Image(executable.code, executable.arch, facts, device_functions, unusable=unusable,
-                     cpu_unavailable=_machine_code_only(artifacts))
+                     cpu_unavailable=_machine_code_only(artifacts), raises=raises)
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
     lto = use_lto(artifacts) if lto is None else lto
@@ -185,7 +187,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
                  if not name.startswith("__nv_static_") and name not in hidden}
     ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
     return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
-                 cpu_unavailable=cpu_unavailable)
+                 cpu_unavailable=cpu_unavailable, raises=raises)
 
 
 def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:

@@ -13,6 +13,7 @@ numba kernels can call them.  Foreign functions a kernel calls through
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,12 +30,15 @@ from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
 from ptxbridge.fingerprint import fingerprint, referenced_values
+from ptxbridge.launch.raised import RaisedException, table_from_json, table_to_json
 from ptxbridge.linker.device_runtime import runtime_calls
 from ptxbridge.linker.target import default_arch
 from ptxbridge.numba import libraries
 from ptxbridge.numba.types import to_param_type
 
 __all__ = ["compile", "arch_to_cc", "NumbaOptions"]
+
+Raises = dict[int, RaisedException]  # a kernel's exception table: code -> what was raised
 
 _OUTPUTS = ("ptx", "ltoir")
 _NEEDS_GPU = ("; numba-cuda asked the driver for the current GPU while compiling a function the kernel "
@@ -55,14 +59,22 @@ def arch_to_cc(arch: str) -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NumbaOptions:
-    """Code-generation options passed through to ``numba.cuda.compile``."""
+    """Code-generation options passed through to ``numba.cuda.compile``.
+
+    ``debug=True`` (with ``opt=False``, as numba-cuda requires) compiles a kernel whose
+    exceptions are reported after the launch, as ``cuda.jit(debug=True)`` does.
+    """
 
     fastmath: bool = False
     opt: bool = True
     lineinfo: bool = False
     launch_bounds: int | tuple[int, ...] | None = None
+    debug: bool = False
 
     def __post_init__(self) -> None:
+        if self.debug and self.opt:
+            raise ArgumentError("numba: debug=True needs opt=False (numba-cuda: \"debug=True with "
+                                "opt=True is not supported by CUDA\")")
         bounds = self.launch_bounds
         items = (bounds,) if isinstance(bounds, int) else bounds or ()
         if not isinstance(items, tuple) or len(items) > 3 or not all(
@@ -73,7 +85,7 @@ class NumbaOptions:
     def as_flags(self) -> tuple[str, ...]:
         """The options as text, for provenance and the cache key."""
         return (f"fastmath={self.fastmath}", f"opt={self.opt}", f"lineinfo={self.lineinfo}",
-                f"launch_bounds={self.launch_bounds}")
+                f"launch_bounds={self.launch_bounds}", f"debug={self.debug}")
 
 
 def compile(func: Callable, signature: Any, arch: str | None = None, output: str = "ptx",
@@ -116,7 +128,8 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     params = _params(pyfunc, args, name, device)
     tools = _versions()
     link = tuple(getattr(func, "targetoptions", {}).get("link") or ())  # cuda.jit(link=[...])
-    ptx_text, links = _compile_cached(pyfunc, args, restype, cc, "ptx", device, name, options, tools, link)
+    ptx_text, links, raises = _compile_cached(pyfunc, args, restype, cc, "ptx", device, name, options, tools,
+                                              link)
     module = read_ptx(ptx_text, source=f"<numba {name}>")
     code = ptx_text if output == "ptx" else _compile_cached(
         pyfunc, args, restype, cc, "ltoir", device, name, options, tools, link)[0]
@@ -136,7 +149,7 @@ def compile(func: Callable, signature: Any, arch: str | None = None, output: str
     return Artifact(code=code, kind=CodeKind.PTX if output == "ptx" else CodeKind.LTOIR, arch=arch,
                     kernels=kernels, device_functions=exports,
                     imports=_imports(module, pyfunc, imports, defined), provenance=provenance, name=name,
-                    libraries=carried)
+                    libraries=carried, raises={name: raises} if raises else {})
 
 
 # --- signature handling ---------------------------------------------------------------
@@ -272,8 +285,9 @@ def _versions() -> str:
 
 def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, cc: tuple[int, int],
                     output: str, device: bool, name: str, options: NumbaOptions, tools: str,
-                    link: tuple[Any, ...]) -> tuple[bytes, tuple[libraries.Link, ...]]:
-    """Run numba-cuda (or reuse the disk cache): the code and, for PTX, what numba links with it.
+                    link: tuple[Any, ...]) -> tuple[bytes, tuple[libraries.Link, ...], Raises]:
+    """Run numba-cuda (or reuse the disk cache): the code and, for PTX, what numba links with it and
+    the kernel's exception table (``debug=True``; :mod:`ptxbridge.launch.raised`).
 
     The key covers the code and what it names, the types, arch, options,
     versions and whether NRT is on (``numba.cuda.config.CUDA_ENABLE_NRT``).
@@ -281,8 +295,8 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
     from numba.cuda import config
 
     nrt = bool(getattr(config, "CUDA_ENABLE_NRT", False))
-    entry_key = cache.key(tools, fingerprint(pyfunc), repr(args), str(restype), f"{cc}", output,
-                          str(device), name, f"nrt={nrt}", repr(link), *options.as_flags())
+    entry_key = cache.key("links+raises", tools, fingerprint(pyfunc), repr(args), str(restype), f"{cc}",
+                          output, str(device), name, f"nrt={nrt}", repr(link), *options.as_flags())
 
     def produce() -> bytes:
         from numba.cuda import compiler
@@ -290,23 +304,73 @@ def _compile_cached(pyfunc: FunctionType, args: tuple[Any, ...], restype: Any, c
 
         sig = restype(*args) if not _is_void(restype) else args
         try:
-            with global_compiler_lock, _callees_compiled_for(cc):
+            wants_table = options.debug and not device
+            with global_compiler_lock, _callees_compiled_for(cc), _compiles_seen(wants_table) as seen:
                 library, _ = compiler._compile_pyfunc_with_fixup(
                     pyfunc, sig, device=device, cc=cc, abi="c" if device else "numba",
                     abi_info={"abi_name": name}, fastmath=options.fastmath, opt=options.opt,
-                    lineinfo=options.lineinfo, launch_bounds=options.launch_bounds, lto=output == "ltoir")
+                    lineinfo=options.lineinfo, launch_bounds=options.launch_bounds, lto=output == "ltoir",
+                    debug=options.debug)
                 if output == "ltoir":
-                    return b"[]\n" + bytes(library.get_ltoir(cc=cc))
+                    return _header((), {}) + b"\n" + bytes(library.get_ltoir(cc=cc))
                 code = "\n".join(library.get_asm_strs(cc=cc))
                 links = libraries.gather(library, read_ptx(code, f"<numba {name}>"), link)
+                raises = _exception_table(seen[-1]) if seen else {}
         except Exception as exc:  # numba reports typing and lowering errors with many types
             hint = _NEEDS_GPU if "CudaSupportError" in _exception_chain(exc) else ""
             raise CompileError(f"numba-cuda could not compile {name} for {sig}: "
                                f"{type(exc).__name__}{hint}", log=str(exc)) from exc
-        return libraries.dumps(links) + b"\n" + code.encode()
+        return _header(links, raises) + b"\n" + code.encode()
 
     header, _, code = cache.cached("numba", entry_key, produce).partition(b"\n")
-    return code, libraries.loads(header)
+    found = json.loads(header)
+    return code, libraries.loads(found["links"].encode()), table_from_json(found["raises"])
+
+
+def _header(links: Iterable[libraries.Link], raises: Raises) -> bytes:
+    """The cache entry's first line: what numba links with the code, and the exception table."""
+    return json.dumps({"links": libraries.dumps(links).decode(), "raises": table_to_json(raises)}).encode()
+
+
+@contextmanager
+def _compiles_seen(active: bool) -> Iterator[list[Any]]:
+    """When ``active``, the results of numba-cuda's ``compile_cuda`` calls while compiling one
+    function (the kernel's is the last: its callees are typed, so compiled, inside it).
+    ``_compile_pyfunc_with_fixup`` returns the code library only; the exception table lives on
+    the result's ``call_helper``."""
+    from numba.cuda import compiler
+
+    seen: list[Any] = []
+    if not active:
+        yield seen
+        return
+    original = compiler.compile_cuda
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        seen.append(result)
+        return result
+
+    compiler.compile_cuda = recording
+    try:
+        yield seen
+    finally:
+        compiler.compile_cuda = original
+
+
+def _exception_table(compiled: Any) -> Raises:
+    """numba's ``{code: (exception class, constant args, (function, file, line))}`` as plain data."""
+    table = {}
+    for code, (cls, exc_args, loc) in getattr(compiled.call_helper, "exceptions", {}).items():
+        kind = cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+        where = f"In function {loc[0]!r}, file {loc[1]}, line {loc[2]}" if loc else ""
+        table[int(code)] = RaisedException(kind, tuple(_plain(a) for a in exc_args or ()), where)
+    return table
+
+
+def _plain(value: Any) -> Any:
+    """A constant exception argument as JSON holds it (numba allows only constants)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
 @contextmanager

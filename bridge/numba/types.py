@@ -21,7 +21,7 @@ from ptxbridge.abi.lowering import field_offsets, memory_layout
 
 __all__ = ["to_dtype", "to_param_type"]
 
-_SUPPORTED = "booleans, integers, IntEnum members, floats, complex, arrays, records, tuples and pointers"
+_SUPPORTED = "booleans, integers, enum members, floats, complex, arrays, records, tuples and pointers"
 
 
 def to_dtype(nbtype: Any, where: str) -> DType:
@@ -66,8 +66,8 @@ def to_param_type(nbtype: Any, where: str, *, c_abi: bool = False) -> ParamType:
         return _record(nbtype, where)
     if isinstance(nbtype, types.BaseTuple):
         return Tuple(tuple(to_param_type(t, f"{where} item {i}") for i, t in enumerate(nbtype.types)))
-    if isinstance(nbtype, types.IntEnumMember):  # passed as its integer value, as numba does
-        return Scalar(to_dtype(nbtype.dtype, where))
+    if isinstance(nbtype, types.EnumMember):  # Enum and IntEnum: passed as the value, as numba does
+        return to_param_type(nbtype.dtype, f"{where} ({nbtype.instance_class.__name__} value)", c_abi=c_abi)
     return Scalar(to_dtype(nbtype, where))
 
 

@@ -19,6 +19,7 @@ __all__ = ["ROUNDINGS", "exact_binary", "flush", "fma32", "fma64", "min_max", "n
 
 ROUNDINGS = frozenset(("rn", "rz", "rm", "rp"))
 _F32_TINY = np.float32(np.finfo(np.float32).tiny)
+_F16_TINY = np.float16(2.0 ** -14)
 _INF = {np.dtype(np.float32): np.float32(np.inf), np.dtype(np.float64): np.float64(np.inf),
         np.dtype(np.float16): np.float16(np.inf)}
 
@@ -28,6 +29,14 @@ def flush(x: Any) -> Any:
     if x.dtype != np.float32:
         return x
     return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+def flush_compared(x: Any) -> Any:
+    """``.ftz`` of the comparisons (``setp``, ``set``): f16 subnormal operands become zero too
+    (PTX ISA "Half Precision Comparison Instructions"), f32 ones as :func:`flush`."""
+    if x.dtype != np.float16:
+        return flush(x)
+    return np.where(np.abs(x) < _F16_TINY, np.copysign(np.float16(0), x), x).astype(np.float16)
 
 
 def saturate(x: Any) -> Any:

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
-from .float_math import flush, nudge, saturate
+from .float_math import flush, flush_compared, nudge, saturate
 from .memory import WINDOWS
-from .ops_half import f64_to_bf16
+from .ops_half import LANE_TYPES, f64_to_bf16, lane
 from .parse import Sym, Vec
 from .values import DTYPES, FLOAT_TYPES, UINT
 
-__all__: list[str] = []
+__all__ = ["COMBINE", "COMPARISONS", "comparison", "read_value"]
 
 _TYPES = frozenset(DTYPES)
 _ORDERED: dict[str, Callable[[Any, Any], Any]] = {
@@ -24,10 +24,11 @@ _ORDERED: dict[str, Callable[[Any, Any], Any]] = {
     "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
 }
 _UNORDERED = {"equ": "eq", "neu": "ne", "ltu": "lt", "leu": "le", "gtu": "gt", "geu": "ge"}
-_COMBINE = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+COMBINE = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+COMPARISONS = frozenset(_ORDERED) | frozenset(_UNORDERED) | {"num", "nan"}
 
 
-def _comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
+def comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
     """PTX ISA 9.7.5.1: ordered float compares are false on NaN (``ne`` too), unordered ones true."""
     if not is_float:
         return _ORDERED[cmp]
@@ -45,25 +46,38 @@ def _comparison(cmp: str, is_float: bool) -> Callable[[Any, Any], Any]:
 
 @op("setp")
 def _setp(cx: Context) -> Run:
-    comparisons = set(_ORDERED) | set(_UNORDERED) | {"num", "nan"}
-    flags, (t,) = cx.split_mods(comparisons | set(_COMBINE) | {"ftz"}, _TYPES - {"pred", "f16x2", "bf16x2"})
-    cmps, combine = flags & comparisons, flags & set(_COMBINE)
+    """``setp``; on packed halves (``.f16x2``, ``.bf16x2``) ``p|q`` take the low and the high
+    lane's result (PTX ISA "Half Precision Comparison Instructions: setp")."""
+    flags, (t,) = cx.split_mods(COMPARISONS | set(COMBINE) | {"ftz"}, _TYPES - {"pred"})
+    cmps, combine = flags & COMPARISONS, flags & set(COMBINE)
     if len(cmps) != 1 or len(combine) > 1:
         raise cx.unsupported("setp needs one comparison and at most one of .and/.or/.xor")
-    compare = _comparison(cmps.pop(), t in FLOAT_TYPES or t == "bf16")
+    kind = LANE_TYPES.get(t, t)
+    compare = comparison(cmps.pop(), kind in FLOAT_TYPES or kind == "bf16")
     ops = cx.operands((4,) if combine else (3,))
     dest = ops[0]
     first, second = (dest.first, dest.second) if hasattr(dest, "second") else (dest, None)
     w1 = cx.write(first)
     w2 = cx.write(second) if second is not None else None
     ra, rb = cx.read(ops[1], t), cx.read(ops[2], t)
-    flushing = flush if "ftz" in flags else (lambda x: x)
+    flushing = flush_compared if "ftz" in flags else (lambda x: x)
 
     def pre(x: Any) -> Any:
-        return flushing(_read_value(t, x))
+        return flushing(read_value(t, x))
 
     rc = cx.read(ops[3], "pred") if combine else None
-    join = _COMBINE[combine.pop()] if combine else None
+    join = COMBINE[combine.pop()] if combine else None
+    if t in LANE_TYPES:
+        if w2 is None:
+            raise cx.unsupported(f"setp.{t} writes one predicate per lane: p|q")
+
+        def lanes(fr: Any, m: Any) -> None:
+            a, b = ra(fr), rb(fr)
+            for w, shift in ((w1, 0), (w2, 16)):
+                result = compare(flushing(lane(a, shift, kind)), flushing(lane(b, shift, kind)))
+                w(fr, result if join is None else join(result, rc(fr)), m)
+
+        return lanes
 
     def run(fr: Any, m: Any) -> None:
         result = compare(pre(ra(fr)), pre(rb(fr)))
@@ -191,7 +205,7 @@ def _to_bf16(x: Any) -> Any:
     return np.where(np.isnan(x), np.uint32(0x7FC0), rounded).astype(np.uint16)
 
 
-def _read_value(t: str, x: Any) -> Any:
+def read_value(t: str, x: Any) -> Any:
     """Source operand as a NumPy number (bf16 bits widened to f32)."""
     if t == "bf16":
         return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -207,7 +221,7 @@ def convert(value: Any, src: str, dst: str, flags: set[str]) -> Any:
     """``cvt.flags.dst.src`` on one operand (PTX ISA 9.7.9.21)."""
     src_float = src in FLOAT_TYPES or src == "bf16"
     dst_float = dst in FLOAT_TYPES or dst == "bf16"
-    x = _read_value(src, value)
+    x = read_value(src, value)
     if "ftz" in flags and src_float:
         x = flush(x)
     if not dst_float:

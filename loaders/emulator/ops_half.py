@@ -16,9 +16,10 @@ import numpy as np
 from .build import Context, Run
 from .float_math import min_max, saturate
 
-__all__ = ["PACKED", "packed_arith", "f64_to_bf16"]
+__all__ = ["LANE_TYPES", "PACKED", "packed_arith", "f64_to_bf16", "lane"]
 
 PACKED = {"bf16": ("bf16", 1), "f16x2": ("f16", 2), "bf16x2": ("bf16", 2)}
+LANE_TYPES = {"f16x2": "f16", "bf16x2": "bf16"}  # packed halves: the type of each 16-bit lane
 _LANE = np.uint32(0xFFFF)
 
 
@@ -31,6 +32,15 @@ def f64_to_bf16(x: Any) -> Any:
     bits = toward_zero.astype(np.float32).view(np.uint32) | np.where(inexact, np.uint32(1), np.uint32(0))
     rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
     return np.where(np.isnan(x), np.uint32(0x7FC0), rounded).astype(np.uint16)
+
+
+def lane(bits: Any, shift: int, kind: str) -> Any:
+    """The 16-bit lane at ``shift`` of packed register bits as a NumPy float: f16, or bf16 widened
+    to f32 (exactly)."""
+    half = ((bits >> np.uint32(shift)) & _LANE).astype(np.uint16)
+    if kind == "f16":
+        return half.view(np.float16)
+    return (half.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def _widen(bits: Any, kind: str) -> Any:

@@ -116,6 +116,7 @@ class Body:
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:(?!:)")
+_LINE_DIRECTIVE = re.compile(r"\.(?:loc|file)\b")  # debug line info (lineinfo, -g), a line each
 _RANGE = re.compile(r"^(%?[A-Za-z_$][\w$]*)<(\d+)>$")
 _ARRAY = re.compile(r"^([%A-Za-z_$][\w$]*)((?:\[\d*\])*)$")
 # .callprototype / .calltargets only describe indirect calls, whose callee the emulator finds by address
@@ -189,6 +190,9 @@ class _BodyParser:
                     raise self.fail("'}' without a matching '{'")
                 self.scopes.stack.pop()
                 pos += 1
+            elif _LINE_DIRECTIVE.match(text, pos):  # `.loc 1 8 0`: no semicolon, it ends at the newline
+                end = text.find("\n", pos)
+                pos = len(text) if end < 0 else end
             elif (label := _LABEL.match(text, pos)) is not None:
                 if label.group(1) in self.labels:
                     raise self.fail(f"label {label.group(1)!r} is defined twice")

@@ -22,7 +22,7 @@ import numpy as np
 from ptxbridge.abi.errors import LinkError, UnsupportedInstructionError
 from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
 
-from . import ops_async, ops_control, ops_data, ops_float, ops_int, ops_mem, ops_warp  # noqa: F401  (builders)
+from . import ops_async, ops_control, ops_data, ops_float, ops_int, ops_mem, ops_set, ops_warp  # noqa: F401  (builders)
 from .build import OPS, Context, Control, Symbol
 from .builtins import BUILTINS, GRID_BUILTINS
 from .machine import KINDS, PLAIN, Function, Step

@@ -1,0 +1,82 @@
+"""Exceptions raised in numba kernels compiled with ``debug=True``, reported after the launch.
+
+numba-cuda compiles such a kernel to store the code of the first exception a
+thread raises in the global ``<kernel>__errcode__``, and that thread's index in
+``<kernel>__tid{x,y,z}__`` / ``__ctaid{x,y,z}__``; its launcher zeroes the code
+before each launch, reads it after, and raises the Python exception its
+compile-time table gives for the code (numba-cuda 0.30 ``_Kernel.launch``).
+The artifact carries that table (``Artifact.raises``); the call path does the
+same around each launch of such a kernel and raises :class:`KernelRaisedError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ptxbridge.abi.errors import KernelRaisedError
+
+__all__ = ["RaisedException", "ErrorFlag", "table_from_json", "table_to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class RaisedException:
+    """One entry of numba's table: the exception type (``ValueError``, or ``module.QualName``), its
+    constant arguments and where the ``raise`` is (``In function 'f', file x.py, line 7``)."""
+
+    type: str
+    args: tuple[Any, ...] = ()
+    location: str = ""
+
+    def instance(self) -> BaseException | None:
+        """The Python exception itself, for built-in exception types (others are named only)."""
+        cls = getattr(builtins, self.type, None)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            return None
+        try:
+            return cls(*self.args)
+        except Exception:  # an exception type whose constructor takes other arguments
+            return None
+
+
+def table_to_json(table: Mapping[int, RaisedException]) -> dict[str, list[Any]]:
+    return {str(code): [e.type, list(e.args), e.location] for code, e in table.items()}
+
+
+def table_from_json(data: Mapping[str, list[Any]]) -> dict[int, RaisedException]:
+    return {int(code): RaisedException(kind, tuple(args), where)
+            for code, (kind, args, where) in data.items()}
+
+
+class ErrorFlag:
+    """The ``__errcode__`` globals of one kernel (by its symbol) on one loaded module."""
+
+    def __init__(self, backend: Any, kernel: str, table: Mapping[int, RaisedException]):
+        self.backend, self.kernel, self.table = backend, kernel, table
+
+    def reset(self) -> None:
+        self.backend.write_global(f"{self.kernel}__errcode__", bytes(4))
+
+    def check(self) -> None:
+        """Raise :class:`KernelRaisedError` when a thread of the last launch raised."""
+        self.backend.synchronize()
+        code = self._read("errcode")
+        if not code:
+            return
+        tid = tuple(self._read(f"tid{c}") for c in "xyz")
+        ctaid = tuple(self._read(f"ctaid{c}") for c in "xyz")
+        found = self.table.get(code)
+        thread = f"thread tid={tid} ctaid={ctaid}"
+        if found is None:
+            raise KernelRaisedError(f"{self.kernel}: {thread} raised exception code {code}, which the "
+                                    f"kernel's exception table does not list")
+        shown = ", ".join(map(repr, found.args))
+        where = f" ({found.location})" if found.location else ""
+        error = KernelRaisedError(f"{self.kernel}: {thread} raised {found.type}({shown}){where}")
+        error.exception, error.tid, error.ctaid = found.instance(), tid, ctaid
+        raise error from error.exception
+
+    def _read(self, name: str) -> int:
+        return int.from_bytes(self.backend.read_global(f"{self.kernel}__{name}__"), "little")
