@@ -14,10 +14,14 @@
    in numba itself, in CUDA C++ through LTO, in Rust through plain PTX linking, and in Rust
    through LTO where the Rust frontend makes LTO-IR; kernel time from CUDA events (median of
    interleaved rounds) and the SASS ``CALL`` count (``cuobjdump -sass``: 0 means inlined).
+4. **Op host overhead on CPU** (``--cpu-dispatch``, no GPU): the ``add`` op (in place and
+   allocating) on CPU tensors through torch's real dispatch, with the kernel launch replaced by
+   a no-op, against ``torch.add`` in the same form: what ptxbridge.torch and torch.library's
+   dispatch cost on the host, without the launch.
 
 Usage: ``python bench/frameworks.py --save DIR`` where the toolchains are (no GPU needed: it
 builds the images and prints the SASS check), then ``python bench/frameworks.py --images DIR`` on
-the GPU.  Prints markdown tables.
+the GPU; ``python bench/frameworks.py --cpu-dispatch`` anywhere NVRTC is.  Prints markdown tables.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _framework_images import FMA_STEPS, images
+from _framework_images import CPP_STEP, FMA_STEPS, images
 
 N, GRID, BLOCK, BATCHES, PER_BATCH, ROUNDS = 1024, 4, 256, 20, 100, 7
 NATIVE = "torch.compile(mode='reduce-overhead') of the step in torch operators (one fused kernel)"
@@ -368,6 +372,47 @@ def sass_arithmetic(image) -> str:
     return ", ".join(f"{n} {op}" for op, n in counts.items() if n) or "none in fma_loop"
 
 
+def no_launch(*args: object, grid: object, block: object = None, shared_mem: int = 0) -> None:
+    """Stands in for a kernel launch: the CPU section measures everything but the launch."""
+
+
+def cpu_dispatch_section(torch) -> dict[str, list[float]]:
+    """Host microseconds per call on CPU tensors (1024 floats), one entry per interleaved round."""
+    import ptxbridge
+    import ptxbridge.torch as pt
+    from ptxbridge import nvrtc
+
+    image = ptxbridge.link([nvrtc.compile(CPP_STEP)])
+    rules = {"derived": {"n": "numel a"}, "grid": GRID, "block": BLOCK}
+    a, b, c = (torch.rand(N) for _ in range(3))
+    checked = pt.op(image, "add", name="bench_cpu::add_checked", outputs={"c": "like a"}, **rules)
+    torch.testing.assert_close(checked(a, b), a + b)  # the real launch (CPU PTX interpreter)
+    module = image.load("cpu")
+    module._kernels["add"] = no_launch  # a bench-only swap: these ops launch nothing
+    add = pt.op(module, "add", name="bench_cpu::add", outputs={"c": "like a"}, **rules)
+    add_into = pt.op(module, "add", name="bench_cpu::add_into", **rules)
+    paths = {"ptxbridge.torch op, in place (c mutated), no-op launch": lambda: add_into(a, b, c),
+             "ptxbridge.torch op, allocating (returns c), no-op launch": lambda: add(a, b),
+             "torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c),
+             "torch.add(a, b)": lambda: torch.add(a, b),
+             "the no-op launch alone": lambda: no_launch(a, b, c, N, grid=GRID, block=BLOCK, shared_mem=0)}
+    rounds: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(3 * ROUNDS):
+        for name, fn in paths.items():
+            rounds[name].append(per_call(fn, lambda: None))
+    return rounds
+
+
+def print_cpu_dispatch(rounds: dict[str, list[float]]) -> None:
+    print("| one op on CPU tensors, 1024 floats, launch replaced by a no-op | host us per call (median) "
+          "| min | vs torch.add, same form (median of per-round ratios) |\n| --- | ---: | ---: | ---: |")
+    for name, values in rounds.items():
+        peer = rounds["torch.add(a, b)" if "allocating" in name or name == "torch.add(a, b)"
+                      else "torch.add(a, b, out=c)"]
+        ratio = statistics.median(v / p for v, p in zip(values, peer, strict=True))
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {ratio:.2f} |")
+
+
 def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
     floor = rounds["raw C cuLaunchKernel loop"]
     print("| 8 mixed-language kernels per step | host us per kernel (median) | min | max | vs C loop "
@@ -412,7 +457,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--save", type=Path, help="build the images into DIR and check their SASS (no GPU)")
     parser.add_argument("--images", type=Path, help="load the images saved in DIR (e.g. on a GPU host)")
+    parser.add_argument("--cpu-dispatch", action="store_true",
+                        help="only the ops' host overhead on CPU tensors, launch replaced by a no-op")
     args = parser.parse_args()
+    if args.cpu_dispatch:
+        import torch
+
+        print(f"# ptxbridge.torch op host overhead on CPU, {time.strftime('%Y-%m-%d')}, "
+              f"torch {torch.__version__}, Python {sys.version.split()[0]}\n")
+        print_cpu_dispatch(cpu_dispatch_section(torch))
+        return
     found = images(args.save or args.images)
     if args.save:
         for name, value in found.items():

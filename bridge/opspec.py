@@ -42,8 +42,8 @@ from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.module import Module
 
-__all__ = ["Modules", "OpSpec", "Output", "Rule", "contiguous_only", "element_type", "kernel_op", "op_spec",
-           "shape_numel"]
+__all__ = ["Modules", "OpSpec", "Output", "Rule", "as_shape", "contiguous_only", "element_type", "kernel_op",
+           "op_spec", "shape_numel"]
 
 
 def _family(t: ParamType, convention: Convention) -> str:
@@ -70,11 +70,26 @@ def shape_numel(shape: Sequence[Any]) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A value computed from the op's named values: ``compute(values)``; ``reads`` its names."""
+    """A value computed from the op's named values: ``compute(values)``; ``reads`` its names.
+
+    ``call`` is the rule as a function of the values it reads, positionally in ``reads`` order,
+    so a per-call path can evaluate it without building a dict; ``constant`` marks a rule that
+    reads nothing and returns a fixed value (worked out once, not per call); ``form`` names a text
+    rule's form (``"numel"``, ``"len"``, ``"like"``), which a framework may compute its own way.
+    """
 
     text: str
     reads: tuple[str, ...]
-    compute: Callable[[Mapping[str, Any]], Any]
+    call: Callable[..., Any]
+    constant: bool = False
+    form: str | None = None
+
+    def compute(self, values: Mapping[str, Any]) -> Any:
+        return self.call(*[values[n] for n in self.reads])
+
+    def failed(self, exc: Exception) -> ArgumentError:
+        """The error for this rule raising ``exc`` (a rule is user code: say which one failed)."""
+        return ArgumentError(f"{self.text} failed: {type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +131,7 @@ def _callable_rule(what: str, fn: Callable, known: Sequence[str]) -> Rule:
         raise ArgumentError(f"{what}: a rule must be a Python callable with named parameters "
                             f"(got {fn!r})") from None
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
-        reads = tuple(known)
-        return Rule(f"{what} {fn!r}", reads, lambda values: fn(**{n: values[n] for n in reads}))
+        return Rule(f"{what} {fn!r}", tuple(known), _by_keyword(fn, tuple(known)))
     reads_list = []
     for p in parameters:
         if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
@@ -129,7 +143,15 @@ def _callable_rule(what: str, fn: Callable, known: Sequence[str]) -> Rule:
             raise ArgumentError(f"{what}: the rule reads {p.name!r}, which is not among the values it "
                                 f"can see ({', '.join(known) or 'none'})")
     reads = tuple(reads_list)
-    return Rule(f"{what} {fn!r}", reads, lambda values: fn(**{n: values[n] for n in reads}))
+    leading = [p.name for p in parameters][:len(reads)]
+    positional = leading == list(reads) and all(p.kind is p.POSITIONAL_OR_KEYWORD
+                                                for p in parameters if p.name in reads)
+    return Rule(f"{what} {fn!r}", reads, fn if positional else _by_keyword(fn, reads))
+
+
+def _by_keyword(fn: Callable, reads: tuple[str, ...]) -> Callable[..., Any]:
+    """``fn`` called with ``reads`` by name (a rule whose read parameters are not its leading ones)."""
+    return lambda *found: fn(**dict(zip(reads, found, strict=True)))
 
 
 def _text_rule(what: str, text: str, forms: Mapping[str, Callable[[Any], Any]],
@@ -142,15 +164,14 @@ def _text_rule(what: str, text: str, forms: Mapping[str, Callable[[Any], Any]],
     if name not in known:
         raise ArgumentError(f"{what}: {text!r} reads {name!r}, which is not among the values it can see "
                             f"({', '.join(known) or 'none'})")
-    read = forms[form]
-    return Rule(f"{what} {text!r}", (name,), lambda values: read(values[name]))
+    return Rule(f"{what} {text!r}", (name,), forms[form], form=form)
 
 
 def _rule(what: str, spec: Any, known: Sequence[str]) -> Rule:
     """A :class:`Rule` from a callable or a constant (geometry, derived values)."""
     if callable(spec) and not isinstance(spec, type):
         return _callable_rule(what, spec, known)
-    return Rule(f"{what} {spec!r}", (), lambda values: spec)
+    return Rule(f"{what} {spec!r}", (), lambda: spec, constant=True)
 
 
 _DERIVED_FORMS: dict[str, Callable[[Any], Any]] = {
@@ -180,7 +201,7 @@ def _output_rule(kernel: str, param: Param, spec: Any, tensors: Sequence[str],
         like = shape.reads[0]
     elif isinstance(spec.shape, tuple) and all(isinstance(n, int) and n >= 0 for n in spec.shape):
         fixed = spec.shape
-        shape = Rule(f"{what} {fixed!r}", (), lambda values: fixed)
+        shape = Rule(f"{what} {fixed!r}", (), lambda: fixed, constant=True)
     elif callable(spec.shape):
         shape = _callable_rule(what, spec.shape, known)
     else:
@@ -245,12 +266,7 @@ class OpSpec:
 
     def shape(self, output: OutputRule, values: Mapping[str, Any]) -> tuple:
         """The shape of ``output`` for these argument values."""
-        found = _run(output.shape, values)
-        try:
-            return tuple(found)
-        except TypeError:
-            raise ArgumentError(f"{output.shape.text}: a shape rule returns a sequence of ints "
-                                f"(got {found!r})") from None
+        return as_shape(output.shape, _run(output.shape, values))
 
     def geometry(self, values: Mapping[str, Any]) -> tuple[Any, Any, int]:
         """``(grid, block, shared_mem)`` for these values (block None: the kernel's ``.reqntid``)."""
@@ -291,13 +307,21 @@ class OpSpec:
         return found
 
 
+def as_shape(rule: Rule, found: Any) -> tuple:
+    """``found``, what shape rule ``rule`` returned, as a tuple."""
+    try:
+        return tuple(found)
+    except TypeError:
+        raise ArgumentError(f"{rule.text}: a shape rule returns a sequence of ints (got {found!r})") from None
+
+
 def _run(found: Rule, values: Mapping[str, Any]) -> Any:
     try:
         return found.compute(values)
     except ArgumentError:
         raise
     except Exception as exc:
-        raise ArgumentError(f"{found.text} failed: {type(exc).__name__}: {exc}") from exc
+        raise found.failed(exc) from exc
 
 
 def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,

@@ -1,11 +1,12 @@
 """Bridged kernels as PyTorch custom ops: traced by ``torch.compile``, kept by ``torch.export``.
 
 :func:`op` turns one kernel, and :func:`function` a short Python function launching several
-bridged kernels, into a ``torch.library`` custom op (a ``CustomOpDef``: call it, or
-``torch.ops.<namespace>.<name>``).  The op's schema comes from the kernel's signature
-(:mod:`ptxbridge.opspec`): tensors the kernel may write are declared mutated (``Tensor(a!)``),
-outputs are allocated from their shape rule, and the fake implementation allocates from the
-same rule, so ``torch.compile(fullgraph=True)`` traces through the op without a graph break.
+bridged kernels, into a ``torch.library`` custom op (its ``OpOverload``,
+``torch.ops.<namespace>.<name>.default``: call it).  The op's schema comes from the kernel's
+signature (:mod:`ptxbridge.opspec`): tensors the kernel may write are declared mutated
+(``Tensor(a!)``), outputs are allocated from their shape rule, and the fake implementation
+allocates from the same rule, so ``torch.compile(fullgraph=True)`` traces through the op without
+a graph break.  The eager path is :mod:`ptxbridge.torch_call`.
 
 Per call the op launches on the tensors' device: CUDA tensors on torch's current stream (so
 CUDA graph capture and ``mode="reduce-overhead"`` record the launch), CPU tensors on ptxbridge's
@@ -28,12 +29,13 @@ from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
-from ptxbridge.opspec import Modules, OpSpec, Output, contiguous_only, element_type, kernel_op, op_spec
+from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, op_spec
+from ptxbridge.torch_call import eager_impl
 
 __all__ = ["Output", "function", "op", "schema"]
 
 _TO_TORCH = {dt: t for t, dt in torch_dtype_map(torch).items()}
-_DEVICE_TYPES = ("cpu", "cuda")
+_LIBRARIES: dict[str, torch.library.Library] = {}  # every op's registrations, kept for the process
 
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
@@ -70,9 +72,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
 
     Returns
     -------
-    torch._library.custom_ops.CustomOpDef
-        Call it with the op's arguments (the kernel's parameters in order, less outputs and
-        derived ones); returns the output (a tuple for several, None for none).
+    torch._ops.OpOverload
+        ``torch.ops.<namespace>.<name>.default``; call it with the op's arguments (the kernel's
+        parameters in order, less outputs and derived ones); returns the output (a tuple for
+        several, None for none).
 
     Raises
     ------
@@ -83,11 +86,8 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
                               grid=grid, block=block, shared_mem=shared_mem)
 
-    def launch(module: Module, values: dict[str, Any]) -> None:
-        grid3, block3, shared = spec.geometry(values)
-        module[kernel](*spec.ordered(values), grid=grid3, block=block3, shared_mem=shared)
-
-    return _custom_op(spec, modules, name or f"ptxbridge::{kernel}", launch, backward)
+    return _custom_op(spec, modules, name or f"ptxbridge::{kernel}", lambda module: module[kernel], None,
+                      backward)
 
 
 def function(source: Image | Module, signature: str | Signature, *, outputs: Mapping[str, Any] | None = None,
@@ -106,10 +106,8 @@ def function(source: Image | Module, signature: str | Signature, *, outputs: Map
     modules = Modules(source)
 
     def decorate(fn: Callable) -> Any:
-        def launch(module: Module, values: dict[str, Any]) -> None:
-            fn(module, *spec.ordered(values))
-
-        return _custom_op(spec, modules, name or f"ptxbridge::{parsed.name}", launch, backward)
+        return _custom_op(spec, modules, name or f"ptxbridge::{parsed.name}", lambda module: module, fn,
+                          backward)
 
     return decorate
 
@@ -133,12 +131,6 @@ def schema(spec: OpSpec) -> str:
     return f"({', '.join(parts)}) -> {returns}"
 
 
-def _device_key(device: torch.device, kernel: str) -> str:
-    if device.type not in _DEVICE_TYPES:
-        raise ArgumentError(f"{kernel}: tensors on {device}: ptxbridge ops run on cpu and cuda tensors")
-    return "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
-
-
 def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
     """Dtype errors at trace time, in the call path's words (the binders check again per launch)."""
     for param in spec.inputs:
@@ -151,76 +143,67 @@ def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
                                     f"{want.numpy_name or want.name}")
 
 
-def _allocate(spec: OpSpec, values: dict[str, Any], device: torch.device, fake: bool) -> list:
+def _fake_outputs(spec: OpSpec, values: dict[str, Any], device: torch.device) -> Any:
+    """The outputs' fake tensors: the same rules as the eager path's, contiguous like its outputs."""
     outs = []
     for output in spec.outputs:
-        shape = spec.shape(output, values)
-        dt = _TO_TORCH.get(output.dtype) if output.dtype is not None else values[output.like].dtype
-        if dt is None:
-            raise ArgumentError(f"{spec.name}: output '{output.param.name}' has element type {output.dtype}, "
-                                "which torch has no dtype for")
-        make = torch.zeros if output.zeros and not fake else torch.empty
-        values[output.param.name] = found = make(shape, dtype=dt, device=device)
-        outs.append(found)
-    return outs
-
-
-def _result(outs: list) -> Any:
+        # an element type torch lacks was refused when the op was made (torch_call's allocator)
+        dt = _TO_TORCH[output.dtype] if output.dtype is not None else values[output.like].dtype
+        outs.append(torch.empty(spec.shape(output, values), dtype=dt, device=device))
     return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def _custom_op(spec: OpSpec, modules: Modules, name: str, launch: Callable[[Module, dict], None],
-               backward: Callable[..., Mapping[str, Any]] | None) -> Any:
+def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Module], Any],
+               fn: Callable[..., None] | None, backward: Callable[..., Mapping[str, Any]] | None) -> Any:
+    """Define the op with ``torch.library``'s low-level API and register its kernels.
+
+    Not ``torch.library.custom_op``: its Python wrappers (an autograd function even without a
+    backward, a mutation re-check, a version bump and a re-dispatch per layer) cost an eager call
+    several times the launch.  Here torch's dispatcher goes straight to the eager kernel
+    (``CompositeExplicitAutograd``: CPU, CUDA, and a clear error elsewhere); the fake kernel serves
+    FakeTensor and meta; an op without ``backward`` takes torch's C++ autograd fallback (its
+    outputs carry a node that warns if a backward pass reaches it); ``backward`` registers an
+    autograd kernel.
+    """
     names = [p.name for p in spec.inputs]
     anchor = next((i for i, p in enumerate(spec.inputs) if p.name in spec.tensors), None)
     if anchor is None:
         raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
-    contiguous = [p.name for p in spec.inputs if p.name in spec.tensors and contiguous_only(p.type)]
-    mutated = set(spec.mutated)
-
-    def impl(*args: Any) -> Any:
-        values = dict(zip(names, args, strict=True))
-        device = args[anchor].device
-        spec.derive(values)
-        outs = _allocate(spec, values, device, fake=False)
-        copies = []  # non-contiguous mutated tensors: run on a contiguous copy, write it back
-        for key in contiguous:
-            given = values[key]
-            if isinstance(given, torch.Tensor) and not given.is_contiguous():
-                values[key] = given.contiguous()
-                if key in mutated:
-                    copies.append((given, values[key]))
-        launch(modules.get(_device_key(device, spec.name)), values)
-        for given, copy in copies:
-            given.copy_(copy)
-        return _result(outs)
+    if backward is not None and (spec.mutated or not spec.outputs):
+        mutates = ", ".join(spec.mutated) or "nothing"
+        raise ArgumentError(f"{spec.name}: backward= needs an op that returns outputs and mutates no "
+                            f"argument (it mutates {mutates}); declare written tensors as outputs=")
+    impl = eager_impl(spec, modules, target, fn, anchor, _TO_TORCH)
 
     def fake(*args: Any) -> Any:
         values = dict(zip(names, args, strict=True))
         _check_dtypes(spec, values)
         spec.derive(values, only=spec.shape_reads)
-        return _result(_allocate(spec, values, args[anchor].device, fake=True))
+        return _fake_outputs(spec, values, args[anchor].device)
 
     namespace, _, opname = name.partition("::")
-    if hasattr(getattr(torch.ops, namespace), opname):  # torch would silently re-point the existing op
+    if namespace and opname and hasattr(getattr(torch.ops, namespace), opname):
+        # torch would silently re-point the existing op
         raise ArgumentError(f"{spec.name}: the op name {name!r} is taken in this process; pass "
                             "name='namespace::unique_name'")
     try:
-        custom = torch.library.custom_op(name, impl, mutates_args=spec.mutated, schema=schema(spec))
+        if not (namespace.isidentifier() and opname.isidentifier()):
+            raise ValueError("expected 'namespace::name', both Python identifiers")
+        library = torch.library.Library(namespace, "FRAGMENT")
+        library.define(opname + schema(spec), tags=(torch.Tag.pt2_compliant_tag,))
     except (RuntimeError, ValueError) as exc:
         raise ArgumentError(f"{spec.name}: torch refused the op name {name!r} ({exc}); pass "
                             "name='namespace::unique_name'") from None
-    custom.register_fake(fake)
+    _LIBRARIES[name] = library  # a Library deregisters its op when it is collected
+    library.impl(opname, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(name, fake, lib=library)
     if backward is not None:
-        _register_backward(custom, spec, backward)
-    return custom
+        _register_backward(library, name, spec, backward)
+    return getattr(getattr(torch.ops, namespace), opname).default
 
 
-def _register_backward(custom: Any, spec: OpSpec, backward: Callable[..., Mapping[str, Any]]) -> None:
-    if spec.mutated or not spec.outputs:
-        mutates = ", ".join(spec.mutated) or "nothing"
-        raise ArgumentError(f"{spec.name}: backward= needs an op that returns outputs and mutates no "
-                            f"argument (it mutates {mutates}); declare written tensors as outputs=")
+def _register_backward(library: Any, name: str, spec: OpSpec,
+                       backward: Callable[..., Mapping[str, Any]]) -> None:
     names = [p.name for p in spec.inputs]
     differentiable = {p.name for p in spec.inputs if p.name in spec.tensors}
     out_names = [o.param.name for o in spec.outputs]
@@ -241,4 +224,4 @@ def _register_backward(custom: Any, spec: OpSpec, backward: Callable[..., Mappin
                                 f"({', '.join(sorted(differentiable))}) to gradients (got {found!r})")
         return tuple(found.get(n) for n in names)
 
-    custom.register_autograd(run_backward, setup_context=setup_context)
+    torch.library.register_autograd(name, run_backward, setup_context=setup_context, lib=library)

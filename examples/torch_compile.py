@@ -91,7 +91,7 @@ def main() -> None:
     image = ptxbridge.link([cpp, rust, numba])  # one image, three languages
     ops = make_ops(image)
     for name, op in ops.items():
-        print(f"{image.kernels[name]}\n    -> torch op {op._opoverload._schema}")
+        print(f"{image.kernels[name]}\n    -> torch op {op._schema}")
 
     torch.manual_seed(0)
     model = Block(ops).to(device)

@@ -123,7 +123,7 @@ def inputs():
 
 
 def test_schemas_say_what_each_kernel_reads_and_writes(ops):
-    schemas = {name: str(op._opoverload._schema) for name, op in ops.items()}
+    schemas = {name: str(op._schema) for name, op in ops.items()}
     assert schemas["vadd"] == f"{NS}::vadd(Tensor a, Tensor b) -> Tensor"
     assert schemas["scale_"] == f"{NS}::scale_(Tensor(a0!) x, float s) -> ()"
     assert schemas["histogram"] == f"{NS}::histogram(Tensor x) -> Tensor"
@@ -234,3 +234,46 @@ def test_rules_are_checked_against_the_signature(image):
 def test_a_taken_name_is_refused(ops, image):
     with pytest.raises(ArgumentError, match=f"the op name '{NS}::vadd' is taken in this process"):
         pt.op(image, "vadd", name=f"{NS}::vadd", outputs={"c": "like a"}, derived={"n": "numel a"}, grid=1)
+
+
+def test_an_in_place_launch_bumps_the_version_autograd_checks(ops):
+    # torch's own in-place ops bump a tensor's version so that backward refuses a saved tensor that
+    # changed since; the op's kernel writes through a pointer torch cannot see, so the op bumps it
+    w = torch.ones(8, requires_grad=True)
+    x = torch.arange(8.0)
+    y = (w * x).sum()  # saves x for w's gradient
+    before = x._version
+    ops["scale_"](x, 2.0)
+    assert x._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_backward_through_an_op_without_backward_says_so(ops):
+    x = torch.randn(64, requires_grad=True)
+    out = ops["vadd"](x, x.detach())
+    with pytest.warns(UserWarning, match="vadd: an autograd kernel was not registered"):
+        out.sum().backward()
+
+
+def test_a_failing_rule_is_named(image):
+    def make(suffix, **rules):
+        return pt.op(image, "vadd", name=f"{NS}::vadd_{suffix}", outputs={"c": "like a"}, block=BLOCK,
+                     **rules)
+
+    x = torch.ones(10)
+    broken_grid = make("grid", derived={"n": "numel a"}, grid=lambda n: n // 0)
+    with pytest.raises(ArgumentError, match=r"vadd: grid .* failed: ZeroDivisionError"):
+        broken_grid(x, x)
+    broken_derived = make("derived", derived={"n": lambda a: a.nope}, grid=1)
+    with pytest.raises(ArgumentError, match=r"vadd: derived 'n' .* failed: AttributeError"):
+        broken_derived(x, x)
+
+
+def test_rules_read_by_name_in_any_order(image):
+    # a rule's parameters are matched by name, whatever their order or kind
+    vadd = pt.op(image, "vadd", name=f"{NS}::vadd_named", outputs={"c": pt.Output(lambda b, a: a.shape)},
+                 derived={"n": lambda b, *, a: a.numel() + 0 * b.numel()}, grid=lambda *, n: cover(n),
+                 block=BLOCK)
+    a, b = torch.randn(300), torch.randn(300)
+    torch.testing.assert_close(vadd(a, b), a + b)
