@@ -169,10 +169,8 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
     anchor = next((i for i, p in enumerate(spec.inputs) if p.name in spec.tensors), None)
     if anchor is None:
         raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
-    if backward is not None and (spec.mutated or not spec.outputs):
-        mutates = ", ".join(spec.mutated) or "nothing"
-        raise ArgumentError(f"{spec.name}: backward= needs an op that returns outputs and mutates no "
-                            f"argument (it mutates {mutates}); declare written tensors as outputs=")
+    if backward is not None:
+        spec.check_backward()
     impl = eager_impl(spec, modules, target, fn, anchor, _TO_TORCH)
 
     def fake(*args: Any) -> Any:
@@ -205,7 +203,6 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
 def _register_backward(library: Any, name: str, spec: OpSpec,
                        backward: Callable[..., Mapping[str, Any]]) -> None:
     names = [p.name for p in spec.inputs]
-    differentiable = {p.name for p in spec.inputs if p.name in spec.tensors}
     out_names = [o.param.name for o in spec.outputs]
 
     def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
@@ -218,10 +215,7 @@ def _register_backward(library: Any, name: str, spec: OpSpec,
 
     def run_backward(ctx: Any, *grads: Any) -> tuple:
         saved = dict(zip(ctx.ptxbridge_tensors, ctx.saved_tensors, strict=True)) | ctx.ptxbridge_values
-        found = backward(*grads, **saved)
-        if not isinstance(found, Mapping) or not set(found) <= differentiable:
-            raise ArgumentError(f"{spec.name}: backward must return a dict from tensor argument names "
-                                f"({', '.join(sorted(differentiable))}) to gradients (got {found!r})")
+        found = spec.gradients(backward(*grads, **saved))
         return tuple(found.get(n) for n in names)
 
     torch.library.register_autograd(name, run_backward, setup_context=setup_context, lib=library)
