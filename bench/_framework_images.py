@@ -140,7 +140,11 @@ def _lto(provider: str) -> list:
 BUILDERS: dict[str, Callable[[], list]] = {
     "fw_step": _step, "fw_lto_one": lambda: _lto("one"), "fw_lto_cpp": lambda: _lto("cpp"),
     "fw_ptx_rust": lambda: _lto("ptx_rust"), "fw_lto_rust": lambda: _lto("lto_rust"),
+    "fw_lto_one_unfused": lambda: _lto("one"),
 }
+# linked with -fma=0: numba's own multiply-add left unfused, the arithmetic the C++ (__fmul_rn,
+# __fadd_rn) and Rust (which never contracts) device functions do, so "same computation" is exact
+UNFUSED = {"fw_lto_one_unfused"}
 
 
 def images(store: Path | None) -> dict[str, object]:
@@ -148,7 +152,7 @@ def images(store: Path | None) -> dict[str, object]:
     given).  An image that cannot be built here (a missing toolchain or frontend feature) maps to
     the reason, as a string."""
     from ptxbridge import Image
-    from ptxbridge.linker import link
+    from ptxbridge.linker import LinkOptions, link
 
     found: dict[str, object] = {}
     for name, builder in BUILDERS.items():
@@ -157,7 +161,8 @@ def images(store: Path | None) -> dict[str, object]:
             found[name] = Image.open(saved)
             continue
         try:
-            found[name] = link(builder(), arch=ARCH)
+            options = LinkOptions(fma=False) if name in UNFUSED else None
+            found[name] = link(builder(), arch=ARCH, options=options)
         except Exception as exc:  # e.g. the Rust frontend has no output="ltoir" yet
             found[name] = f"not built: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
             continue
