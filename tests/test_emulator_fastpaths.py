@@ -163,3 +163,23 @@ def test_span_in_c_matches_numpy(dt, monkeypatch):
     monkeypatch.setattr(memory, "native_span", None)
     assert native == [memory.span(values, m) for m in masks]
     assert native[2] is None and native[3] == (int(values[999]),) * 3
+
+
+def test_launches_allocate_from_the_pool_and_give_numpy_its_allocator_back():
+    from ptxbridge.loaders.emulator.launch import pooled
+
+    if memory.native_span is None:  # the same extension
+        pytest.skip("the C extension (loaders/emulator/_native.c) was not built")
+    handler = np._core.multiarray.get_handler_name
+    outside = handler()
+    with pooled():
+        assert handler() == "ptxbridge_emulator_pool"
+        kept = np.arange(1 << 15, dtype=np.float64)  # 256 KiB: pooled sizes
+        for _ in range(3):
+            scratch = np.full(1 << 15, 7.0)
+            del scratch
+            assert not np.zeros(1 << 15).any()  # a reused block is zeroed for calloc
+            assert np.empty(1 << 15).nbytes == 1 << 18
+    assert handler() == outside
+    assert kept.sum() == (1 << 15) * ((1 << 15) - 1) / 2  # freed later, by the pool's free
+    del kept

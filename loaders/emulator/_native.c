@@ -18,11 +18,19 @@
  *
  * gather / scatter: the loads and stores themselves, once span and the region have been checked:
  * one pass from addresses to values instead of a subtraction, a shift and a take.
+ *
+ * use_pool() / restore(previous): NumPy's data allocator (PyDataMem_SetHandler, a context
+ * variable) for the duration of a launch.  Every instruction frees an array the size of the batch
+ * and allocates another; at these sizes (64 KiB and up) glibc's malloc maps and unmaps them, so
+ * each one page-faults afresh, which cost more than the arithmetic.  The pool keeps freed blocks of
+ * those sizes (at most POOL_DEPTH per size, POOL_BYTES in all) and hands them out again.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <pythread.h>
 #include <stdint.h>
+#include <string.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/ndarraytypes.h>
@@ -285,7 +293,123 @@ static PyObject *scatter(PyObject *self, PyObject *args) {
     return move(args, 1);
 }
 
+enum { POOL_MIN = 64 * 1024, POOL_CLASSES = 64, POOL_DEPTH = 16 };
+static const size_t POOL_BYTES = (size_t)256 << 20;
+
+typedef struct {
+    size_t size;
+    int count;
+    void *blocks[POOL_DEPTH];
+} PoolClass;
+
+static PoolClass pool_classes[POOL_CLASSES];
+static size_t pool_bytes;
+static PyThread_type_lock pool_lock; /* NumPy may allocate and free without the GIL */
+
+static void *pool_take(size_t size) {
+    void *block = NULL;
+    if (size < POOL_MIN) {
+        return NULL;
+    }
+    PyThread_acquire_lock(pool_lock, WAIT_LOCK);
+    for (int i = 0; i < POOL_CLASSES; i++) {
+        PoolClass *c = &pool_classes[i];
+        if (c->size == size && c->count > 0) {
+            block = c->blocks[--c->count];
+            pool_bytes -= size;
+            break;
+        }
+    }
+    PyThread_release_lock(pool_lock);
+    return block;
+}
+
+static int pool_keep(void *block, size_t size) {
+    int kept = 0;
+    if (block == NULL || size < POOL_MIN) {
+        return 0;
+    }
+    PyThread_acquire_lock(pool_lock, WAIT_LOCK);
+    if (pool_bytes + size <= POOL_BYTES) {
+        PoolClass *slot = NULL, *unused = NULL;
+        for (int i = 0; i < POOL_CLASSES && slot == NULL; i++) {
+            PoolClass *c = &pool_classes[i];
+            if (c->size == size) {
+                slot = c;
+            } else if (unused == NULL && c->count == 0) {
+                unused = c;
+            }
+        }
+        if (slot == NULL && unused != NULL) {
+            unused->size = size;
+            slot = unused;
+        }
+        if (slot != NULL && slot->count < POOL_DEPTH) {
+            slot->blocks[slot->count++] = block;
+            pool_bytes += size;
+            kept = 1;
+        }
+    }
+    PyThread_release_lock(pool_lock);
+    return kept;
+}
+
+/* NumPy frees a block with the byte size it was allocated (or last reallocated) with. */
+static void *pool_malloc(void *ctx, size_t size) {
+    (void)ctx;
+    void *block = pool_take(size);
+    return block != NULL ? block : malloc(size);
+}
+
+static void *pool_calloc(void *ctx, size_t nelem, size_t elsize) {
+    (void)ctx;
+    if (elsize != 0 && nelem > (size_t)-1 / elsize) {
+        return NULL;
+    }
+    void *block = pool_take(nelem * elsize);
+    if (block == NULL) {
+        return calloc(nelem, elsize);
+    }
+    memset(block, 0, nelem * elsize);
+    return block;
+}
+
+static void *pool_realloc(void *ctx, void *block, size_t size) {
+    (void)ctx;
+    return realloc(block, size);
+}
+
+static void pool_free(void *ctx, void *block, size_t size) {
+    (void)ctx;
+    if (!pool_keep(block, size)) {
+        free(block);
+    }
+}
+
+static PyDataMem_Handler pool_handler = {
+    "ptxbridge_emulator_pool", 1, {NULL, pool_malloc, pool_calloc, pool_realloc, pool_free},
+};
+static PyObject *pool_capsule;
+
+static PyObject *use_pool(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return PyDataMem_SetHandler(pool_capsule);
+}
+
+static PyObject *restore(PyObject *self, PyObject *previous) {
+    (void)self;
+    PyObject *ours = PyDataMem_SetHandler(previous == Py_None ? NULL : previous);
+    Py_XDECREF(ours);
+    if (ours == NULL) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"use_pool", use_pool, METH_NOARGS,
+     "use_pool(): make the pool NumPy's allocator in this context; returns the previous handler."},
+    {"restore", restore, METH_O, "restore(previous): put back the handler use_pool returned."},
     {"gather", gather, METH_VARARGS, "gather(typed, addresses, mask, origin, shift, out): checked loads."},
     {"scatter", scatter, METH_VARARGS,
      "scatter(typed, addresses, mask, origin, shift, values): checked stores, in thread order."},
@@ -303,6 +427,11 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void) {
     import_array();
     import_umath();
+    pool_lock = PyThread_allocate_lock();
+    pool_capsule = PyCapsule_New(&pool_handler, "mem_handler", NULL);
+    if (pool_lock == NULL || pool_capsule == NULL) {
+        return NULL;
+    }
 #if HAVE_FMA_TARGET
     __builtin_cpu_init();
     has_fma = __builtin_cpu_supports("fma");

@@ -13,7 +13,8 @@ hold the address of a zeroed grid workspace, as the driver provides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,27 @@ from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
 
-__all__ = ["run_kernel", "buffer_regions", "shared_bytes"]
+try:
+    from ._native import restore as _restore_allocator
+    from ._native import use_pool as _use_pool
+except ImportError:  # built without NumPy's headers, or no C compiler: NumPy's own allocator
+    _use_pool = None
+
+__all__ = ["run_kernel", "buffer_regions", "pooled", "shared_bytes"]
+
+
+@contextmanager
+def pooled() -> Iterator[None]:
+    """NumPy allocates from ``_native``'s pool meanwhile: each instruction frees and allocates
+    batch-sized arrays, which malloc would unmap and map (page faults) every time."""
+    if _use_pool is None:
+        yield
+        return
+    previous = _use_pool()
+    try:
+        yield
+    finally:
+        _restore_allocator(previous)
 
 
 def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
@@ -126,7 +147,7 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     shared_size = shared_bytes(program, shared_mem)
     valid = np.arange(padded) < per_block
     executed = 0
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), pooled():
         for first in range(0, blocks, per_batch):
             count = min(per_batch, blocks - first)
             n = count * padded
