@@ -183,3 +183,22 @@ def test_launches_allocate_from_the_pool_and_give_numpy_its_allocator_back():
     assert handler() == outside
     assert kept.sum() == (1 << 15) * ((1 << 15) - 1) / 2  # freed later, by the pool's free
     del kept
+
+
+def test_schedule_in_c_matches_numpy(monkeypatch):
+    from ptxbridge.loaders.emulator import machine
+
+    if machine.native_schedule is None:
+        pytest.skip("the C extension (loaders/emulator/_native.c) was not built")
+    rng = np.random.default_rng(3)
+    far = int(machine._FAR)
+    pcs = [rng.integers(0, 40, 500).astype(np.int32), np.full(500, far, np.int32), np.full(500, 7, np.int32)]
+    masks = [rng.random(500) < 0.3, np.ones(500, bool), np.zeros(500, bool)]
+    cases = [(pc, m) for pc in pcs for m in masks]
+    native = [machine._schedule(pc, m) for pc, m in cases]
+    monkeypatch.setattr(machine, "native_schedule", None)
+    for (pc, m), (lowest, here, count, bound) in zip(cases, native, strict=True):
+        expected = machine._schedule(pc, m)
+        assert (lowest, bound) == (expected[0], expected[3])
+        if lowest != far:  # nobody runnable: the machine looks at neither mask nor count
+            assert count == expected[2] and np.array_equal(here, expected[1])

@@ -406,7 +406,59 @@ static PyObject *restore(PyObject *self, PyObject *previous) {
     Py_RETURN_NONE;
 }
 
+/* schedule(pc, runnable, here): the lowest program counter of the runnable threads, how many
+ * threads are at it (marked in the bool array here), and the lowest counter of any other
+ * runnable thread (the group's bound), in one pass instead of five (machine.py). */
+static PyObject *schedule(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *pc_obj, *runnable_obj, *here_obj;
+    int far;
+    if (!PyArg_ParseTuple(args, "OOOi:schedule", &pc_obj, &runnable_obj, &here_obj, &far)) {
+        return NULL;
+    }
+    Py_buffer pc = {0}, runnable = {0}, here = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(pc_obj, &pc, PyBUF_C_CONTIGUOUS) < 0 ||
+        PyObject_GetBuffer(runnable_obj, &runnable, PyBUF_C_CONTIGUOUS) < 0 ||
+        PyObject_GetBuffer(here_obj, &here, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        goto done;
+    }
+    Py_ssize_t n = pc.len / 4;
+    if (pc.itemsize != 4 || runnable.itemsize != 1 || here.itemsize != 1 || runnable.len != n ||
+        here.len != n) {
+        PyErr_SetString(PyExc_TypeError, "schedule: int32 counters and one bool per thread");
+        goto done;
+    }
+    const int32_t *p = (const int32_t *)pc.buf;
+    const unsigned char *r = (const unsigned char *)runnable.buf;
+    unsigned char *h = (unsigned char *)here.buf;
+    int32_t lowest = far, bound = far;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t v = r[i] ? p[i] : far;
+        if (v < lowest) {
+            bound = lowest;
+            lowest = v;
+        } else if (v > lowest && v < bound) {
+            bound = v;
+        }
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char at = r[i] && p[i] == lowest && lowest != far;
+        h[i] = at;
+        count += at;
+    }
+    result = Py_BuildValue("(ini)", (int)lowest, count, (int)bound);
+done:
+    if (pc.obj != NULL) PyBuffer_Release(&pc);
+    if (runnable.obj != NULL) PyBuffer_Release(&runnable);
+    if (here.obj != NULL) PyBuffer_Release(&here);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"schedule", schedule, METH_VARARGS,
+     "schedule(pc, runnable, here, far): (lowest counter, threads at it, next lowest counter)."},
     {"use_pool", use_pool, METH_NOARGS,
      "use_pool(): make the pool NumPy's allocator in this context; returns the previous handler."},
     {"restore", restore, METH_O, "restore(previous): put back the handler use_pool returned."},
