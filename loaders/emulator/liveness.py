@@ -25,9 +25,9 @@ __all__ = ["PURE_DESTINATION", "block_local", "writes"]
 # opcodes whose first operand is only written, for the step's threads, through Context.write
 PURE_DESTINATION = frozenset((
     "add", "sub", "mul", "mad", "fma", "div", "rem", "abs", "neg", "min", "max", "addc", "subc", "madc",
-    "mul24", "mad24", "sad", "and", "or", "xor", "not", "cnot", "shl", "shr", "bfe", "bfi", "popc", "clz",
-    "brev", "bfind", "bmsk", "prmt", "lop3", "shf", "setp", "selp", "slct", "mov", "cvta", "cvt", "ld", "ldu",
-    "rcp", "sqrt", "rsqrt", "sin", "cos", "lg2", "ex2", "tanh", "testp", "copysign", "isspacep",
+    "and", "or", "xor", "not", "cnot", "shl", "shr", "bfe", "bfi", "popc", "clz", "brev", "bfind", "bmsk",
+    "prmt", "lop3", "shf", "setp", "selp", "slct", "mov", "cvta", "cvt", "ld", "ldu", "rcp", "sqrt", "rsqrt",
+    "sin", "cos", "lg2", "ex2", "tanh", "testp", "copysign", "isspacep",
 ))
 
 
