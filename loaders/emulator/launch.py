@@ -13,6 +13,7 @@ hold the address of a zeroed grid workspace, as the driver provides.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -92,28 +93,40 @@ class _Specials(dict):
         })
 
     def __missing__(self, name: str) -> Any:
-        linear = np.arange(self.padded, dtype=np.uint32)
-        bx, by, _ = self.block
-        per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
-                     "%laneid": linear % 32, "%warpid": linear // 32}
-        if name in per_block:
-            value = np.tile(per_block[name], self.count)
-        elif name.startswith("%ctaid."):
-            blocks = np.arange(self.first, self.first + self.count, dtype=np.uint64)
-            gx, gy, _ = self.grid
-            axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
-            axis = axis.astype(np.uint32)
-            value = axis[0] if self.count == 1 else np.repeat(axis, self.padded)
-        elif name.startswith("%lanemask_"):
-            eq = np.uint64(1) << self["%laneid"].astype(np.uint64)
-            below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
-            mask32 = np.uint64(0xFFFFFFFF)
-            value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
-                     "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
-        else:
-            raise KeyError(name)
+        value = _special(name, self.first, self.count, self.grid, self.block, self.padded)
         self[name] = value
         return value
+
+
+@functools.lru_cache(maxsize=64)
+def _special(name: str, first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+             padded: int) -> Any:
+    """A per-thread special register of a batch, built once per launch shape: a kernel launched
+    again and again (a relaxation loop) meets the same batches.  Read-only, as registers are never
+    changed in place (an instruction replaces a register's array)."""
+    linear = np.arange(padded, dtype=np.uint32)
+    bx, by, _ = block
+    per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
+                 "%laneid": linear % 32, "%warpid": linear // 32}
+    if name in per_block:
+        value = np.tile(per_block[name], count)
+    elif name.startswith("%ctaid."):
+        blocks = np.arange(first, first + count, dtype=np.uint64)
+        gx, gy, _ = grid
+        axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
+        axis = axis.astype(np.uint32)
+        value = axis[0] if count == 1 else np.repeat(axis, padded)
+    elif name.startswith("%lanemask_"):
+        eq = np.uint64(1) << _special("%laneid", first, count, grid, block, padded).astype(np.uint64)
+        below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
+        mask32 = np.uint64(0xFFFFFFFF)
+        value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
+                 "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
+    else:
+        raise KeyError(name)
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
 
 
 def shared_bytes(program: Program, shared_mem: int) -> int:
