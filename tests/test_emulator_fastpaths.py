@@ -104,6 +104,20 @@ def test_a_shared_load_past_the_end_through_a_cached_base_faults():
         launch(be, "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128, arrays=[out])
 
 
+def test_a_faulting_vector_shared_load_reports_the_address_it_names():
+    """A vector load that leaves the cached-base path is checked whole, at base + offset: the
+    same address a scalar load there reports."""
+    def fault(load: str) -> str:
+        body = SHARED.replace("add.u32 %r6, %r6, 16;", f"add.u32 %r6, %r6, 16;\n    {load}, [%r6+65536];")
+        out = np.zeros(128, np.float32)
+        with pytest.raises(MemoryAccessError) as caught:
+            launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128,
+                   arrays=[out])
+        return str(caught.value).split("address ")[1].split()[0]
+
+    assert fault("ld.shared.v2.f32 {%f9, %f7}") == fault("ld.shared.f32 %f9")
+
+
 # A stencil: [%rd+-4] and [%rd+4] keep the offset apart from the register (C gather), under a mask.
 STENCIL = """
     .reg .b32 %r<4>; .reg .b64 %rd<8>; .reg .f32 %f<4>; .reg .pred %p;

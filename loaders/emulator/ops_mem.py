@@ -101,13 +101,14 @@ def _ld(cx: Context) -> Run:
     shared = cx.shared_offset(src) if space == "shared" else None
     based = _shared_base(cx, src, size * count) if shared is not None else None
     if based is not None:
-        register, offset = based
+        register, displacement = based
+        extent = size * count
 
         def load_based(fr: Any, m: Any) -> None:
-            found = fr.batch.memory.shared_base(fr.regs[register], dt, m, size * count)
-            if found is None or found[3] + offset < 0 or found[4] + offset + size * count > found[5]:
+            found = fr.batch.memory.shared_base(fr.regs[register], dt, m, extent)
+            if found is None or found[3] + displacement < 0 or found[4] + displacement + extent > found[5]:
                 return load_shared(fr, m)  # a fault, or a form the general path decides
-            typed, element, first = found[0], found[1], found[2] + offset // size
+            typed, element, first = found[0], found[1], found[2] + displacement // size
             for i, w in enumerate(writers):
                 k = first + i
                 w(fr, np.take(typed[k:], element, mode="clip") if k >= 0 else
