@@ -1,7 +1,8 @@
-"""The CPU loader's two fused multiply-adds agree bit for bit: the C ufunc (``_native.c``, C99
-``fma``/``fmaf``) and the NumPy emulation it replaces where it is built (error-free
-transformations), over the operands where an fma is easy to get wrong: signed zeros, infinities,
-NaNs, subnormals, overflow, and exact ties of the rounding."""
+"""The CPU loader's C fused multiply-add (``_native.c``, C99 ``fma``/``fmaf``) rounds once, checked
+against exact rationals over the operands where an fma is easy to get wrong (signed zeros,
+infinities, NaNs, subnormals, overflow, ties), and agrees bit for bit with the NumPy emulation it
+replaces wherever that emulation is exact (f32 everywhere; f64 unless the product under- or
+overflows)."""
 
 from __future__ import annotations
 
@@ -61,14 +62,14 @@ def _nearest(x: Fraction, dt: type) -> float:
         return round_f32(x, "rn")
 
 
-def _exact(x: float, y: float, z: float) -> float:
-    """IEEE fusedMultiplyAdd of finite operands, rounded once, as a float (``dt`` of the caller)."""
+def _expected(x: float, y: float, z: float, dt: type) -> float:
+    """IEEE fusedMultiplyAdd of finite operands rounded once to ``dt``; an exact zero is +0 unless
+    the product and ``z`` are both -0 (IEEE 754 6.3)."""
     exact = Fraction(x) * Fraction(y) + Fraction(z)
     if exact:
-        return exact
-    both_negative_zeros = x * y == 0 and math.copysign(1, x) * math.copysign(1, y) < 0 and \
-        math.copysign(1, z) < 0 and z == 0
-    return Fraction(0) if not both_negative_zeros else None
+        return _nearest(exact, dt)
+    negative_product = (x == 0 or y == 0) and math.copysign(1, x) * math.copysign(1, y) < 0
+    return -0.0 if negative_product and math.copysign(1, z) < 0 else 0.0
 
 
 def _columns(triples: list[tuple[float, float, float]], dt: type) -> tuple[np.ndarray, ...]:
@@ -93,8 +94,7 @@ def test_native_fma_is_exact_on_specials(dt, data):
         if not all(map(math.isfinite, (x, y, z))):
             assert _same(got[i:i + 1], emulated[i:i + 1]), (x, y, z, got[i], emulated[i])
             continue
-        exact = _exact(x, y, z)
-        expected = -0.0 if exact is None else 0.0 if exact == 0 else _nearest(exact, dt)
+        expected = _expected(x, y, z, dt)
         assert _same(got[i:i + 1], np.array([expected], dt)), (x, y, z, got[i], expected)
     if dt is np.float32:
         assert _same(got, emulated)
