@@ -87,7 +87,9 @@ def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str) -> Any:
 
 
 def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f64 with one rounding (error-free transformations).
+    """a*b+c for f64 with one rounding: ``native_fma`` for round-to-nearest where it is built, else
+    error-free transformations (exact unless a*b underflows or overflows, where their error term
+    is not representable: 5e-324 * 1.5 + 5e-324 gives 1.5e-323, not 1e-323).
 
     A zero or non-finite product is exact, so ``a * b + c`` rounds once and keeps IEEE's signed
     zeros (``fma(-0, 1, -0) = -0``, which the transformations would turn into +0).
