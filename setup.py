@@ -4,7 +4,9 @@
 ``ptxbridge._xla_ffi`` (the XLA FFI handler of ``ptxbridge.jax``, built against jaxlib's
 ``xla/ffi/api/c_api.h``; install with ``--no-build-isolation`` so the build sees jaxlib).
 ``optional=True``: a machine without a C compiler or Python headers still installs, and the
-pure-Python launch path is used there.
+pure-Python launch path is used there.  ``ptxbridge.loaders.emulator._native`` (the CPU loader's
+fused multiply-add, a NumPy ufunc, and its one-pass memory checks, gathers and scatters) is built
+where NumPy's headers are importable at build time; without it the CPU loader does the same in NumPy.
 """
 
 import importlib.util
@@ -22,10 +24,23 @@ def _jaxlib_include() -> str | None:
     return str(include) if (include / "xla" / "ffi" / "api" / "c_api.h").exists() else None
 
 
+def _numpy_include() -> str | None:
+    """NumPy's C header folder, where NumPy is importable by the build."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.get_include()
+
+
 extensions = [Extension("ptxbridge.launch._fastlaunch",
                         ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
                         depends=["bridge/launch/_fastlaunch.h"], extra_compile_args=["-O2", "-std=c11"],
                         optional=True)]
+if (numpy_include := _numpy_include()) is not None:
+    extensions.append(Extension("ptxbridge.loaders.emulator._native", ["loaders/emulator/_native.c"],
+                                include_dirs=[numpy_include], extra_compile_args=["-O3", "-std=c11"],
+                                optional=True))
 if (include := _jaxlib_include()) is not None:
     extensions.append(Extension("ptxbridge._xla_ffi", ["bridge/_xla_ffi.c"], include_dirs=[include],
                                 extra_compile_args=["-O2", "-std=c11"], optional=True))

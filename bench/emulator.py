@@ -1,6 +1,6 @@
 """Throughput of the CPU PTX emulator, in thread-instructions per second.
 
-    python bench/emulator.py [--repeat 3] [--batch 32768] [--only NAME ...] [--cpu-time]
+    python bench/emulator.py [--repeat 3] [--batch 32768] [--only NAME ...] [--cpu-time] [--emulator-root DIR]
 
 Kernels: numba-cuda saxpy over 2**20 float32 elements (the issue's target:
 >= 100 million thread-instructions/s on a 2-core machine) and an NVRTC
@@ -12,7 +12,9 @@ programs (bench/emulator_kernels.py): a binomial option pricer (1024 options,
 threads, and a shared-memory matmul at n=1600.  Each result is checked
 against NumPy.  A thread-instruction is one instruction executed by one
 thread; the emulator counts them as it runs.  Prints a Markdown table for
-bench/RESULTS.md.
+bench/RESULTS.md.  ``--emulator-root DIR`` runs the ``emulator`` package found in DIR
+instead of the installed one (for before/after comparisons: ``git archive COMMIT
+loaders/emulator | tar -x -C /tmp/old`` then ``--emulator-root /tmp/old/loaders``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from ptxbridge.abi.kinds import NumbaArray, Pointer, Scalar
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.image import Image
 from ptxbridge.loaders.base import Buffer
-from ptxbridge.loaders.emulator import EmulatorBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import emulator_kernels as fx
@@ -67,6 +68,7 @@ def _array(a: np.ndarray) -> list[int]:
 
 
 CLOCK = time.perf_counter  # --cpu-time: time.process_time, this process's CPU seconds
+EmulatorBackend: Any = None  # imported in main(), after --emulator-root has put its package first
 
 
 def _measure(be: EmulatorBackend, run, repeat: int) -> tuple[float, int]:
@@ -203,9 +205,15 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="run these benchmarks only")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this process's CPU seconds (steadier on a machine others share)")
+    parser.add_argument("--emulator-root", help="a folder holding another `emulator` package to run instead")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, EmulatorBackend
     CLOCK = time.process_time if args.cpu_time else time.perf_counter
+    if args.emulator_root:
+        import ptxbridge.loaders
+
+        ptxbridge.loaders.__path__.insert(0, str(Path(args.emulator_root).resolve()))
+    from ptxbridge.loaders.emulator import EmulatorBackend
     print(f"| kernel | thread-instructions | best {'CPU ' if args.cpu_time else ''}time (s) "
           "| thread-instructions/s |")
     print("|---|---:|---:|---:|")

@@ -7,6 +7,7 @@ same path the call path uses, so these tests exercise the loader contract.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -86,3 +87,20 @@ def elementwise(instruction: str, out: type, *inputs: np.ndarray) -> np.ndarray:
     launch(be, "k", [ptr("u8")] * len(arrays), [a.ctypes.data for a in arrays], grid=1, block=n,
            arrays=arrays)
     return result
+
+
+def round_f32(x: Fraction, mode: str, dt: type = np.float32) -> float:
+    """The f32 (or ``dt``) nearest / toward zero / down / up from an exact rational (finite range)."""
+    near = dt(float(x))
+    lo = near if Fraction(float(near)) <= x else np.nextafter(near, dt(-np.inf))
+    if Fraction(float(lo)) == x:
+        return float(lo)
+    hi = np.nextafter(lo, dt(np.inf))
+    if mode == "rm" or (mode == "rz" and x > 0):
+        return float(lo)
+    if mode == "rp" or mode == "rz":
+        return float(hi)
+    below, above = x - Fraction(float(lo)), Fraction(float(hi)) - x
+    if below != above:
+        return float(lo if below < above else hi)
+    return float(lo if int(lo.view(np.uint16 if dt is np.float16 else np.uint32)) % 2 == 0 else hi)

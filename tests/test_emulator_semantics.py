@@ -11,7 +11,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _emulator import backend, elementwise, kernel_ptx, launch, ptr
+from _emulator import backend, elementwise, kernel_ptx, launch, ptr, round_f32
+
+from ptxbridge.loaders.emulator import float_math
 
 RNG = np.random.default_rng(11)
 def ints(dtype: type, n: int = 512) -> np.ndarray:
@@ -158,23 +160,6 @@ def test_prmt_selects_and_replicates_signs():
 
 # -- floats ------------------------------------------------------------------------------------
 
-def round_f32(x: Fraction, mode: str, dt: type = np.float32) -> float:
-    """The f32 (or ``dt``) nearest / toward zero / down / up from an exact rational (finite range)."""
-    near = dt(float(x))
-    lo = near if Fraction(float(near)) <= x else np.nextafter(near, dt(-np.inf))
-    if Fraction(float(lo)) == x:
-        return float(lo)
-    hi = np.nextafter(lo, dt(np.inf))
-    if mode == "rm" or (mode == "rz" and x > 0):
-        return float(lo)
-    if mode == "rp" or mode == "rz":
-        return float(hi)
-    below, above = x - Fraction(float(lo)), Fraction(float(hi)) - x
-    if below != above:
-        return float(lo if below < above else hi)
-    return float(lo if int(lo.view(np.uint16 if dt is np.float16 else np.uint32)) % 2 == 0 else hi)
-
-
 def f32s(n: int = 512) -> np.ndarray:
     mantissa = RNG.integers(1 << 23, 1 << 24, n)
     exponent = RNG.integers(-10, 10, n)
@@ -182,7 +167,17 @@ def f32s(n: int = 512) -> np.ndarray:
     return (sign * mantissa * np.exp2(exponent - 23.0)).astype(np.float32)
 
 
-def test_fma_f32_is_rounded_once_including_ties():
+@pytest.fixture(params=["native", "emulated"])
+def fma_path(request, monkeypatch):
+    """Round-to-nearest fma through the C ufunc (where it was built) and through the NumPy emulation."""
+    if request.param == "emulated":
+        monkeypatch.setattr(float_math, "native_fma", None)
+    elif float_math.native_fma is None:
+        pytest.skip("the C fma extension (loaders/emulator/_native.c) was not built")
+    return request.param
+
+
+def test_fma_f32_is_rounded_once_including_ties(fma_path):
     a, b, c = f32s(), f32s(), f32s()
     # c = -(a*b rounded to 26 bits) plus half an f32 ulp of the product makes exact ties.
     product = a.astype(np.float64) * b.astype(np.float64)
@@ -218,7 +213,7 @@ def test_directed_rounding_f16(mode, op):
         assert g == round_f32(exact, mode, np.float16)
 
 
-def test_fma_f64_matches_the_exact_result():
+def test_fma_f64_matches_the_exact_result(fma_path):
     a, b, c = RNG.normal(size=512), RNG.normal(size=512), RNG.normal(size=512)
     c[:100] = -(a[:100] * b[:100])  # catastrophic cancellation: only the exact product survives
     got = elementwise("fma.rn.f64 %d, %a, %b, %c;", np.float64, a, b, c)

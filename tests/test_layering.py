@@ -22,7 +22,7 @@ PACKAGES = {"ptxbridge": ROOT / "bridge", "ptxbridge.abi": ROOT / "abi",
 def _modules() -> dict[str, Path]:
     found = {}
     for package, folder in PACKAGES.items():
-        for path in folder.rglob("*.py"):
+        for path in [*folder.rglob("*.py"), *folder.rglob("*.c")]:  # .c: a C extension module
             parts = path.relative_to(folder).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
@@ -45,6 +45,8 @@ def _is_type_checking(node: ast.AST) -> bool:
 
 
 def _imports(module: str, path: Path) -> set[str]:
+    if path.suffix == ".c":  # a C extension imports nothing of ptxbridge
+        return set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text(), str(path))

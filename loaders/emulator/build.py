@@ -81,6 +81,7 @@ class Context:
         self.function, self.registers, self._symbol, self.ins = function, registers, symbol, ins
         self.function_addresses = function_addresses or {}
         self.needs: set[str] = set()  # what a launch must provide ("grid": every block in one batch)
+        self.writes: list[tuple[str, list[bool]]] = []  # per register written: [unmasked] (see liveness)
 
     def unsupported(self, reason: str) -> UnsupportedInstructionError:
         return UnsupportedInstructionError(
@@ -169,12 +170,14 @@ class Context:
         if not isinstance(operand, Reg) or operand.name not in self.registers:
             raise self.unsupported(f"destination must be a register (got {operand})")
         name, rd = operand.name, self.reg_dtype(operand.name)
+        unmasked = [False]  # set once the function is loaded, for block-local registers (.liveness)
+        self.writes.append((name, unmasked))
 
         def write(fr: Any, value: Any, m: Any) -> None:
             bits = value if value.dtype == rd else to_bits(value, rd)
             if type(bits) is np.ndarray and not bits.shape:  # np.where on scalars gives 0-d arrays
                 bits = bits[()]
-            fr.regs[name] = bits if m is None else np.where(m, bits, fr.regs[name])
+            fr.regs[name] = bits if m is None or unmasked[0] else np.where(m, bits, fr.regs[name])
 
         return write
 

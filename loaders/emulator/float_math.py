@@ -6,6 +6,10 @@ rounded IEEE operations, and ``fma`` is made exact (f32 through an exact f64 pro
 correction; f64 through the error-free TwoProduct/TwoSum transformations).  The directed roundings
 ``.rz/.rm/.rp`` take the rounded-to-nearest result and step one ulp when the exact residual points
 the other way.  The instruction builders (``ops_float``, ``ops_half``, ``ops_data``) share these.
+
+Round-to-nearest ``fma`` goes through ``native_fma``, the C ufunc of ``_native.c`` (C99 ``fma``/``fmaf``:
+one pass instead of about 30 for f64), where it was built; the emulation is the fallback and the
+directed roundings.
 """
 
 from __future__ import annotations
@@ -15,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ROUNDINGS", "exact_binary", "flush", "fma32", "fma64", "min_max", "nudge", "saturate"]
+try:
+    from ._native import fma as native_fma
+except ImportError:  # built without NumPy's headers, or no C compiler: the emulation below
+    native_fma = None
+
+__all__ = ["ROUNDINGS", "exact_binary", "flush", "fma32", "fma64", "min_max", "native_fma", "nudge",
+           "saturate"]
 
 ROUNDINGS = frozenset(("rn", "rz", "rm", "rp"))
 _F32_TINY = np.float32(np.finfo(np.float32).tiny)
@@ -86,11 +96,15 @@ def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str) -> Any:
 
 
 def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
-    """a*b+c for f64 with one rounding (error-free transformations).
+    """a*b+c for f64 with one rounding: ``native_fma`` for round-to-nearest where it is built, else
+    error-free transformations (exact unless a*b underflows or overflows, where their error term
+    is not representable: 5e-324 * 1.5 + 5e-324 gives 1.5e-323, not 1e-323).
 
     A zero or non-finite product is exact, so ``a * b + c`` rounds once and keeps IEEE's signed
     zeros (``fma(-0, 1, -0) = -0``, which the transformations would turn into +0).
     """
+    if mode == "rn" and native_fma is not None:
+        return native_fma(a, b, c, dtype=np.float64)
     p, pe = _two_prod(a, b)
     s, se = _two_sum(p, c)
     tail = pe + se
@@ -110,6 +124,8 @@ def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
     """a*b+c for f32 with one rounding: the f64 product is exact, so only the f64 sum rounds; that
     second rounding can only mislead the final one when the sum lands exactly halfway between two
     f32 values, and only those elements get the sum's error term (the normal range)."""
+    if mode == "rn" and native_fma is not None:
+        return native_fma(a, b, c, dtype=np.float32)
     p = np.multiply(a, b, dtype=np.float64)  # the f32 -> f64 casts happen inside the one pass
     s = np.add(p, c, dtype=np.float64)
     r = s.astype(np.float32)

@@ -13,7 +13,9 @@ hold the address of a zeroed grid workspace, as the driver provides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,27 @@ from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
 
-__all__ = ["run_kernel", "buffer_regions", "shared_bytes"]
+try:
+    from ._native import restore as _restore_allocator
+    from ._native import use_pool as _use_pool
+except ImportError:  # built without NumPy's headers, or no C compiler: NumPy's own allocator
+    _use_pool = None
+
+__all__ = ["run_kernel", "buffer_regions", "pooled", "shared_bytes"]
+
+
+@contextmanager
+def pooled() -> Iterator[None]:
+    """NumPy allocates from ``_native``'s pool meanwhile: each instruction frees and allocates
+    batch-sized arrays, which malloc would unmap and map (page faults) every time."""
+    if _use_pool is None:
+        yield
+        return
+    previous = _use_pool()
+    try:
+        yield
+    finally:
+        _restore_allocator(previous)
 
 
 def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
@@ -71,28 +93,40 @@ class _Specials(dict):
         })
 
     def __missing__(self, name: str) -> Any:
-        linear = np.arange(self.padded, dtype=np.uint32)
-        bx, by, _ = self.block
-        per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
-                     "%laneid": linear % 32, "%warpid": linear // 32}
-        if name in per_block:
-            value = np.tile(per_block[name], self.count)
-        elif name.startswith("%ctaid."):
-            blocks = np.arange(self.first, self.first + self.count, dtype=np.uint64)
-            gx, gy, _ = self.grid
-            axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
-            axis = axis.astype(np.uint32)
-            value = axis[0] if self.count == 1 else np.repeat(axis, self.padded)
-        elif name.startswith("%lanemask_"):
-            eq = np.uint64(1) << self["%laneid"].astype(np.uint64)
-            below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
-            mask32 = np.uint64(0xFFFFFFFF)
-            value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
-                     "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
-        else:
-            raise KeyError(name)
+        value = _special(name, self.first, self.count, self.grid, self.block, self.padded)
         self[name] = value
         return value
+
+
+@functools.lru_cache(maxsize=64)
+def _special(name: str, first: int, count: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+             padded: int) -> Any:
+    """A per-thread special register of a batch, built once per launch shape: a kernel launched
+    again and again (a relaxation loop) meets the same batches.  Read-only, as registers are never
+    changed in place (an instruction replaces a register's array)."""
+    linear = np.arange(padded, dtype=np.uint32)
+    bx, by, _ = block
+    per_block = {"%tid.x": linear % bx, "%tid.y": (linear // bx) % by, "%tid.z": linear // (bx * by),
+                 "%laneid": linear % 32, "%warpid": linear // 32}
+    if name in per_block:
+        value = np.tile(per_block[name], count)
+    elif name.startswith("%ctaid."):
+        blocks = np.arange(first, first + count, dtype=np.uint64)
+        gx, gy, _ = grid
+        axis = {"x": blocks % gx, "y": (blocks // gx) % gy, "z": blocks // (gx * gy)}[name[-1]]
+        axis = axis.astype(np.uint32)
+        value = axis[0] if count == 1 else np.repeat(axis, padded)
+    elif name.startswith("%lanemask_"):
+        eq = np.uint64(1) << _special("%laneid", first, count, grid, block, padded).astype(np.uint64)
+        below, through = eq - np.uint64(1), (eq << np.uint64(1)) - np.uint64(1)
+        mask32 = np.uint64(0xFFFFFFFF)
+        value = {"eq": eq, "lt": below, "le": through & mask32, "gt": ~through & mask32,
+                 "ge": ~below & mask32}[name[len("%lanemask_"):]].astype(np.uint32)
+    else:
+        raise KeyError(name)
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
 
 
 def shared_bytes(program: Program, shared_mem: int) -> int:
@@ -126,7 +160,7 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     shared_size = shared_bytes(program, shared_mem)
     valid = np.arange(padded) < per_block
     executed = 0
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), pooled():
         for first in range(0, blocks, per_batch):
             count = min(per_batch, blocks - first)
             n = count * padded

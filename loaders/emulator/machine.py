@@ -26,6 +26,11 @@ from .memory import Fault
 from .parse import Instruction
 from .values import as_array
 
+try:
+    from ._native import schedule as native_schedule
+except ImportError:  # built without NumPy's headers, or no C compiler: NumPy passes instead
+    native_schedule = None
+
 __all__ = ["Step", "Function", "Machine", "PLAIN", "BRA", "CALL", "RET", "EXIT", "BAR", "TRAP"]
 
 PLAIN, BRA, CALL, RET, EXIT, BAR, TRAP = range(7)
@@ -71,6 +76,20 @@ def _guarded(step: Step, fr: Frame, m: Any) -> Any:
         return m if g else _SKIP
     g = g if m is None else g & m
     return g if g.any() else _SKIP
+
+
+def _schedule(pc: np.ndarray, runnable: np.ndarray) -> tuple[int, np.ndarray, int, int]:
+    """``(lowest, here, count, bound)``: the lowest program counter of the ``runnable`` threads
+    (``_FAR``: none), the mask of the threads at it and their number, and the lowest counter of
+    the other runnable threads; one pass in ``_native.schedule`` where the extension is built."""
+    if native_schedule is not None and pc.dtype == np.int32 and runnable.flags.c_contiguous:
+        here = np.empty(len(pc), bool)
+        lowest, count, bound = native_schedule(np.ascontiguousarray(pc), runnable, here, int(_FAR))
+        return lowest, here, count, bound
+    candidates = np.where(runnable, pc, _FAR)
+    lowest = int(candidates.min())
+    here = candidates == lowest
+    return lowest, here, int(np.count_nonzero(here)), int(np.where(here, _FAR, candidates).min())
 
 
 def _where(fr: Frame, m: Any) -> str:
@@ -137,8 +156,7 @@ class Machine:
                 if group_count:
                     pc[group] = upc
                 runnable = live if blocked is None else live & ~blocked
-                candidates = np.where(runnable, pc, _FAR)
-                lowest = int(candidates.min())
+                lowest, here, group_count, next_bound = _schedule(pc, runnable)
                 if lowest == _FAR:
                     if blocked is None:
                         break
@@ -147,8 +165,6 @@ class Machine:
                         reduction.finish(fr, votes, blocked, arrived)
                     blocked, pending, group_count = None, [], 0
                     continue
-                here = candidates == lowest
-                group_count = int(np.count_nonzero(here))
                 if lowest >= count:  # these threads ran off the end: an implicit return
                     live = live & ~here
                     live_count, group_count = int(np.count_nonzero(live)), 0
@@ -156,7 +172,7 @@ class Machine:
                 if blocked is None and group_count == live_count:
                     pc, group, bound = None, live, _FAR
                 else:
-                    group, bound = here, int(np.where(here, _FAR, candidates).min())
+                    group, bound = here, next_bound
                 upc = lowest
             step = steps[upc]
             batch.thread_steps += group_count
@@ -183,12 +199,14 @@ class Machine:
                 elif g is m or int(np.count_nonzero(g)) == group_count:
                     upc = step.target
                 else:  # the group splits: some threads take the branch
-                    if pc is None:
-                        pc = np.full(n, _FAR, np.int32)
-                        if live is None:
-                            live = group = np.ones(n, bool)
-                    pc[group] = upc + 1
-                    pc[g] = step.target
+                    if pc is None and live is None:  # every thread: one pass
+                        pc = np.where(g, np.int32(step.target), np.int32(upc + 1))
+                        live = group = np.ones(n, bool)
+                    else:
+                        if pc is None:
+                            pc = np.full(n, _FAR, np.int32)
+                        pc[group] = upc + 1
+                        pc[g] = step.target
                     group_count = 0
             elif kind in (RET, EXIT):
                 if g is not _SKIP:

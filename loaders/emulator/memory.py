@@ -25,14 +25,38 @@ from typing import Any
 
 import numpy as np
 
+try:
+    from ._native import gather as native_gather
+    from ._native import scatter as native_scatter
+    from ._native import span as native_span
+except ImportError:  # built without NumPy's headers, or no C compiler: NumPy passes instead
+    native_gather = native_scatter = native_span = None
+
 __all__ = ["WINDOWS", "RESERVED_SMEM", "PER_GRID", "PER_BLOCK", "PER_THREAD", "Region", "Fault", "Memory",
-           "host_bytes"]
+           "host_bytes", "plus", "span"]
 
 WINDOWS = {"shared": 0xA000_0000_0000_0000, "local": 0xB000_0000_0000_0000, "param": 0xC000_0000_0000_0000,
            "func": 0xD000_0000_0000_0000}  # functions have addresses (for indirect calls) but no bytes
 RESERVED_SMEM = 1024  # shared memory the driver reserves per block for the system (cooperative groups)
 PER_GRID, PER_BLOCK, PER_THREAD = 0, 1, 2
 _INSTANCE_ALIGN = 16
+
+
+def span(values: np.ndarray, m: Any) -> tuple[int, int, int] | None:
+    """``(bitwise OR, minimum, maximum)`` of the unsigned ``values`` of the threads in ``m`` (None:
+    all), or None when no thread is active: the alignment and bounds of an access in one pass
+    (``_native.span``) where the C extension is built, else a compress and three reductions."""
+    if native_span is not None and values.flags.c_contiguous and (m is None or m.flags.c_contiguous):
+        return native_span(values, m)
+    active = values if m is None else values[m]
+    if not active.size:
+        return None
+    return int(np.bitwise_or.reduce(active)), int(active.min()), int(active.max())
+
+
+def plus(addr: Any, offset: int) -> Any:
+    """``addr + offset`` in wrapping u64 arithmetic (``offset`` a Python int, maybe negative)."""
+    return addr + np.uint64(offset % (1 << 64)) if offset else addr
 
 
 def host_bytes(ptr: int, nbytes: int) -> np.ndarray:
@@ -87,6 +111,7 @@ class Memory:
     def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
         self.block_of, self.thread_of = block_of, thread_of
         self._offsets: dict[tuple[int, int | None], Any] = {}
+        self._bases: dict[tuple[int, int, int, int], tuple[Any, ...]] = {}  # see shared_base
         self._index(regions)
         self._shared = next((r for r in self.regions if r.base == WINDOWS["shared"]), None)
 
@@ -107,16 +132,56 @@ class Memory:
         start, typed = region.view(dt)
         whole = dt.itemsize * count
         if isinstance(offsets, np.ndarray):
-            active = offsets if m is None else offsets[m]
-            if not active.size:
+            found = span(offsets, m)
+            if found is None:
                 return None
-            low, high = int(np.bitwise_or.reduce(active)), int(active.max())
+            low, _, high = found
         else:
             low = high = int(offsets)
         if start or low & (whole - 1) or high + whole > region.size:
             return None
-        element = (offsets >> np.uint32(dt.itemsize.bit_length() - 1)) + self._instance_offsets(region, dt)
-        return typed, element
+        return typed, self._shared_index(region, offsets, dt)
+
+    def _shared_index(self, region: Region, offsets: Any, dt: np.dtype) -> Any:
+        """Each thread's element of its block's instance of shared memory, as ``dt`` values."""
+        return (offsets >> np.uint32(dt.itemsize.bit_length() - 1)) + self._instance_offsets(region, dt)
+
+    def shared_base(self, base: Any, dt: np.dtype, m: Any, whole: int) -> tuple[Any, ...] | None:
+        """``(typed view, element index, first, low, high, shared size)`` for the u32 offsets
+        ``base`` in the shared window, all aligned to ``whole`` bytes: thread ``t``'s value at
+        ``base + k * itemsize`` is ``typed[first + k + element[t]]`` if ``low + k * itemsize`` and
+        ``high + (k + 1) * itemsize`` lie in ``[0, shared size]`` (``low``/``high``: the lowest and
+        highest active offset).  None when :meth:`shared` must decide.
+
+        An unrolled loop reads ``[%r+0]``, ``[%r+4]``, ``[%r+8]``... from one base register: for a
+        register array, the alignment check, extremes and index are computed once and kept (with
+        the array and the mask, so they are the same objects while the entry is used: registers
+        are replaced on write, never changed in place).  A uniform base (a scalar) needs no pass."""
+        region = self._shared
+        if region is None:
+            return None
+        start, typed = region.view(dt)
+        if start:
+            return None
+        if not isinstance(base, np.ndarray):
+            offset = int(base)
+            if offset & (whole - 1):
+                return None
+            first = offset >> (dt.itemsize.bit_length() - 1)
+            return typed, self._instance_offsets(region, dt), first, offset, offset, region.size
+        key = (id(base), id(m), dt.itemsize, whole)
+        found = self._bases.get(key)
+        if found is not None and found[0] is base and found[1] is m:
+            return found[2]
+        found = span(base, m)
+        if found is None or found[0] & (whole - 1):
+            result = None
+        else:
+            result = typed, self._shared_index(region, base, dt), 0, found[1], found[2], region.size
+        if len(self._bases) >= 64:
+            self._bases.clear()
+        self._bases[key] = (base, m, result)
+        return result
 
     def add(self, region: Region) -> None:
         """Make ``region`` reachable (device ``malloc``)."""
@@ -137,14 +202,13 @@ class Memory:
     def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any]]:
         """Yield ``(region, selection)`` covering every active thread (selection None: all of ``m``)."""
         vector = isinstance(addr, np.ndarray)
-        active = addr if m is None or not vector else addr[m]
-        if vector and active.size == 0:
+        found = span(addr, m) if vector else (int(addr),) * 3
+        if found is None:
             return
-        # one pass: a misaligned address sets a low bit of the OR of all of them
-        if size > 1 and (int(np.bitwise_or.reduce(active)) if vector else int(addr)) & (size - 1):
+        bits, lo, hi = found  # a misaligned address sets a low bit of the OR of all of them
+        if size > 1 and bits & (size - 1):
             raise self._fault(addr, m, (addr & np.uint64(size - 1)) != 0 if vector else None, size,
                               f"misaligned {size}-byte access")
-        lo, hi = (int(active.min()), int(active.max())) if vector else (int(addr), int(addr))
         i = bisect.bisect_right(self.bases, lo) - 1
         if i >= 0 and hi + size <= self.regions[i].base + self.regions[i].size:
             yield self._checked(self.regions[i], addr, m, write, size), m
@@ -173,17 +237,21 @@ class Memory:
         Indices are int64 (computed with wrapping arithmetic, so an inactive thread's garbage
         address gives a garbage index, which readers clip).
         """
-        shift = dt.itemsize.bit_length() - 1
         for region, select in self.resolve(addr, dt.itemsize, m, write):
             start, typed = region.view(dt)
-            origin = (region.base + start - (1 << 63)) % (1 << 64) - (1 << 63)  # as a wrapped int64
-            if isinstance(addr, np.ndarray):
-                element = addr.view(np.int64) - np.int64(origin)
-            else:
-                element = np.int64((int(addr) - region.base - start + (1 << 63)) % (1 << 64) - (1 << 63))
+            element = self._element_of(addr, (region.base + start) % (1 << 64), dt)
             if region.per != PER_GRID:
-                element = element + self._instance_offsets(region)
-            yield typed, select, element >> shift
+                element = element + self._instance_offsets(region, dt)
+            yield typed, select, element
+
+    @staticmethod
+    def _element_of(addr: Any, origin: int, dt: np.dtype) -> Any:
+        """The element of ``typed`` (whose first byte is at ``origin``) each address names, in
+        wrapping int64 arithmetic."""
+        shift = dt.itemsize.bit_length() - 1
+        if isinstance(addr, np.ndarray):
+            return (addr.view(np.int64) - np.uint64(origin).view(np.int64)) >> shift
+        return np.int64(((int(addr) - origin + (1 << 63)) % (1 << 64) - (1 << 63)) >> shift)
 
     def _instance_offsets(self, region: Region, dt: np.dtype | None = None) -> Any:
         """Offset of each thread's instance of a per-block or per-thread region: in bytes, or in
@@ -215,24 +283,60 @@ class Memory:
             offset += int(instance[thread] if isinstance(instance, np.ndarray) else instance) * region.stride
         return region.data[offset:offset + count].tobytes()
 
-    def load(self, addr: Any, dt: np.dtype, m: Any) -> Any:
-        """The ``dt`` values at ``addr`` (inactive threads read some element: their value is unused)."""
+    def load(self, addr: Any, dt: np.dtype, m: Any, offset: int = 0) -> Any:
+        """The ``dt`` values at ``addr + offset`` (inactive threads read some element: their value
+        is unused)."""
+        found = self._native(addr, dt, m, False, offset)
+        if found is not None:
+            result = np.empty(len(addr), dt)
+            native_gather(found[0], addr, m, found[1], dt.itemsize.bit_length() - 1, result)
+            return result
         result = None
-        for typed, select, element in self._elements(addr, dt, m, write=False):
+        for typed, select, element in self._elements(plus(addr, offset), dt, m, write=False):
             values = typed[element] if select is None else np.take(typed, element, mode="clip")
             result = values if result is None or select is None else np.where(select, values, result)
         return result if result is not None else dt.type(0)
 
-    def store(self, addr: Any, dt: np.dtype, values: Any, m: Any) -> None:
-        """Write ``values`` at ``addr`` for the active threads (the last thread wins on a tie)."""
+    def store(self, addr: Any, dt: np.dtype, values: Any, m: Any, offset: int = 0) -> None:
+        """Write ``values`` at ``addr + offset`` for the active threads (the last thread wins on a tie)."""
         vector = isinstance(values, np.ndarray)
-        for typed, select, element in self._elements(addr, dt, m, write=True):
+        if values.dtype == dt and (not vector or values.flags.c_contiguous):
+            found = self._native(addr, dt, m, True, offset)
+            if found is not None:
+                native_scatter(found[0], addr, m, found[1], dt.itemsize.bit_length() - 1, values)
+                return
+        for typed, select, element in self._elements(plus(addr, offset), dt, m, write=True):
             if select is None:
                 typed[element] = values
             elif isinstance(element, np.ndarray) and element.ndim:
                 typed[element[select]] = values[select] if vector else values
             else:
                 typed[element] = values[np.flatnonzero(select)[-1]] if vector else values
+
+    def _native(self, addr: Any, dt: np.dtype, m: Any, write: bool,
+                offset: int) -> tuple[np.ndarray, int] | None:
+        """``(typed view, origin)`` when the C gather/scatter can make this access: every active
+        ``addr + offset`` aligned, in one per-grid region (writable for a store), the arrays
+        contiguous; ``typed[(a - origin) >> shift]`` is then the element at address ``a``.  None
+        when the general path must decide (it also reports the faults)."""
+        if (native_gather is None or not isinstance(addr, np.ndarray) or not addr.flags.c_contiguous
+                or addr.dtype != np.uint64 or (m is not None and not m.flags.c_contiguous)):
+            return None
+        found = span(addr, m)
+        size = dt.itemsize
+        if found is None or (found[0] | offset) & (size - 1):
+            return None
+        low, high = found[1] + offset, found[2] + offset
+        i = bisect.bisect_right(self.bases, low) - 1
+        if low < 0 or i < 0:
+            return None
+        region = self.regions[i]
+        if high + size > region.base + region.size or region.per != PER_GRID:
+            return None
+        if write and not region.writable:
+            return None
+        start, typed = region.view(dt)
+        return typed, (region.base + start - offset) % (1 << 64)
 
     def elements(self, addr: Any, dt: np.dtype, m: Any,
                  n: int) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:

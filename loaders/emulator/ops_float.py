@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import float_math
 from .build import Context, Run, op
 from .float_math import ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
 from .ops_half import PACKED, packed_arith
@@ -72,7 +73,7 @@ def float_arith(cx: Context, name: str) -> Run:
         d, a, b, c = cx.operands(4)
         ra, rb, rc, w = cx.read(a, t), cx.read(b, t), cx.read(c, t), cx.write(d)
         fused = {"f32": fma32, "f64": fma64}.get(t)
-        if plain and t == "f64":  # dozens of passes: worth computing for the active threads only
+        if plain and t == "f64" and float_math.native_fma is None:  # dozens of passes: on the active threads
             return lambda fr, m: w(fr, _on_active(fma64, m, ra(fr), rb(fr), rc(fr)), m)
         if plain and fused is not None:
             return lambda fr, m: w(fr, fused(ra(fr), rb(fr), rc(fr)), m)

@@ -43,6 +43,12 @@ def _wide(x: Any) -> Any:
     return x.astype((SINT if dt.kind == "i" else UINT)[dt.itemsize * 2])
 
 
+def _wide_product(a: Any, b: Any) -> Any:
+    """``mul.wide``: the exact product in twice the width (the casts happen inside the one pass)."""
+    dt = a.dtype
+    return np.multiply(a, b, dtype=(SINT if dt.kind == "i" else UINT)[dt.itemsize * 2])
+
+
 def mulhi(a: Any, b: Any) -> Any:
     """High half of the full product (PTX ``mul.hi``), exact for 64-bit operands too."""
     dt = a.dtype
@@ -141,7 +147,7 @@ def _mul(cx: Context) -> Run:
     if mode == "wide":
         if t.endswith("64"):
             raise cx.unsupported("mul.wide takes 16- or 32-bit operands")
-        return _binary(cx, t, lambda a, b: _wide(a) * _wide(b))
+        return _binary(cx, t, _wide_product)
     return _binary(cx, t, mulhi if mode == "hi" else (lambda a, b: a * b))
 
 
@@ -163,7 +169,7 @@ def _mad(cx: Context) -> Run:
             raise cx.unsupported(".sat applies to mad.hi.s32 only")
         return lambda fr, m: w(fr, _saturate_s32(mulhi(ra(fr), rb(fr)).astype(np.int64)
                                                  + rc(fr).astype(np.int64)), m)
-    product = (lambda x, y: _wide(x) * _wide(y)) if wide else mulhi if mode == "hi" else (lambda x, y: x * y)
+    product = _wide_product if wide else mulhi if mode == "hi" else (lambda x, y: x * y)
     return lambda fr, m: w(fr, product(ra(fr), rb(fr)) + rc(fr), m)
 
 

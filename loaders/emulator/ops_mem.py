@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .build import Context, Run, op
-from .parse import Mem, Sym, Vec
+from .memory import WINDOWS, plus
+from .parse import Mem, Reg, Sym, Vec
 from .values import DTYPES, as_array
 
 __all__ = ["apply_atomic"]
@@ -60,6 +61,16 @@ def _param_store(cx: Context, mem: Any, space: str) -> tuple[str, int, int] | No
     return mem.base.name, sym.value, mem.offset
 
 
+def _address(cx: Context, mem: Any, space: str) -> tuple[Callable[[Any], Any], int]:
+    """``(closure, offset)``: the access is at ``closure(frame) + offset``.  For ``[%rd+off]`` in a
+    space without a window (global, const, generic) the offset stays apart, so that the memory
+    checks and gathers the register's own array (no array of sums); else it is in the closure."""
+    if (isinstance(mem, Mem) and isinstance(mem.base, Reg) and mem.base.name in cx.registers
+            and cx.reg_dtype(mem.base.name).itemsize == 8 and space not in WINDOWS):
+        return cx.read(mem.base, "u64"), mem.offset
+    return cx.address(mem, space), 0
+
+
 def _items(operand: Any, count: int) -> list[Any]:
     return list(operand.items) if isinstance(operand, Vec) else [operand] if count == 1 else []
 
@@ -84,10 +95,25 @@ def _ld(cx: Context) -> Run:
                 w(fr, store.load(offset + i * size, dt), m)
 
         return load_param
-    address = cx.address(src, space)
-    steps = [np.uint64(i * size) for i in range(count)]
+    address, offset = _address(cx, src, space)
+    steps = [offset + i * size for i in range(count)]
     whole = count * size if count > 1 else 0  # a vector is aligned to its whole size (PTX ISA 5.4.5)
     shared = cx.shared_offset(src) if space == "shared" else None
+    based = _shared_base(cx, src, size * count) if shared is not None else None
+    if based is not None:
+        register, displacement = based
+        extent = size * count
+
+        def load_based(fr: Any, m: Any) -> None:
+            found = fr.batch.memory.shared_base(fr.regs[register], dt, m, extent)
+            if found is None or found[3] + displacement < 0 or found[4] + displacement + extent > found[5]:
+                return load_shared(fr, m)  # a fault, or a form the general path decides
+            typed, element, first = found[0], found[1], found[2] + displacement // size
+            for i, w in enumerate(writers):
+                k = first + i
+                w(fr, np.take(typed[k:], element, mode="clip") if k >= 0 else
+                  np.take(typed, element + k, mode="clip"), m)
+
     if shared is not None:
 
         def load_shared(fr: Any, m: Any) -> None:
@@ -103,11 +129,21 @@ def _ld(cx: Context) -> Run:
         base = address(fr)
         memory = fr.batch.memory
         if whole:
-            memory.check(base, whole, m, write=False)
+            memory.check(plus(base, offset), whole, m, write=False)
         for step, w in zip(steps, writers, strict=True):
-            w(fr, memory.load(base + step if step else base, dt, m), m)
+            w(fr, memory.load(base, dt, m, step), m)
 
-    return load if shared is None else load_shared
+    return load if shared is None else load_shared if based is None else load_based
+
+
+def _shared_base(cx: Context, mem: Any, whole: int) -> tuple[str, int] | None:
+    """For ``[%r+off]`` through a ``.b32``/``.u32`` register with ``off`` a multiple of the
+    access's ``whole`` bytes: ``(register, off)``, the form :meth:`Memory.shared_base` speeds up;
+    None for other forms."""
+    base = mem.base
+    if not isinstance(base, Reg) or cx.reg_dtype(base.name) != np.dtype(np.uint32) or mem.offset % whole:
+        return None
+    return base.name, mem.offset
 
 
 @op("st")
@@ -131,8 +167,8 @@ def _st(cx: Context) -> Run:
                 store.store(offset + i * size, dt, r(fr), m)
 
         return store_param
-    address = cx.address(dst, space)
-    steps = [np.uint64(i * size) for i in range(count)]
+    address, offset = _address(cx, dst, space)
+    steps = [offset + i * size for i in range(count)]
     whole = count * size if count > 1 else 0
     shared = cx.shared_offset(dst) if space == "shared" else None
     if shared is not None:
@@ -153,9 +189,9 @@ def _st(cx: Context) -> Run:
         base = address(fr)
         memory = fr.batch.memory
         if whole:  # checked whole first: a faulting vector store writes none of its elements
-            memory.check(base, whole, m, write=True)
+            memory.check(plus(base, offset), whole, m, write=True)
         for step, r in zip(steps, readers, strict=True):
-            memory.store(base + step if step else base, dt, r(fr), m)
+            memory.store(base, dt, r(fr), m, step)
 
     return store if shared is None else store_shared
 

@@ -25,6 +25,7 @@ from ptxbridge.abi.ptx import TYPE_SIZES, PtxFunction, PtxModule, read_ptx
 from . import ops_async, ops_control, ops_data, ops_float, ops_int, ops_mem, ops_set, ops_warp  # noqa: F401  (builders)
 from .build import OPS, Context, Control, Symbol
 from .builtins import BUILTINS, GRID_BUILTINS
+from .liveness import block_local, writes
 from .machine import KINDS, PLAIN, Function, Step
 from .memory import PER_GRID, RESERVED_SMEM, WINDOWS, Region
 from .parse import Body, parse_body
@@ -260,6 +261,7 @@ class Program:
 
         steps = []
         needs: set[str] = set()
+        written: list[list[tuple[str, list[bool]]]] = []
         for ins in body.instructions:
             cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses)
             builder = OPS.get(ins.opcode)
@@ -271,13 +273,25 @@ class Program:
             except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
                 return _refused(fn, exc)
             needs |= cx.needs
+            written.append(cx.writes)
             if isinstance(built, Control):
                 steps.append(Step(KINDS[built.kind], None, built.target, guard, ins.guard_negated, ins))
             else:
                 steps.append(Step(PLAIN, built, None, guard, ins.guard_negated, ins))
+        _unmask(body, steps, written)
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
                         tuple(p.name for p in fn.returns), needs=frozenset(needs))
+
+
+def _unmask(body: Body, steps: list[Step], written: list[list[tuple[str, list[bool]]]]) -> None:
+    """Let the writes of block-local registers skip the mask (:mod:`.liveness`)."""
+    plain = [step.kind == PLAIN for step in steps]
+    local = block_local(body.instructions, plain, list(body.labels.values()), list(body.registers))
+    for ins, is_plain, cells in zip(body.instructions, plain, written, strict=True):
+        if writes(ins, is_plain):
+            for name, unmasked in cells:
+                unmasked[0] = name in local
 
 
 def _refused(fn: PtxFunction, reason: UnsupportedInstructionError) -> Function:
