@@ -18,6 +18,7 @@ markdown table; ``--json FILE`` also writes the numbers.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -90,9 +91,19 @@ def per_launch(launch: Callable[[], None], sync: Callable[[], None]) -> float:
     return statistics.median(times)
 
 
+# cuLaunchKernel's signature, doing nothing: the C fast path's own cost without the driver's
+NOOP_LAUNCH = """
+int noop_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                unsigned shared, void *stream, void **params, void **extra) { return 0; }
+"""
+
+
 def build(work: Path) -> Path:
     (work / "vadd3.cu").write_text(SOURCE)
     (work / "loop.cpp").write_text(C_LOOP)
+    (work / "noop.c").write_text(NOOP_LAUNCH)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(work / "noop.so"), str(work / "noop.c")],
+                   check=True)
     subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-o", str(work / "vadd3.cubin"), str(work / "vadd3.cu")],
                    check=True)
     subprocess.run(["nvcc", "-O2", "-o", str(work / "loop"), str(work / "loop.cpp"), "-lcuda"], check=True)
@@ -140,7 +151,7 @@ def aliasing_rows(cubin: bytes, torch, rounds: int = ROUNDS) -> dict[str, float]
             f"{row}: check off": statistics.median(times["off"])}
 
 
-def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
+def ptxbridge_rows(cubin: bytes, torch, noop: Path) -> dict[str, float]:
     image = vadd3_image(cubin)
     sig = image.kernels["vadd3"]
     rows = {}
@@ -173,6 +184,16 @@ def ptxbridge_rows(cubin: bytes, torch) -> dict[str, float]:
         stream.synchronize()
         torch.testing.assert_close(c[: N // 2], (a + b)[: N // 2])
         assert not c[N // 2:].any(), "the C path packed n wrongly"
+        address = ctypes.cast(ctypes.CDLL(str(noop)).noop_launch, ctypes.c_void_p).value
+        idle = image.load(0)
+        facts = idle.backend.native_facts
+        idle.backend.native_facts = lambda *args, **kw: {**facts(*args, **kw), "launch_entry": address}
+        idle_kernel = idle.vadd3
+        rows["breakdown: C fast path, stream=int, cuLaunchKernel replaced by a C no-op"] = per_launch(
+            lambda: idle_kernel(a, b, c, N, grid=GRID, block=BLOCK, stream=handle), stream.synchronize)
+        assert idle_kernel._cached(), "the no-op row did not run the C launcher"
+        rows["breakdown: the timing loop itself (an empty lambda per launch)"] = per_launch(
+            lambda: None, stream.synchronize)
     else:
         rows["ptxbridge, C fast path"] = "skipped: ptxbridge.launch._fastlaunch not built"
     os.environ["PTXBRIDGE_FASTLAUNCH"] = "0"  # the pure-Python path from here on
@@ -352,7 +373,7 @@ def main() -> None:
         cubin = cubin_path.read_bytes()
         c_us = c_loop(work, cubin_path)
         rows: dict[str, float | str] = {}
-        rows.update(ptxbridge_rows(cubin, torch))
+        rows.update(ptxbridge_rows(cubin, torch, work / "noop.so"))
         rows.update(aliasing_rows(cubin, torch))
         rows.update(peer_rows(cubin, torch))
         c_again = c_loop(work, cubin_path)  # the floor again, to show drift over the run
