@@ -494,3 +494,22 @@ def test_a_failed_init_leaves_an_empty_plan_that_packs_nothing():
     assert plan.pack((3, 4)) in (False, b"")
     plan.__init__(8, (good,))  # a failed init may be retried
     assert plan.pack((3,)) == struct.pack("<i", 3) + bytes(4)
+
+
+_HAVE_VECTORCALL = 1 << 11  # Py_TPFLAGS_HAVE_VECTORCALL
+
+
+@native
+def test_kernel_calls_go_through_vectorcall_on_every_python():
+    """Python 3.11 does not pass the vectorcall flag on to a class defined in Python; without it a
+    launch built an argument tuple and a keyword dict per call.  The launcher sets it on subclasses
+    that keep its __call__, and leaves a subclass that defines its own __call__ alone."""
+    assert Kernel.__flags__ & _HAVE_VECTORCALL
+
+    class Traced(Kernel):
+        def __call__(self, *args, **kwargs):
+            return ("traced", args, kwargs)
+
+    assert not Traced.__flags__ & _HAVE_VECTORCALL
+    traced = Traced.__new__(Traced)
+    assert traced(1, grid=2) == ("traced", (1,), {"grid": 2})

@@ -242,7 +242,20 @@ static void launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* __init_subclass__: a class defined in Python (ptxbridge.Kernel) calls through vectorcall as this type
+ * does.  Python 3.12 passes Py_TPFLAGS_HAVE_VECTORCALL on to such a class by itself when it keeps the
+ * inherited tp_call; 3.11 never does, so every call there went through tp_call, building an argument
+ * tuple and a keyword dict that PyVectorcall_Call then took apart again (about 200 ns a launch). */
+static PyObject *launcher_init_subclass(PyObject *cls, PyObject *unused) {
+    (void)unused;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_call == PyVectorcall_Call) type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef launcher_methods[] = {
+    {"__init_subclass__", (PyCFunction)launcher_init_subclass, METH_NOARGS | METH_CLASS,
+     "a subclass that keeps this type's __call__ keeps its vectorcall too"},
     {"_remember", (PyCFunction)(void (*)(void))launcher_remember, METH_FASTCALL,
      "_remember(types, plan): run plan from C for these positional argument types"},
     {"_forget", (PyCFunction)launcher_forget, METH_NOARGS, "drop every remembered plan"},
