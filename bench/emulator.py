@@ -9,7 +9,8 @@ threads per block, one partial sum per block); then the shapes of real
 programs (bench/emulator_kernels.py): a binomial option pricer (1024 options,
 2048 steps), an all-pairs n-body step (4096 bodies), a tiled matrix product
 (320x320 . 320x640), a Jacobi relaxation launched 100 times over 65,536
-threads, and a shared-memory matmul at n=1600.  Each result is checked
+threads (in CUDA C++, and in numba-cuda with numba's laplace test's error
+maximum), and a shared-memory matmul at n=1600.  Each result is checked
 against NumPy.  A thread-instruction is one instruction executed by one
 thread; the emulator counts them as it runs.  Prints a Markdown table for
 bench/RESULTS.md.  ``--emulator-root DIR`` runs the ``emulator`` package found in DIR
@@ -182,6 +183,39 @@ def bench_laplace(repeat: int, batch: int) -> tuple[str, float, int]:
     return f"Jacobi relaxation (NVRTC), {launches} launches x 65,536 threads", seconds, count
 
 
+def _jacobi_numba(a, anew, error):
+    """The 4-point relaxation step of numba-cuda's laplace test, with its per-launch error maximum."""
+    j, i = cuda.grid(2)
+    n, m = a.shape
+    if 0 < j < n - 1 and 0 < i < m - 1:
+        anew[j, i] = np.float32(0.25) * (a[j, i + 1] + a[j, i - 1] + a[j - 1, i] + a[j + 1, i])
+        cuda.atomic.max(error, 0, abs(anew[j, i] - a[j, i]))
+
+
+def bench_laplace_numba(repeat: int, batch: int) -> tuple[str, float, int]:
+    import ptxbridge.numba as pn
+
+    artifact = pn.compile(_jacobi_numba, "void(float32[:, ::1], float32[:, ::1], float32[::1])",
+                          arch="sm_90", name="jacobi")
+    image = ptxbridge.link([artifact])
+    m = ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
+    n, launches = 256, 100
+    start = np.zeros((n, n), np.float32)
+    start[0, :] = 1.0
+    grids, error = [start.copy(), start.copy()], np.zeros(1, np.float32)
+
+    def run() -> None:
+        grids[0][:], grids[1][:] = start, start
+        for k in range(launches):
+            error[0] = 0.0
+            m.jacobi(grids[k % 2], grids[1 - k % 2], error, grid=(16, 16), block=(16, 16))
+
+    seconds, count = _measure(m.backend, run, repeat)
+    expected = fx.laplace_reference(start, launches)
+    _check(np.allclose(grids[launches % 2], expected, atol=1e-6), "jacobi (numba)")
+    return f"Jacobi relaxation (numba-cuda), {launches} launches x 65,536 threads", seconds, count
+
+
 def bench_matmul(repeat: int, batch: int) -> tuple[str, float, int]:
     m = _module(fx.MATMUL, batch)
     n = 1600
@@ -195,7 +229,8 @@ def bench_matmul(repeat: int, batch: int) -> tuple[str, float, int]:
 
 
 BENCHES = {"saxpy": bench_saxpy, "reduce": bench_reduce, "binomial": bench_binomial, "nbody": bench_nbody,
-           "matrix_mul": bench_matrix_mul, "laplace": bench_laplace, "matmul": bench_matmul}
+           "matrix_mul": bench_matrix_mul, "laplace": bench_laplace, "laplace_numba": bench_laplace_numba,
+           "matmul": bench_matmul}
 
 
 def main() -> None:

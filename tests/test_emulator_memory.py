@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _emulator import backend, elementwise, kernel_ptx, launch, ptr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptxbridge.abi.kinds import Opaque
 
@@ -159,3 +161,36 @@ def test_half_precision_arithmetic_rounds_once():
     np.testing.assert_array_equal(added, (a.astype(np.float64) + b).astype(np.float16))
     widened = elementwise("cvt.f32.f16 %d, %a;", np.float32, a)
     np.testing.assert_array_equal(widened, a.astype(np.float32))
+
+
+def _serial_cas(cell: np.ndarray, element: np.ndarray, compare: np.ndarray, swap: np.ndarray) -> np.ndarray:
+    """atom.cas by one thread after another, in thread order: the reference the loader follows."""
+    old = np.empty_like(compare)
+    for thread, target in enumerate(element):
+        old[thread] = cell[target]
+        if cell[target] == compare[thread]:
+            cell[target] = swap[thread]
+    return old
+
+
+@given(st.data())
+@settings(max_examples=200, deadline=None)
+def test_contended_compare_and_swap_matches_a_thread_by_thread_serialization(data):
+    """Many threads on few addresses with compare values that often match (chains of successful
+    swaps): the loader's vectorized chain must give every thread the old value, and leave the
+    final value, of the serialization in thread order."""
+    from ptxbridge.loaders.emulator.ops_mem import apply_atomic
+
+    threads = data.draw(st.integers(1, 300))
+    cells = data.draw(st.integers(1, 4))
+    small = st.integers(0, 5)
+    element = np.array(data.draw(st.lists(st.integers(0, cells - 1), min_size=threads, max_size=threads)))
+    compare = np.array(data.draw(st.lists(small, min_size=threads, max_size=threads)), np.uint32)
+    swap = np.array(data.draw(st.lists(small, min_size=threads, max_size=threads)), np.uint32)
+    start = np.array(data.draw(st.lists(small, min_size=cells, max_size=cells)), np.uint32)
+    expected_cell = start.copy()
+    expected_old = _serial_cas(expected_cell, element, compare, swap)
+    cell = start.copy()
+    old = apply_atomic(cell, element, compare, swap, "cas")
+    np.testing.assert_array_equal(old, expected_old)
+    np.testing.assert_array_equal(cell, expected_cell)

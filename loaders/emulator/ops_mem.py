@@ -241,6 +241,10 @@ def apply_atomic(typed: np.ndarray, element: np.ndarray, b: np.ndarray, c: np.nd
         initial = typed[firsts].copy()
         old[order] = np.repeat(initial, counts) + (exclusive - np.repeat(exclusive[starts], counts))
         typed[firsts] = initial + (inclusive[starts + counts - 1] - exclusive[starts])
+    elif name == "cas" and len(starts) < longest:  # contended: a chain per address, not a step per thread
+        for start, count, target in zip(starts, counts, firsts, strict=True):
+            threads = order[start:start + count]
+            old[threads], typed[target] = _cas_chain(typed[target], b[threads], c[threads])
     elif (name in _ACCUMULATE or name == "exch") and len(starts) < longest:
         for start, count, target in zip(starts, counts, firsts, strict=True):
             threads = order[start:start + count]
@@ -255,6 +259,27 @@ def apply_atomic(typed: np.ndarray, element: np.ndarray, b: np.ndarray, c: np.nd
             old[threads] = typed[targets]
             typed[targets] = update(old[threads], b[threads], c[threads])
     return old
+
+
+def _cas_chain(value: Any, compare: np.ndarray, swap: np.ndarray) -> tuple[np.ndarray, Any]:
+    """Compare-and-swaps on one address by threads in order: each one's old value, and the last value.
+
+    Every thread sees the value the successful swaps before it left; a thread succeeds where its
+    compare value equals that value.  One vectorized search per success: a compare-and-swap loop
+    (numba's float atomics) has a batch of threads that all read the same old value, so only the
+    first succeeds per round, where a step per thread would loop over the whole batch in Python.
+    """
+    old = np.empty_like(compare)
+    at = 0
+    while at < len(compare):
+        hits = np.flatnonzero(compare[at:] == value)
+        if hits.size == 0:
+            old[at:] = value
+            break
+        won = at + int(hits[0])
+        old[at:won + 1] = value
+        value, at = swap[won], won + 1
+    return old, value
 
 
 @op("atom", "red")
