@@ -10,7 +10,7 @@ programs (bench/emulator_kernels.py): a binomial option pricer (1024 options,
 2048 steps), an all-pairs n-body step (4096 bodies), a tiled matrix product
 (320x320 . 320x640), a Jacobi relaxation launched 100 times over 65,536
 threads (in CUDA C++, and in numba-cuda with numba's laplace test's error
-maximum), and a shared-memory matmul at n=1600.  Each result is checked
+maximum), and a shared-memory matmul at n=1600 (in CUDA C++ and in numba-cuda).  Each result is checked
 against NumPy.  A thread-instruction is one instruction executed by one
 thread; the emulator counts them as it runs.  Prints a Markdown table for
 bench/RESULTS.md.  ``--emulator-root DIR`` runs the ``emulator`` package found in DIR
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
 import ptxbridge
 from ptxbridge.abi.dtypes import dtype
@@ -216,6 +216,41 @@ def bench_laplace_numba(repeat: int, batch: int) -> tuple[str, float, int]:
     return f"Jacobi relaxation (numba-cuda), {launches} launches x 65,536 threads", seconds, count
 
 
+TPB = 16
+
+
+def _matmul_numba(a, b, c):
+    """C = A * B through TPB x TPB shared-memory tiles, as numba-cuda's matmul example does."""
+    sa = cuda.shared.array((TPB, TPB), float32)
+    sb = cuda.shared.array((TPB, TPB), float32)
+    x, y = cuda.grid(2)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tmp = float32(0.0)
+    for t in range(a.shape[1] // TPB):
+        sa[ty, tx] = a[y, t * TPB + tx]
+        sb[ty, tx] = b[t * TPB + ty, x]
+        cuda.syncthreads()
+        for k in range(TPB):
+            tmp += sa[ty, k] * sb[k, tx]
+        cuda.syncthreads()
+    c[y, x] = tmp
+
+
+def bench_matmul_numba(repeat: int, batch: int, n: int = 1600) -> tuple[str, float, int]:
+    import ptxbridge.numba as pn
+
+    sig = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+    image = ptxbridge.link([pn.compile(_matmul_numba, sig, arch="sm_90", name="matmul")])
+    m = ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
+    rng = np.random.default_rng(4)
+    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+    c = np.zeros((n, n), np.float32)
+    grid = (n // TPB, n // TPB)
+    seconds, count = _measure(m.backend, lambda: m.matmul(a, b, c, grid=grid, block=(TPB, TPB)), repeat)
+    _check(np.allclose(c, a @ b, rtol=1e-4), "matmul (numba)")
+    return f"shared-memory matmul (numba-cuda), n={n}", seconds, count
+
+
 def bench_matmul(repeat: int, batch: int) -> tuple[str, float, int]:
     m = _module(fx.MATMUL, batch)
     n = 1600
@@ -230,7 +265,7 @@ def bench_matmul(repeat: int, batch: int) -> tuple[str, float, int]:
 
 BENCHES = {"saxpy": bench_saxpy, "reduce": bench_reduce, "binomial": bench_binomial, "nbody": bench_nbody,
            "matrix_mul": bench_matrix_mul, "laplace": bench_laplace, "laplace_numba": bench_laplace_numba,
-           "matmul": bench_matmul}
+           "matmul": bench_matmul, "matmul_numba": bench_matmul_numba}
 
 
 def main() -> None:
