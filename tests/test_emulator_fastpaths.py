@@ -85,30 +85,70 @@ SHARED = """
 """
 
 
+# The same through 64-bit registers, as numba keeps shared addresses (``mov.u64 %rd, smem``).
+SHARED64 = """
+    .reg .b32 %r<4>; .reg .b64 %rd<12>; .reg .f32 %f<10>;
+    .shared .align 16 .b8 tile[512];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 4;
+    cvt.f32.u32 %f1, %r1;
+    mov.u64 %rd5, tile;
+    add.u64 %rd6, %rd5, %rd4;
+    st.shared.f32 [%rd6], %f1;
+    bar.sync 0;
+    and.b64 %rd7, %rd4, -16;
+    add.u64 %rd8, %rd5, %rd7;
+    add.u64 %rd8, %rd8, 16;
+    add.u64 %rd9, %rd5, %rd7;
+    ld.shared.f32 %f2, [%rd8+-16];
+    ld.shared.f32 %f3, [%rd9+4];
+    ld.shared.v2.f32 {%f4, %f5}, [%rd8+-8];
+    ld.shared.f32 %f8, [%rd9+12];
+    add.f32 %f6, %f2, %f3;
+    add.f32 %f6, %f6, %f4;
+    add.f32 %f6, %f6, %f5;
+    add.f32 %f6, %f6, %f8;
+    ld.param.u64 %rd1, [out];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.f32 [%rd3], %f6;
+    ret;
+"""
+# (kernel, the line after which a test adds a load, the base register it reads)
+SHARED_FORMS = {"b32": (SHARED, "add.u32 %r6, %r6, 16;", "%r6"),
+                "b64": (SHARED64, "add.u64 %rd8, %rd8, 16;", "%rd8")}
+
+
+@pytest.mark.parametrize("form", SHARED_FORMS)
 @pytest.mark.parametrize("native", [True, False])
-def test_shared_loads_from_one_base_register(native, monkeypatch):
+def test_shared_loads_from_one_base_register(native, form, monkeypatch):
     if not native:
         monkeypatch.setattr(memory, "native_span", None)
-    be = backend(kernel_ptx(SHARED))
+    be = backend(kernel_ptx(SHARED_FORMS[form][0]))
     out = np.zeros(128, np.float32)
     launch(be, "k", [ptr("f32")], [out.ctypes.data], grid=3, block=128, arrays=[out])
     group = np.arange(128) // 4 * 4  # the first of each thread's four-element group
     assert out.tolist() == (group + (group + 1) + (group + 2) + 2 * (group + 3)).astype(np.float32).tolist()
 
 
-def test_a_shared_load_past_the_end_through_a_cached_base_faults():
-    body = SHARED.replace("add.u32 %r6, %r6, 16;", "add.u32 %r6, %r6, 16;\n    ld.shared.f32 %f9, [%r6+496];")
+@pytest.mark.parametrize("form", SHARED_FORMS)
+def test_a_shared_load_past_the_end_through_a_cached_base_faults(form):
+    kernel, anchor, reg = SHARED_FORMS[form]
+    body = kernel.replace(anchor, f"{anchor}\n    ld.shared.f32 %f9, [{reg}+496];")
     be = backend(kernel_ptx(body))
     out = np.zeros(128, np.float32)
-    with pytest.raises(MemoryAccessError, match=r"PTX line \d+: `ld.shared.f32 %f9, \[%r6\+496\]`"):
+    with pytest.raises(MemoryAccessError, match=rf"PTX line \d+: `ld.shared.f32 %f9, \[{reg}\+496\]`"):
         launch(be, "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128, arrays=[out])
 
 
-def test_a_faulting_vector_shared_load_reports_the_address_it_names():
+@pytest.mark.parametrize("form", SHARED_FORMS)
+def test_a_faulting_vector_shared_load_reports_the_address_it_names(form):
     """A vector load that leaves the cached-base path is checked whole, at base + offset: the
     same address a scalar load there reports."""
+    kernel, anchor, reg = SHARED_FORMS[form]
+
     def fault(load: str) -> str:
-        body = SHARED.replace("add.u32 %r6, %r6, 16;", f"add.u32 %r6, %r6, 16;\n    {load}, [%r6+65536];")
+        body = kernel.replace(anchor, f"{anchor}\n    {load}, [{reg}+65536];")
         out = np.zeros(128, np.float32)
         with pytest.raises(MemoryAccessError) as caught:
             launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128,
@@ -216,3 +256,18 @@ def test_schedule_in_c_matches_numpy(monkeypatch):
         assert (lowest, bound) == (expected[0], expected[3])
         if lowest != far:  # nobody runnable: the machine looks at neither mask nor count
             assert count == expected[2] and np.array_equal(here, expected[1])
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_64_bit_shared_address_past_4_gib_faults_instead_of_wrapping(native, monkeypatch):
+    """A 64-bit register reaching past the window by a multiple of 2**32 must not alias the tile
+    (a u32 view of the register would wrap it back into the window)."""
+    if not native:
+        monkeypatch.setattr(memory, "native_span", None)
+    kernel, anchor, _ = SHARED_FORMS["b64"]
+    body = kernel.replace(anchor, f"{anchor}\n    add.u64 %rd10, %rd9, 4294967296;\n"
+                                  "    ld.shared.f32 %f9, [%rd10+4];")
+    out = np.zeros(128, np.float32)
+    with pytest.raises(MemoryAccessError, match=r"`ld.shared.f32 %f9, \[%rd10\+4\]`"):
+        launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128,
+               arrays=[out])

@@ -205,16 +205,19 @@ class Context:
         return lambda fr: reader(fr).astype(UINT[8]) + offset
 
     def shared_offset(self, mem: Operand) -> Callable[[Any], Any] | None:
-        """For ``[%r+off]`` with a 32-bit register in ``.shared``: a closure giving the u32 offsets in
-        the shared window (the fast path of :meth:`Memory.shared`); None for other forms."""
+        """For ``[%r+off]`` with a 32- or 64-bit register in ``.shared`` (NVRTC keeps shared
+        addresses in ``.b32`` registers, numba in ``.b64`` ones): a closure giving the offsets in
+        the shared window, unsigned and wrapping at the register's width (the fast path of
+        :meth:`Memory.shared`); None for other forms."""
         if not isinstance(mem, Mem) or not isinstance(mem.base, Reg) or mem.base.name not in self.registers:
             return None
-        if self.reg_dtype(mem.base.name).itemsize != 4:
+        width = self.reg_dtype(mem.base.name).itemsize
+        if width not in (4, 8):
             return None
-        reader = self.read(mem.base, "u32")
+        reader = self.read(mem.base, "u32" if width == 4 else "u64")
         if not mem.offset:
             return reader
-        offset = np.uint32(mem.offset % (1 << 32))
+        offset = (np.uint32 if width == 4 else np.uint64)(mem.offset % (1 << (8 * width)))
         return lambda fr: reader(fr) + offset
 
     @staticmethod

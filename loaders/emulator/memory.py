@@ -143,8 +143,17 @@ class Memory:
         return typed, self._shared_index(region, offsets, dt)
 
     def _shared_index(self, region: Region, offsets: Any, dt: np.dtype) -> Any:
-        """Each thread's element of its block's instance of shared memory, as ``dt`` values."""
-        return (offsets >> np.uint32(dt.itemsize.bit_length() - 1)) + self._instance_offsets(region, dt)
+        """Each thread's element of its block's instance of shared memory, as ``dt`` values (int64:
+        a u64 offset plus an int64 one would be a float; an inactive thread's garbage offset gives
+        a garbage index, which readers clip)."""
+        shift = dt.itemsize.bit_length() - 1
+        if isinstance(offsets, np.ndarray):
+            elements = offsets >> offsets.dtype.type(shift)
+            if elements.dtype == np.uint64:
+                elements = elements.view(np.int64)
+        else:
+            elements = np.int64(int(offsets) >> shift)
+        return elements + self._instance_offsets(region, dt)
 
     def shared_base(self, base: Any, dt: np.dtype, m: Any, whole: int) -> tuple[Any, ...] | None:
         """``(typed view, element index, first, low, high, shared size)`` for the u32 offsets

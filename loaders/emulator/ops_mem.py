@@ -136,12 +136,15 @@ def _ld(cx: Context) -> Run:
     return load if shared is None else load_shared if based is None else load_based
 
 
+_OFFSET_TYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
+
+
 def _shared_base(cx: Context, mem: Any, whole: int) -> tuple[str, int] | None:
-    """For ``[%r+off]`` through a ``.b32``/``.u32`` register with ``off`` a multiple of the
+    """For ``[%r+off]`` through a 32- or 64-bit unsigned register with ``off`` a multiple of the
     access's ``whole`` bytes: ``(register, off)``, the form :meth:`Memory.shared_base` speeds up;
     None for other forms."""
     base = mem.base
-    if not isinstance(base, Reg) or cx.reg_dtype(base.name) != np.dtype(np.uint32) or mem.offset % whole:
+    if not isinstance(base, Reg) or cx.reg_dtype(base.name) not in _OFFSET_TYPES or mem.offset % whole:
         return None
     return base.name, mem.offset
 
