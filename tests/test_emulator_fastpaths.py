@@ -54,25 +54,26 @@ def test_divergent_loop_keeps_each_threads_registers():
 
 
 # Shared memory read through one base register at several offsets (an unrolled tile loop):
-# below and above the base, and a vector.
-SHARED = """
-    .reg .b32 %r<12>; .reg .b64 %rd<4>; .reg .f32 %f<10>;
+# below and above the base, and a vector; the addresses in 32-bit registers (as NVRTC keeps
+# them) or in 64-bit ones (as numba does: ``mov.u64 %rd, smem``).
+SHARED_TEMPLATE = """
+    .reg .b32 %r<2>; .reg .b64 %rd<4>; .reg .{b} %a<8>; .reg .f32 %f<10>;
     .shared .align 16 .b8 tile[512];
     mov.u32 %r1, %tid.x;
-    mul.lo.u32 %r2, %r1, 4;
+    {widen} %a2, %r1, 4;
     cvt.f32.u32 %f1, %r1;
-    mov.u32 %r3, tile;
-    add.u32 %r4, %r3, %r2;
-    st.shared.f32 [%r4], %f1;
+    mov.{u} %a3, tile;
+    add.{u} %a4, %a3, %a2;
+    st.shared.f32 [%a4], %f1;
     bar.sync 0;
-    and.b32 %r5, %r2, -16;
-    add.u32 %r6, %r3, %r5;
-    add.u32 %r6, %r6, 16;
-    add.u32 %r7, %r3, %r5;
-    ld.shared.f32 %f2, [%r6+-16];
-    ld.shared.f32 %f3, [%r7+4];
-    ld.shared.v2.f32 {%f4, %f5}, [%r6+-8];
-    ld.shared.f32 %f8, [%r7+12];
+    and.{b} %a5, %a2, -16;
+    add.{u} %a6, %a3, %a5;
+    add.{u} %a6, %a6, 16;
+    add.{u} %a7, %a3, %a5;
+    ld.shared.f32 %f2, [%a6+-16];
+    ld.shared.f32 %f3, [%a7+4];
+    ld.shared.v2.f32 {{%f4, %f5}}, [%a6+-8];
+    ld.shared.f32 %f8, [%a7+12];
     add.f32 %f6, %f2, %f3;
     add.f32 %f6, %f6, %f4;
     add.f32 %f6, %f6, %f5;
@@ -83,40 +84,10 @@ SHARED = """
     st.global.f32 [%rd3], %f6;
     ret;
 """
-
-
-# The same through 64-bit registers, as numba keeps shared addresses (``mov.u64 %rd, smem``).
-SHARED64 = """
-    .reg .b32 %r<4>; .reg .b64 %rd<12>; .reg .f32 %f<10>;
-    .shared .align 16 .b8 tile[512];
-    mov.u32 %r1, %tid.x;
-    mul.wide.u32 %rd4, %r1, 4;
-    cvt.f32.u32 %f1, %r1;
-    mov.u64 %rd5, tile;
-    add.u64 %rd6, %rd5, %rd4;
-    st.shared.f32 [%rd6], %f1;
-    bar.sync 0;
-    and.b64 %rd7, %rd4, -16;
-    add.u64 %rd8, %rd5, %rd7;
-    add.u64 %rd8, %rd8, 16;
-    add.u64 %rd9, %rd5, %rd7;
-    ld.shared.f32 %f2, [%rd8+-16];
-    ld.shared.f32 %f3, [%rd9+4];
-    ld.shared.v2.f32 {%f4, %f5}, [%rd8+-8];
-    ld.shared.f32 %f8, [%rd9+12];
-    add.f32 %f6, %f2, %f3;
-    add.f32 %f6, %f6, %f4;
-    add.f32 %f6, %f6, %f5;
-    add.f32 %f6, %f6, %f8;
-    ld.param.u64 %rd1, [out];
-    mul.wide.u32 %rd2, %r1, 4;
-    add.s64 %rd3, %rd1, %rd2;
-    st.global.f32 [%rd3], %f6;
-    ret;
-"""
-# (kernel, the line after which a test adds a load, the base register it reads)
-SHARED_FORMS = {"b32": (SHARED, "add.u32 %r6, %r6, 16;", "%r6"),
-                "b64": (SHARED64, "add.u64 %rd8, %rd8, 16;", "%rd8")}
+# (kernel, the line after which a test adds a load); the base register of that line is %a6
+SHARED_FORMS = {
+    "b32": (SHARED_TEMPLATE.format(b="b32", u="u32", widen="mul.lo.u32"), "add.u32 %a6, %a6, 16;"),
+    "b64": (SHARED_TEMPLATE.format(b="b64", u="u64", widen="mul.wide.u32"), "add.u64 %a6, %a6, 16;")}
 
 
 @pytest.mark.parametrize("form", SHARED_FORMS)
@@ -133,11 +104,11 @@ def test_shared_loads_from_one_base_register(native, form, monkeypatch):
 
 @pytest.mark.parametrize("form", SHARED_FORMS)
 def test_a_shared_load_past_the_end_through_a_cached_base_faults(form):
-    kernel, anchor, reg = SHARED_FORMS[form]
-    body = kernel.replace(anchor, f"{anchor}\n    ld.shared.f32 %f9, [{reg}+496];")
+    kernel, anchor = SHARED_FORMS[form]
+    body = kernel.replace(anchor, f"{anchor}\n    ld.shared.f32 %f9, [%a6+496];")
     be = backend(kernel_ptx(body))
     out = np.zeros(128, np.float32)
-    with pytest.raises(MemoryAccessError, match=rf"PTX line \d+: `ld.shared.f32 %f9, \[{reg}\+496\]`"):
+    with pytest.raises(MemoryAccessError, match=r"PTX line \d+: `ld.shared.f32 %f9, \[%a6\+496\]`"):
         launch(be, "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128, arrays=[out])
 
 
@@ -145,10 +116,10 @@ def test_a_shared_load_past_the_end_through_a_cached_base_faults(form):
 def test_a_faulting_vector_shared_load_reports_the_address_it_names(form):
     """A vector load that leaves the cached-base path is checked whole, at base + offset: the
     same address a scalar load there reports."""
-    kernel, anchor, reg = SHARED_FORMS[form]
+    kernel, anchor = SHARED_FORMS[form]
 
     def fault(load: str) -> str:
-        body = kernel.replace(anchor, f"{anchor}\n    {load}, [{reg}+65536];")
+        body = kernel.replace(anchor, f"{anchor}\n    {load}, [%a6+65536];")
         out = np.zeros(128, np.float32)
         with pytest.raises(MemoryAccessError) as caught:
             launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128,
@@ -264,10 +235,10 @@ def test_a_64_bit_shared_address_past_4_gib_faults_instead_of_wrapping(native, m
     (a u32 view of the register would wrap it back into the window)."""
     if not native:
         monkeypatch.setattr(memory, "native_span", None)
-    kernel, anchor, _ = SHARED_FORMS["b64"]
-    body = kernel.replace(anchor, f"{anchor}\n    add.u64 %rd10, %rd9, 4294967296;\n"
-                                  "    ld.shared.f32 %f9, [%rd10+4];")
+    kernel, anchor = SHARED_FORMS["b64"]
+    body = kernel.replace(anchor, f"{anchor}\n    add.u64 %a1, %a7, 4294967296;\n"
+                                  "    ld.shared.f32 %f9, [%a1+4];")
     out = np.zeros(128, np.float32)
-    with pytest.raises(MemoryAccessError, match=r"`ld.shared.f32 %f9, \[%rd10\+4\]`"):
+    with pytest.raises(MemoryAccessError, match=r"`ld.shared.f32 %f9, \[%a1\+4\]`"):
         launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128,
                arrays=[out])
