@@ -260,3 +260,19 @@ def test_shared_loads_through_either_register_width_take_the_cached_base_path(fo
     launch(backend(kernel_ptx(SHARED_FORMS[form][0])), "k", [ptr("f32")], [out.ctypes.data], grid=1,
            block=128, arrays=[out])
     assert len(seen) == 4
+
+
+@pytest.mark.parametrize("form", SHARED_FORMS)
+def test_every_thread_storing_to_one_address_leaves_the_last_threads_value(form):
+    """All 128 threads store their own value through one address every thread holds (a racy but
+    legal store; ``[%a+-4]``, the offset wrapping at the register's width): the last thread wins,
+    as on every other store path.  It used to raise NumPy's "setting an array element with a
+    sequence".  Thread 127 wrote the same value there before, so the sums do not change."""
+    kernel, anchor = SHARED_FORMS[form]
+    u = "u32" if form == "b32" else "u64"
+    body = kernel.replace(anchor, f"{anchor}\n    mov.{u} %a1, tile;\n    add.{u} %a1, %a1, 512;\n"
+                                  "    st.shared.f32 [%a1+-4], %f1;")
+    out = np.zeros(128, np.float32)
+    launch(backend(kernel_ptx(body)), "k", [ptr("f32")], [out.ctypes.data], grid=1, block=128, arrays=[out])
+    group = np.arange(128) // 4 * 4
+    assert out.tolist() == (group + (group + 1) + (group + 2) + 2 * (group + 3)).astype(np.float32).tolist()

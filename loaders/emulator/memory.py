@@ -315,12 +315,13 @@ class Memory:
                 native_scatter(found[0], addr, m, found[1], dt.itemsize.bit_length() - 1, values)
                 return
         for typed, select, element in self._elements(plus(addr, offset), dt, m, write=True):
-            if select is None:
-                typed[element] = values
-            elif isinstance(element, np.ndarray) and element.ndim:
-                typed[element[select]] = values[select] if vector else values
+            if isinstance(element, np.ndarray) and element.ndim:
+                typed[element if select is None else element[select]] = \
+                    values if select is None or not vector else values[select]
+            elif vector:  # one address for every thread: the last active thread's value
+                typed[element] = values[-1] if select is None else values[np.flatnonzero(select)[-1]]
             else:
-                typed[element] = values[np.flatnonzero(select)[-1]] if vector else values
+                typed[element] = values
 
     def _native(self, addr: Any, dt: np.dtype, m: Any, write: bool,
                 offset: int) -> tuple[np.ndarray, int] | None:
