@@ -276,10 +276,6 @@ class OpSpec:
         shared_mem = 0 if self.shared_mem is None else _run(self.shared_mem, values)
         return _run(self.grid, values), block, shared_mem
 
-    def ordered(self, values: Mapping[str, Any]) -> tuple:
-        """Every parameter's value in signature order (the kernel's positional arguments)."""
-        return tuple(values[p.name] for p in self.signature.params)
-
     @property
     def shape_reads(self) -> frozenset[str]:
         """The derived values an output shape reads (a fake / abstract evaluation needs only these)."""
