@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy
+
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
 from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
@@ -88,8 +90,6 @@ class LaunchState:
     def scratch_back(self, data: bytes, receive: Callable[[bytes], None]) -> int:
         """Writable scratch holding ``data``; after the launch ``receive`` gets the bytes the kernel
         left there (a synchronous copy: the call returns once the kernel has finished)."""
-        import numpy
-
         if self.to_device is None or self.to_host is None:
             raise PtxBridgeError("this launch path cannot copy arguments back")
         copy = self.to_device(numpy.frombuffer(data, numpy.uint8).copy())
@@ -274,8 +274,6 @@ def _cupy_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,
     contiguity reads (``Binder.inline``); the binder itself stays the full check."""
     if arg_type.__module__.split(".")[0] != "cupy" or ctx.device_type != DLPACK_CUDA:
         return None
-    import numpy
-
     want = where.want
     if want is None or want.numpy_name is None:
         return None
@@ -330,15 +328,11 @@ def _numpy_record(arg: Any, size: int) -> Any:
     fields = getattr(getattr(arg, "dtype", None), "fields", None)
     if not fields or type(arg).__module__ != "numpy" or arg.dtype.itemsize != size:
         return None
-    import numpy
-
     view = numpy.asanyarray(arg)
     return view if view.flags.writeable else None
 
 
 def _write_record(view: Any, data: bytes) -> None:
-    import numpy
-
     view[...] = numpy.frombuffer(data, view.dtype)[0]
 
 
