@@ -166,8 +166,8 @@ def bench_matrix_mul(repeat: int, batch: int) -> tuple[str, float, int]:
     return "tiled matrix product (NVRTC), 320x320 . 320x640", seconds, count
 
 
-def bench_laplace(repeat: int, batch: int) -> tuple[str, float, int]:
-    m = _module(fx.LAPLACE, batch)
+def _relaxation(m: Any, step: Any, repeat: int, what: str) -> tuple[float, int]:
+    """100 Jacobi launches over a 256x256 grid hot on one edge, ``step(src, dst)`` each; checked."""
     n, launches = 256, 100
     start = np.zeros((n, n), np.float32)
     start[0, :] = 1.0
@@ -176,11 +176,28 @@ def bench_laplace(repeat: int, batch: int) -> tuple[str, float, int]:
     def run() -> None:
         grids[0][:], grids[1][:] = start, start
         for k in range(launches):
-            m.jacobi(grids[k % 2], grids[1 - k % 2], n, grid=(16, 16), block=(16, 16))
+            step(grids[k % 2], grids[1 - k % 2])
 
     seconds, count = _measure(m.backend, run, repeat)
-    _check(np.allclose(grids[launches % 2], fx.laplace_reference(start, launches), atol=1e-6), "jacobi")
-    return f"Jacobi relaxation (NVRTC), {launches} launches x 65,536 threads", seconds, count
+    _check(np.allclose(grids[launches % 2], fx.laplace_reference(start, launches), atol=1e-6), what)
+    return seconds, count
+
+
+RELAXATION = "Jacobi relaxation ({}), 100 launches x 65,536 threads"
+
+
+def bench_laplace(repeat: int, batch: int) -> tuple[str, float, int]:
+    m = _module(fx.LAPLACE, batch)
+    return (RELAXATION.format("NVRTC"),
+            *_relaxation(m, lambda src, dst: m.jacobi(src, dst, 256, grid=(16, 16), block=(16, 16)), repeat,
+                         "jacobi"))
+
+
+def _numba_module(pyfunc: Any, sig: str, name: str, batch: int) -> Any:
+    import ptxbridge.numba as pn
+
+    image = ptxbridge.link([pn.compile(pyfunc, sig, arch="sm_90", name=name)])
+    return ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
 
 
 def _jacobi_numba(a, anew, error):
@@ -193,27 +210,14 @@ def _jacobi_numba(a, anew, error):
 
 
 def bench_laplace_numba(repeat: int, batch: int) -> tuple[str, float, int]:
-    import ptxbridge.numba as pn
+    m = _numba_module(_jacobi_numba, "void(float32[:, ::1], float32[:, ::1], float32[::1])", "jacobi", batch)
+    error = np.zeros(1, np.float32)
 
-    artifact = pn.compile(_jacobi_numba, "void(float32[:, ::1], float32[:, ::1], float32[::1])",
-                          arch="sm_90", name="jacobi")
-    image = ptxbridge.link([artifact])
-    m = ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
-    n, launches = 256, 100
-    start = np.zeros((n, n), np.float32)
-    start[0, :] = 1.0
-    grids, error = [start.copy(), start.copy()], np.zeros(1, np.float32)
+    def step(src: np.ndarray, dst: np.ndarray) -> None:
+        error[0] = 0.0
+        m.jacobi(src, dst, error, grid=(16, 16), block=(16, 16))
 
-    def run() -> None:
-        grids[0][:], grids[1][:] = start, start
-        for k in range(launches):
-            error[0] = 0.0
-            m.jacobi(grids[k % 2], grids[1 - k % 2], error, grid=(16, 16), block=(16, 16))
-
-    seconds, count = _measure(m.backend, run, repeat)
-    expected = fx.laplace_reference(start, launches)
-    _check(np.allclose(grids[launches % 2], expected, atol=1e-6), "jacobi (numba)")
-    return f"Jacobi relaxation (numba-cuda), {launches} launches x 65,536 threads", seconds, count
+    return (RELAXATION.format("numba-cuda"), *_relaxation(m, step, repeat, "jacobi (numba)"))
 
 
 TPB = 16
@@ -236,31 +240,33 @@ def _matmul_numba(a, b, c):
     c[y, x] = tmp
 
 
+def _matmul(m: Any, multiply: Any, repeat: int, what: str, n: int) -> tuple[float, int]:
+    """``multiply(a, b, c)`` of two random n x n matrices into ``c``, timed and checked."""
+    rng = np.random.default_rng(4)
+    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+    c = np.zeros((n, n), np.float32)
+    seconds, count = _measure(m.backend, lambda: multiply(a, b, c), repeat)
+    _check(np.allclose(c, a @ b, rtol=1e-4), what)
+    return seconds, count
+
+
 def bench_matmul_numba(repeat: int, batch: int, n: int = 1600) -> tuple[str, float, int]:
-    import ptxbridge.numba as pn
-
     sig = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
-    image = ptxbridge.link([pn.compile(_matmul_numba, sig, arch="sm_90", name="matmul")])
-    m = ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
-    rng = np.random.default_rng(4)
-    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
-    c = np.zeros((n, n), np.float32)
-    grid = (n // TPB, n // TPB)
-    seconds, count = _measure(m.backend, lambda: m.matmul(a, b, c, grid=grid, block=(TPB, TPB)), repeat)
-    _check(np.allclose(c, a @ b, rtol=1e-4), "matmul (numba)")
-    return f"shared-memory matmul (numba-cuda), n={n}", seconds, count
+    m = _numba_module(_matmul_numba, sig, "matmul", batch)
+
+    def multiply(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        m.matmul(a, b, c, grid=(n // TPB, n // TPB), block=(TPB, TPB))
+
+    return (f"shared-memory matmul (numba-cuda), n={n}", *_matmul(m, multiply, repeat, "matmul (numba)", n))
 
 
-def bench_matmul(repeat: int, batch: int) -> tuple[str, float, int]:
+def bench_matmul(repeat: int, batch: int, n: int = 1600) -> tuple[str, float, int]:
     m = _module(fx.MATMUL, batch)
-    n = 1600
-    rng = np.random.default_rng(4)
-    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
-    c = np.zeros((n, n), np.float32)
-    seconds, count = _measure(
-        m.backend, lambda: m.matmul(a, b, c, n, grid=(n // 16, n // 16), block=(16, 16)), repeat)
-    _check(np.allclose(c, a @ b, rtol=1e-4), "matmul")
-    return "shared-memory matmul (NVRTC), n=1600", seconds, count
+
+    def multiply(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        m.matmul(a, b, c, n, grid=(n // TPB, n // TPB), block=(TPB, TPB))
+
+    return (f"shared-memory matmul (NVRTC), n={n}", *_matmul(m, multiply, repeat, "matmul", n))
 
 
 BENCHES = {"saxpy": bench_saxpy, "reduce": bench_reduce, "binomial": bench_binomial, "nbody": bench_nbody,
