@@ -218,7 +218,7 @@ class CudaBackend(Backend):
             raise CudaError(f"cuda:{device_id}: no such device (the driver reports {count})",
                             code="CUDA_ERROR_INVALID_DEVICE")
         self.device_id = device_id
-        self.last_kernel: str | None = None
+        self._last_kernel: list[str | None] = [None]  # one slot: the C launch plans write it directly
         self._device = _call("cuDeviceGet", cu.cuDeviceGet, device_id)
         self._context = _call("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain, self._device)
         self._context_handle = ctypes.c_void_p(int(self._context))
@@ -311,11 +311,16 @@ class CudaBackend(Backend):
                 pack_into(buffer, values)
                 code = launch(handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                               shared_mem, stream_arg, *tail)
-            self.last_kernel = name
+            self._last_kernel[0] = name
             if code:
                 raise self.launch_error(code, name, grid, block, shared_mem)
 
         return run
+
+    @property
+    def last_kernel(self) -> str | None:
+        """The kernel launched last on this device: fault reports name it."""
+        return self._last_kernel[0]
 
     def native_facts(self, function: _Function, name: str) -> dict[str, Any]:
         """What the C launch plan (``ptxbridge.launch._fastlaunch.Plan``) needs to call the driver itself:
@@ -327,8 +332,8 @@ class CudaBackend(Backend):
                 "set_current_entry": ctypes.cast(self._lib.cuCtxSetCurrent, entry).value,
                 "function": function.handle, "context": int(self._context),
                 "pointer_offsets": function.param_offsets if pointers else None,
-                "max_shared": function.max_dynamic_shared, "function_obj": function, "backend": self,
-                "name": name, "device_id": self.device_id}
+                "max_shared": function.max_dynamic_shared, "function_obj": function,
+                "last_kernel": self._last_kernel, "name": name, "device_id": self.device_id}
 
     def launch(self, function: _Function, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared_mem: int, stream: Any, params: bytes, buffers: Sequence[Buffer]) -> None:

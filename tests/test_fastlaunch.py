@@ -189,7 +189,7 @@ class _DriverlessCuda(_FakeLoader):
         return lambda values, *rest: self.launched.append(values)
 
     def native_facts(self, function, name):
-        return {"backend": self, "name": name}
+        return {"name": name}
 
 
 @pytest.mark.parametrize("with_native", [True, False])
@@ -235,7 +235,7 @@ class _RecordingCpu(_FakeLoader):
 
     def __init__(self):
         self.launched: list[tuple] = []
-        self.last_kernel = None
+        self.last_kernel: list[str | None] = [None]  # the C plans write the name of what they launched
 
     def function(self, name):
         return _Function()
@@ -244,7 +244,8 @@ class _RecordingCpu(_FakeLoader):
         return lambda values, *rest: self.launched.append((values, *rest))
 
     def native_facts(self, function, name):
-        return {"function": 0xF00, "max_shared": MAX_SHARED, "function_obj": function, "backend": self,
+        return {"function": 0xF00, "max_shared": MAX_SHARED, "function_obj": function,
+                "last_kernel": self.last_kernel,
                 "name": name, **RecordingDriver.current.entries}
 
     def launch_error(self, code, name, grid, block, shared_mem):
@@ -332,7 +333,7 @@ def test_launcher_parses_the_launch_configuration_in_c(driver, python_calls, kwa
     assert len(python_calls) == 1, "the hit ran Python"
     params = struct.pack("<QQi", a.data_ptr(), b.data_ptr(), -5)
     assert driver == [(0xF00, grid, block, shared, stream, params)]
-    assert kernel._backend.launched == [] and kernel._backend.last_kernel == "vadd"
+    assert kernel._backend.launched == [] and kernel._backend.last_kernel == ["vadd"]
 
 
 def test_launcher_applies_the_default_block(driver, python_calls):

@@ -96,14 +96,15 @@ typedef struct {
     int *slots;                  /* kernelParams: flat parameter offsets (nslots of them) */
     long max_shared;
     PyObject *function_obj;      /* re-read max_dynamic_shared when a launch asks for more */
-    PyObject *backend, *name;    /* backend.last_kernel = name after each launch */
+    PyObject *last, *name;       /* last[0] = name after each launch: the loader's one-slot list, written
+                                    without the attribute lookups a setattr on the loader costs */
     const ExchangeAPI *stream_api;
     int32_t device_id;
     int npairs;
     int (*pairs)[2];             /* alias slots whose byte ranges must not overlap */
 } Plan;
 
-static PyObject *str_max_shared, *str_last_kernel;
+static PyObject *str_max_shared;
 
 static int put_int(char *buf, int offset, int code, long long sv, unsigned long long uv, int negative) {
     int size;
@@ -303,14 +304,14 @@ bad:
 }
 
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
- *      backend=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=()): the
+ *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=()): the
  *      two entries are the addresses of cuLaunchKernel and cuCtxSetCurrent; a plan without them never
  *      launches. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
-                            "function_obj", "backend", "name", "device_id", "launch_entry",
+                            "function_obj", "last_kernel", "name", "device_id", "launch_entry",
                             "set_current_entry", "alias_pairs", NULL};
-    PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *backend = Py_None, *name = Py_None;
+    PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *last = Py_None, *name = Py_None;
     PyObject *alias_pairs = NULL;
     unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
@@ -319,7 +320,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
-                                     &function_obj, &backend, &name, &self->device_id, &launch_entry,
+                                     &function_obj, &last, &name, &self->device_id, &launch_entry,
                                      &set_current_entry, &alias_pairs))
         return -1;
     if (self->size < 0 || self->size > MAX_PARAMS) {
@@ -368,7 +369,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     self->set_current_fn = (SetCurrentFn)(uintptr_t)set_current_entry;
     Py_XSETREF(self->keep, Py_NewRef(specs));
     Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
-    Py_XSETREF(self->backend, Py_NewRef(backend));
+    Py_XSETREF(self->last, Py_NewRef(last));
     Py_XSETREF(self->name, Py_NewRef(name));
     return 0;
 fail: /* leave an empty plan behind: packing it writes nothing and launches nothing */
@@ -391,7 +392,7 @@ static void plan_dealloc(Plan *self) {
     PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->function_obj);
-    Py_XDECREF(self->backend);
+    Py_XDECREF(self->last);
     Py_XDECREF(self->name);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -503,8 +504,11 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     Py_END_ALLOW_THREADS
     if (params != stack_params) PyMem_Free(params);
     buffer_close(&b);
-    if (self->backend != Py_None && PyObject_SetAttr(self->backend, str_last_kernel, self->name) < 0)
-        return -1;
+    if (self->last != NULL && PyList_CheckExact(self->last) && PyList_GET_SIZE(self->last) == 1) {
+        PyObject *was = PyList_GET_ITEM(self->last, 0);
+        PyList_SET_ITEM(self->last, 0, Py_NewRef(self->name));
+        Py_XDECREF(was);
+    }
     return 1;
 }
 
@@ -562,8 +566,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
-    str_last_kernel = PyUnicode_InternFromString("last_kernel");
-    if (str_max_shared == NULL || str_last_kernel == NULL || PyType_Ready(&PlanType) < 0 || !launcher_ready())
+    if (str_max_shared == NULL || PyType_Ready(&PlanType) < 0 || !launcher_ready())
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
