@@ -55,8 +55,8 @@ _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
-       read_only: Sequence[str] = (), backward: Callable[..., Mapping[str, Any]] | None = None,
-       check_aliasing: bool = True) -> JaxOp:
+       read_only: Sequence[str] = (), shapes: Mapping[str, Any] | None = None,
+       backward: Callable[..., Mapping[str, Any]] | None = None, check_aliasing: bool = True) -> JaxOp:
     """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
 
     Parameters
@@ -68,9 +68,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     grid, block, shared_mem
         Launch geometry: an int / tuple, or a callable of named op values (shapes are static
         under ``jax.jit``).  ``block=None`` takes the kernel's ``.reqntid``.
-    outputs, derived, read_only
+    outputs, derived, read_only, shapes
         As in :func:`ptxbridge.torch.op`: ``{"y": "like x"}``, ``{"n": "numel x"}``; a tensor named
-        in ``read_only`` (a numba array the kernel only reads) is neither aliased nor returned.
+        in ``read_only`` (a numba array the kernel only reads) is neither aliased nor returned;
+        ``shapes={"b": "like a"}`` is checked when the op is traced.
     backward
         Makes the op differentiable (``jax.grad``, ``jax.vjp``): ``backward(*grads, **values) ->
         {argument name: gradient}``, called with one gradient per result (in the order the op
@@ -86,7 +87,7 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
         ``f(*args, **kwargs)``: one array, or a tuple when the kernel writes several tensors.
     """
     modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
-                              grid=grid, block=block, shared_mem=shared_mem)
+                              grid=grid, block=block, shared_mem=shared_mem, shapes=shapes)
     if backward is not None:
         spec.check_backward()
     return JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
@@ -158,6 +159,7 @@ class JaxOp:
         operands = [values[name] for name in self.arrays]
         sources = {name: i for i, name in enumerate(self.arrays)}
         spec.derive(values)
+        spec.check_shapes(values)
         for output in spec.outputs:
             dt = _jax_dtype(output.dtype) if output.dtype is not None else values[output.like].dtype
             shape = spec.shape(output, values)

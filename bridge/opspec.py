@@ -13,6 +13,10 @@ parameter      becomes
 ``derived``    not an argument: a value computed from the arguments (``"numel x"``,
                ``"len x"``, a callable of named arguments, or a constant); constants of
                cuTile kernels are derived automatically
+``shapes``     a tensor argument's required shape (``"like x"``, a tuple of ints, a callable
+               of named values), checked before every launch and while tracing: a raw
+               pointer carries no length, so only this stops a short tensor from being
+               read past its end
 other tensor   an argument; *mutated* when the kernel may write it (the access trait,
                :func:`ptxbridge.abi.memory_access.access`)
 other scalar   an argument (torch ``int`` / ``float`` / ``bool`` / ``complex``)
@@ -186,6 +190,17 @@ def _derived_rule(what: str, spec: Any, known: Sequence[str]) -> Rule:
     return _rule(what, spec, known)
 
 
+def _shape_rule(what: str, spec: Any, tensors: Sequence[str], known: Sequence[str]) -> Rule:
+    """A shape: ``"like x"`` (tensor argument ``x``'s), a tuple of ints, or a callable of named values."""
+    if isinstance(spec, str):
+        return _text_rule(what, spec, {"like": lambda x: tuple(x.shape)}, tensors)
+    if isinstance(spec, tuple) and all(isinstance(n, int) and n >= 0 for n in spec):
+        return Rule(f"{what} {spec!r}", (), lambda: spec, constant=True)
+    if callable(spec):
+        return _callable_rule(what, spec, known)
+    raise ArgumentError(f"{what}: the shape is 'like NAME', a callable or a tuple of ints (got {spec!r})")
+
+
 def _output_rule(kernel: str, param: Param, spec: Any, tensors: Sequence[str],
                  known: Sequence[str]) -> OutputRule:
     what = f"{kernel}: output '{param.name}'"
@@ -195,18 +210,8 @@ def _output_rule(kernel: str, param: Param, spec: Any, tensors: Sequence[str],
         spec = Output(" ".join(words[1:]) if zeros else spec, zeros=zeros)
     if not isinstance(spec, Output):
         spec = Output(spec)
-    like = None
-    if isinstance(spec.shape, str):
-        shape = _text_rule(what, spec.shape, {"like": lambda x: tuple(x.shape)}, tensors)
-        like = shape.reads[0]
-    elif isinstance(spec.shape, tuple) and all(isinstance(n, int) and n >= 0 for n in spec.shape):
-        fixed = spec.shape
-        shape = Rule(f"{what} {fixed!r}", (), lambda: fixed, constant=True)
-    elif callable(spec.shape):
-        shape = _callable_rule(what, spec.shape, known)
-    else:
-        raise ArgumentError(f"{what}: the shape is 'like NAME', a callable or a tuple of ints "
-                            f"(got {spec.shape!r})")
+    shape = _shape_rule(what, spec.shape, tensors, known)
+    like = shape.reads[0] if shape.form == "like" else None
     try:
         dt = dtype(spec.dtype) if spec.dtype is not None else element_type(param.type)
     except ValueError as exc:
@@ -223,7 +228,8 @@ class OpSpec:
 
     ``inputs`` are the op's arguments in signature order; ``outputs`` the allocated results;
     ``derived`` values computed per call; ``tensors`` the parameters that take one tensor;
-    ``mutated`` the tensor inputs the kernel may write.
+    ``mutated`` the tensor inputs the kernel may write; ``shapes`` the shapes tensor arguments
+    must have.
     """
 
     signature: Signature
@@ -235,6 +241,7 @@ class OpSpec:
     grid: Rule | None
     block: Rule | None
     shared_mem: Rule | None
+    shapes: tuple[tuple[str, Rule], ...] = ()
 
     @property
     def name(self) -> str:
@@ -264,6 +271,12 @@ class OpSpec:
             if only is None or name in only:
                 values[name] = _run(found, values)
 
+    def check_shapes(self, values: Mapping[str, Any]) -> None:
+        """Raise when a tensor argument's shape is not the one ``shapes=`` requires (``values``
+        holds the arguments and the derived values the rules read)."""
+        for name, rule in self.shapes:
+            check_shape(self.name, name, values[name].shape, as_shape(rule, _run(rule, values)), rule)
+
     def shape(self, output: OutputRule, values: Mapping[str, Any]) -> tuple:
         """The shape of ``output`` for these argument values."""
         return as_shape(output.shape, _run(output.shape, values))
@@ -278,8 +291,9 @@ class OpSpec:
 
     @property
     def shape_reads(self) -> frozenset[str]:
-        """The derived values an output shape reads (a fake / abstract evaluation needs only these)."""
-        return frozenset(n for o in self.outputs for n in o.shape.reads)
+        """The derived values a shape rule reads (a fake / abstract evaluation needs only these)."""
+        rules = [o.shape for o in self.outputs] + [rule for _, rule in self.shapes]
+        return frozenset(n for rule in rules for n in rule.reads)
 
     def check_backward(self) -> None:
         """Refuse ``backward=`` on an op whose gradients would have no place to go.
@@ -303,6 +317,13 @@ class OpSpec:
         return found
 
 
+def check_shape(kernel: str, name: str, shape: Sequence[Any], expected: tuple, rule: Rule) -> None:
+    """Raise the error for argument ``name`` of shape ``shape`` when it is not ``expected``."""
+    if tuple(shape) != expected:
+        raise ArgumentError(f"{kernel}: argument '{name}' has shape {tuple(shape)}; {rule.text} requires "
+                            f"{expected}")
+
+
 def as_shape(rule: Rule, found: Any) -> tuple:
     """``found``, what shape rule ``rule`` returned, as a tuple."""
     try:
@@ -322,7 +343,7 @@ def _run(found: Rule, values: Mapping[str, Any]) -> Any:
 
 def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
             derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (), grid: Any = None,
-            block: Any = None, shared_mem: Any = None) -> OpSpec:
+            block: Any = None, shared_mem: Any = None, shapes: Mapping[str, Any] | None = None) -> OpSpec:
     """Check the rules against ``signature`` and resolve them (see the module docstring).
 
     ``read_only`` names tensor arguments the kernel only reads where its signature cannot say so
@@ -374,8 +395,21 @@ def op_spec(signature: Signature, *, outputs: Mapping[str, Any] | None = None,
     def geometry(what: str, spec: Any) -> Rule | None:
         return None if spec is None else _rule(f"{kernel}: {what}", spec, everything)
 
+    shape_rules = tuple((name, _input_shape_rule(kernel, name, rule, tensor_inputs, seen))
+                        for name, rule in (shapes or {}).items())
     return OpSpec(signature, tuple(inputs), tensors, output_rules, derived_rules, mutated,
-                  geometry("grid", grid), geometry("block", block), geometry("shared_mem", shared_mem))
+                  geometry("grid", grid), geometry("block", block), geometry("shared_mem", shared_mem),
+                  shape_rules)
+
+
+def _input_shape_rule(kernel: str, name: str, spec: Any, tensors: Sequence[str],
+                      known: Sequence[str]) -> Rule:
+    """The rule of ``shapes={name: spec}``: the shape tensor argument ``name`` must have."""
+    what = f"{kernel}: shapes['{name}']"
+    if name not in tensors:
+        raise ArgumentError(f"{what}: '{name}' is not a tensor argument of the op (tensor arguments: "
+                            f"{', '.join(tensors) or 'none'})")
+    return _shape_rule(what, spec, tensors, known)
 
 
 class Modules:

@@ -40,7 +40,7 @@ _LIBRARIES: dict[str, torch.library.Library] = {}  # every op's registrations, k
 
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
-       read_only: Sequence[str] = (), name: str | None = None,
+       read_only: Sequence[str] = (), shapes: Mapping[str, Any] | None = None, name: str | None = None,
        backward: Callable[..., Mapping[str, Any]] | None = None) -> Any:
     """Kernel ``kernel`` of ``source`` as a torch custom op.
 
@@ -63,6 +63,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     read_only
         Tensor arguments the kernel only reads although its signature lets it write them (numba
         arrays): your promise, which keeps them out of ``mutates_args``.
+    shapes
+        The shape a tensor argument must have: ``{"b": "like a"}``, a tuple of ints, or a callable
+        of named values.  Checked before every launch and while tracing; a raw pointer carries no
+        length, so this is what keeps a short tensor from being read past its end.
     name
         ``"namespace::name"``; default ``"ptxbridge::<kernel>"``.
     backward
@@ -81,28 +85,29 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     ------
     ArgumentError
         A rule names an unknown parameter, a parameter cannot be an op argument, or the name is
-        taken.
+        taken; when called: an argument breaks a rule (dtype, ``shapes=``).
     """
     modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
-                              grid=grid, block=block, shared_mem=shared_mem)
+                              grid=grid, block=block, shared_mem=shared_mem, shapes=shapes)
 
     return _custom_op(spec, modules, name or f"ptxbridge::{kernel}", lambda module: module[kernel], None,
                       backward)
 
 
 def function(source: Image | Module, signature: str | Signature, *, outputs: Mapping[str, Any] | None = None,
-             derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (), name: str | None = None,
+             derived: Mapping[str, Any] | None = None, read_only: Sequence[str] = (),
+             shapes: Mapping[str, Any] | None = None, name: str | None = None,
              backward: Callable[..., Mapping[str, Any]] | None = None) -> Callable[[Callable], Any]:
     """Decorator: a Python function launching bridged kernels, as one torch custom op.
 
     ``signature`` (text as in ``docs/signature-syntax.md``, e.g.
     ``"kernel step(x: *const f32, out: *mut f32, n: u32)"``) says what the function reads and
-    writes, as a kernel's would; ``outputs``, ``derived``, ``read_only``, ``name`` and ``backward``
-    are as in :func:`op`.  The function is called as ``fn(kernels, *values)``: ``kernels`` is
+    writes, as a kernel's would; ``outputs``, ``derived``, ``read_only``, ``shapes``, ``name`` and
+    ``backward`` are as in :func:`op`.  The function is called as ``fn(kernels, *values)``: ``kernels`` is
     ``source`` loaded on the tensors' device, ``values`` every signature parameter in order.
     """
     parsed = Signature.parse(signature) if isinstance(signature, str) else signature
-    spec = op_spec(parsed, outputs=outputs, derived=derived, read_only=read_only)
+    spec = op_spec(parsed, outputs=outputs, derived=derived, read_only=read_only, shapes=shapes)
     modules = Modules(source)
 
     def decorate(fn: Callable) -> Any:
@@ -177,6 +182,7 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
         values = dict(zip(names, args, strict=True))
         _check_dtypes(spec, values)
         spec.derive(values, only=spec.shape_reads)
+        spec.check_shapes(values)
         return _fake_outputs(spec, values, args[anchor].device)
 
     namespace, _, opname = name.partition("::")

@@ -6,8 +6,9 @@ kernel itself does per call should cost little next to the launch.  So the rules
 arguments, then derived values, then outputs), constant rules are evaluated once, the kernel's
 argument order is an ``itemgetter``, and the launch target (the :class:`~ptxbridge.launch.module.Kernel`,
 or the module a launcher function gets) is looked up once per ``torch.device``.  Per call that
-leaves: the contiguity checks, the derived values, the output allocations, the launch, and the
-version-counter bump of mutated tensors (what torch's autograd would otherwise do).
+leaves: the contiguity checks, the derived values, the ``shapes=`` checks, the output
+allocations, the launch, and the version-counter bump of mutated tensors (what torch's autograd
+would otherwise do).
 
 A raw pointer or slice takes contiguous memory: a strided argument runs on a contiguous copy,
 copied back when the kernel writes it.
@@ -22,7 +23,7 @@ from typing import Any, NoReturn
 import torch
 
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.opspec import Modules, OpSpec, Rule, as_shape, contiguous_only
+from ptxbridge.opspec import Modules, OpSpec, Rule, as_shape, check_shape, contiguous_only
 
 __all__ = ["eager_impl"]
 
@@ -82,6 +83,18 @@ def _allocator(spec: OpSpec, index: Mapping[str, int],
     return allocate
 
 
+def _shape_checker(spec: OpSpec, index: Mapping[str, int]) -> Callable[[Sequence[Any]], None] | None:
+    """Raises when a tensor argument's shape is not the one its ``shapes=`` rule gives; None without rules."""
+    checks = [(name, index[name], _reader(rule, index), rule) for name, rule in spec.shapes]
+    if not checks:
+        return None
+
+    def check(values: Sequence[Any]) -> None:
+        for name, at, read, rule in checks:
+            check_shape(spec.name, name, values[at].shape, as_shape(rule, read(values)), rule)
+    return check
+
+
 def _geometry(spec: OpSpec, index: Mapping[str, int]) -> tuple | Callable[[Sequence[Any]], tuple]:
     """``(grid, block, shared_mem)``: fixed when no rule reads anything, else a function of the values."""
     rules = [(spec.grid, None), (spec.block, None), (spec.shared_mem, 0)]
@@ -104,6 +117,7 @@ def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn:
     names += [o.param.name for o in spec.outputs]
     index = {name: i for i, name in enumerate(names)}
     derived = [_reader(rule, index) for _, rule in spec.derived]
+    check_shapes = _shape_checker(spec, index)
     allocate = _allocator(spec, index, to_torch) if spec.outputs else None
     geometry = () if fn is not None else _geometry(spec, index)  # a launcher function has none
     fixed = geometry if isinstance(geometry, tuple) else None
@@ -161,6 +175,8 @@ def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn:
         try:
             for read in derived:
                 values.append(read(values))
+            if check_shapes is not None:
+                check_shapes(values)
             if allocate is not None:
                 allocate(values, device)
             launch = fixed if fixed is not None else geometry(values)

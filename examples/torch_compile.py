@@ -52,9 +52,10 @@ def make_ops(image: ptxbridge.Image) -> dict:
         "bias_gelu": ptxbridge.torch.op(
             image, "bias_gelu", name="example::bias_gelu", outputs={"y": "like x"},
             derived={"rows": "len x", "cols": lambda x: x.shape[1]},
+            shapes={"bias": lambda cols: (cols,)},  # raw pointers carry no length: the op checks it
             grid=lambda rows, cols: cover(rows * cols, 256), block=256),
         "saxpy": ptxbridge.torch.op(
-            image, "saxpy", name="example::saxpy", derived={"n": "numel x"},
+            image, "saxpy", name="example::saxpy", derived={"n": "numel x"}, shapes={"y": "like x"},
             grid=lambda n: cover(n, 256), block=256),
         "silu": ptxbridge.torch.op(  # numba arrays are writable to numba: promise x is only read
             image, "silu", name="example::silu", outputs={"out": "like x"}, read_only=("x",),

@@ -126,6 +126,19 @@ def test_bad_arguments_are_refused_at_trace_time(ops):
         ops["vadd"](x)
 
 
+def test_shapes_are_checked_when_the_op_is_traced(image):
+    # raw_axpy-like: n comes from x, and y must be as long, or the kernel reads and writes past its end
+    axpy = pj.op(image, "axpy", derived={"n": "numel x"}, shapes={"y": "like x"}, grid=lambda n: cover(n),
+                 block=BLOCK)
+    x, y = arrays(300)
+    np.testing.assert_allclose(jax.jit(lambda x, y: axpy(2.0, x, y))(x, y), 2 * x + y, rtol=1e-6)
+    refused = r"axpy: argument 'y' has shape \(100,\); axpy: shapes\['y'\] 'like x' requires \(300,\)"
+    with pytest.raises(ArgumentError, match=refused):
+        jax.jit(lambda x, y: axpy(2.0, x, y))(x, y[:100])
+    with pytest.raises(ArgumentError, match=refused):
+        axpy(2.0, x, y[:100])  # eager: the same check
+
+
 def test_a_numba_kernel_gets_its_array_descriptors_from_the_traced_shapes():
     cuda = pytest.importorskip("numba.cuda")
     import ptxbridge.numba as pn

@@ -277,3 +277,44 @@ def test_rules_read_by_name_in_any_order(image):
                  block=BLOCK)
     a, b = torch.randn(300), torch.randn(300)
     torch.testing.assert_close(vadd(a, b), a + b)
+
+
+def test_shapes_keep_a_short_tensor_from_being_read_past_its_end(image):
+    # vadd reads n elements of a and b through raw pointers: without shapes= a short b is read past
+    # its end (the CPU loader faults; a GPU reads whatever lies there)
+    vadd = pt.op(image, "vadd", name=f"{NS}::vadd_shaped", outputs={"c": "like a"}, derived={"n": "numel a"},
+                 shapes={"b": "like a"}, grid=lambda n: cover(n), block=BLOCK)
+    a, b = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(vadd(a, b), a + b)
+    refused = r"vadd: argument 'b' has shape \(50,\); vadd: shapes\['b'\] 'like a' requires \(100,\)"
+    with pytest.raises(ArgumentError, match=refused):
+        vadd(a, b[:50])
+    compiled = torch.compile(lambda x, y: vadd(x, y) * 2, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2)
+    # the fake kernel checks too: refused while tracing (Dynamo retraces b's length as a symbol)
+    with pytest.raises(Exception, match=r"vadd: argument 'b' has shape \(\w+,\); .* requires \(100,\)"):
+        compiled(a, b[:50])
+    # a callable rule reads named values, derived ones included
+    scale = pt.op(image, "scale_", name=f"{NS}::scale_shaped", shapes={"x": lambda n: (n,)},
+                  derived={"n": lambda x: 64}, grid=1, block=64)
+    x = torch.ones(64)
+    scale(x, 3.0)
+    assert x.eq(3.0).all()
+    with pytest.raises(ArgumentError, match=r"scale_: argument 'x' has shape \(8, 8\); .* requires \(64,\)"):
+        scale(x.view(8, 8), 3.0)
+    assert x.eq(3.0).all()  # refused before the launch: nothing written
+
+
+def test_shapes_rules_are_checked_when_the_op_is_made(image):
+    def make(shapes):
+        return pt.op(image, "vadd", name=f"{NS}::never", outputs={"c": "like a"}, derived={"n": "numel a"},
+                     shapes=shapes, grid=1)
+
+    with pytest.raises(ArgumentError, match=r"vadd: shapes\['n'\]: 'n' is not a tensor argument of the op"):
+        make({"n": (4,)})
+    with pytest.raises(ArgumentError, match=r"shapes\['c'\]: 'c' is not a tensor argument"):
+        make({"c": "like a"})  # an output's shape is its own rule
+    with pytest.raises(ArgumentError, match=r"shapes\['b'\]: 'like z' reads 'z'"):
+        make({"b": "like z"})
+    with pytest.raises(ArgumentError, match=r"shapes\['b'\]: the shape is 'like NAME', a callable"):
+        make({"b": [4]})
