@@ -191,7 +191,8 @@ DISJOINT_SLICE = KindEntry(
     by_value=lambda t: (24, 8) if t.rows_2d else (16, 8), member="address",  # {ptr, len(, u32)} padded
     children=lambda t: () if t.element is None else (("element", t.element),),
     promise_words=lambda t: "a DisjointSlice (each element written by one thread)",
-    tensor=TensorRule(_slice_values(tensor_rules.disjoint_slice), refuses_readonly=lambda t: True))
+    tensor=TensorRule(_slice_values(tensor_rules.disjoint_slice), refuses_readonly=lambda t: True,
+                      contiguous=lambda t: "slice" if t.element is None and not t.rows_2d else None))
 
 # -- arrays with shapes: numba, cuTile, cutile-rs -----------------------------------------
 

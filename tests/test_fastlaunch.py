@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, CudaError
-from ptxbridge.abi.kinds import Slice
+from ptxbridge.abi.kinds import DisjointSlice, Slice
 from ptxbridge.abi.signature import Convention, LaunchMeta
 from ptxbridge.image import Image
 from ptxbridge.launch import fastpath
@@ -45,8 +45,10 @@ def _signature(rng: random.Random) -> Signature:
         choice = rng.random()
         if choice < 0.3:
             params.append(Param(f"p{i}", Pointer(Scalar(dtype(rng.choice(list(TORCH)))), rng.random() < 0.5)))
-        elif choice < 0.5:
+        elif choice < 0.45:
             params.append(Param(f"p{i}", Slice(dtype(rng.choice(list(TORCH))), rng.random() < 0.5)))
+        elif choice < 0.5:  # {ptr, len} as a slice: the C plan reads it the same way
+            params.append(Param(f"p{i}", DisjointSlice(dtype(rng.choice(list(TORCH))))))
         elif choice < 0.8:
             params.append(Param(f"p{i}", Scalar(dtype(rng.choice(INTS)))))
         else:
@@ -56,7 +58,7 @@ def _signature(rng: random.Random) -> Signature:
 
 
 def _argument(t, rng: random.Random):
-    if isinstance(t, (Pointer, Slice)):
+    if isinstance(t, (Pointer, Slice, DisjointSlice)):
         name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
         return torch.zeros(rng.choice((0, 1, 5, 64)), dtype=TORCH[name])
     dt = t.dtype
