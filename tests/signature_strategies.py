@@ -47,6 +47,19 @@ def tile_arrays(draw: st.DrawFn) -> TileArray:
         alias_groups=draw(st.integers(-3, 2**70)), may_alias_internally=draw(st.booleans()))
 
 
+@st.composite
+def tile_tensors(draw: st.DrawFn) -> TileTensor:
+    """cutile-rs tensors and partitions with every promise a kernel can be specialised under."""
+    rank = draw(st.integers(0, 4))
+    optional = st.none() | ints
+    partition = draw(st.booleans())
+    return TileTensor(
+        draw(dtypes), rank, partition, static_shape=draw(_per_axis(rank, optional)),
+        static_stride=draw(_per_axis(rank, optional)), shape_divisible_by=draw(_per_axis(rank, ints)),
+        stride_divisible_by=draw(_per_axis(rank, ints)), base_align=draw(st.integers(-4, 2**20)),
+        own_strides=partition and draw(st.booleans()))
+
+
 constants = st.builds(Constant, st.booleans() | ints | st.floats(allow_nan=False))
 leaves = st.one_of(
     st.builds(Scalar, dtypes),
@@ -56,7 +69,7 @@ leaves = st.one_of(
     st.builds(NumbaArray, dtypes, st.integers(0, 8), st.sampled_from("CFA")),
     tile_arrays(),
     st.builds(TileList, tile_arrays(), st.integers(0, 2**40), st.booleans()),
-    st.builds(TileTensor, dtypes, st.integers(0, 8), st.booleans()),
+    tile_tensors(),
     st.builds(Opaque, st.integers(0, 2**40), st.sampled_from([1, 2, 4, 8, 16, 256])),
     constants,
 )

@@ -1,8 +1,8 @@
 """cutile-rs artifacts as they persist: JIT cache entries, and the specialisation a cubin assumes.
 
 Cache entries are made as cutile-rs makes them (``tests/_cutile_cache.py``).  The specialisation
-checks run on a cutile-rs-shaped kernel (NVRTC, PTX for the CPU loader) whose signature states
-the promises; tests/gpu/test_gpu_tile_cache.py runs both on a GPU.
+checks run on a cutile-rs-shaped kernel (``tests/_cutile_rs.py``: NVRTC, PTX for the CPU loader)
+whose signature states the promises; tests/gpu/test_gpu_tile_cache.py runs both on a GPU.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 ct = pytest.importorskip("cuda.tile", reason="cutile-rs cache tests need the tile extra (cuda-tile)")
-from _cutile_cache import CUTILE_RS, PROMISED, VADD, cache_entry
+from _cutile_cache import VADD, cache_entry
+from _cutile_rs import CUTILE_RS, PROMISED
 from _toolchain import nvrtc_compile
 
 import ptxbridge

@@ -1,13 +1,13 @@
 """The images the GPU suite runs, built by ptxbridge's own frontends and linker.
 
-Each builder compiles real sources (NVRTC, numba-cuda, Debian rustc, cuTile)
-and links with nvJitLink for sm_90.  Every image the suite runs has gone
-through the public saved-image format (``Image.save`` / ``Image.open``,
+Each builder compiles real sources (NVRTC, numba-cuda, Debian rustc, cuTile
+and tileiras) and links with nvJitLink for sm_90.  Every image the suite runs
+has gone through the public saved-image format (``Image.save`` / ``Image.open``,
 docs/image-format.md): a machine with the toolchains writes them with
 ``python tests/gpu/_images.py DIR`` (one ``NAME.ptxb`` per image), and a GPU
 machine given ``PTXBRIDGE_GPU_IMAGES=DIR`` opens them from there, so it needs
-no rustc, numba or cuTile.  Without the variable each image is built here and
-passed through the format in memory (``to_bytes`` / ``from_bytes``).
+no rustc, numba, cuTile or tileiras.  Without the variable each image is built
+here and passed through the format in memory (``to_bytes`` / ``from_bytes``).
 """
 
 from __future__ import annotations
@@ -160,18 +160,67 @@ def _oxide() -> list:
     return [ox.load(path, RUST_DIR / "oxide" / "kernels.rs")]
 
 
-def _tile() -> list:
+def _tile_array(groups: tuple[str, ...] = (), divisible: int = 1):
+    """A 1-d float32 cuTile array with int32 indices, in alias ``groups``, its length divisible by
+    ``divisible``."""
     import cuda.tile as ct
+    from cuda.tile import compilation as tc
+
+    return tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0,
+                              alias_groups=groups, may_alias_internally=False, shape_divisible_by=divisible)
+
+
+def _tile_vadd(symbol: str, arrays: list) -> list:
+    """``tile_vadd`` exported by cuTile (tileiras) as ``symbol``, its arrays constrained by ``arrays``."""
     from _tile_kernels import tile_vadd
     from cuda.tile import compilation as tc
 
     import ptxbridge.tile as pt
 
-    array = tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0,
-                               alias_groups=(), may_alias_internally=False, shape_divisible_by=256)
-    sig = tc.KernelSignature([array] * 3 + [256], tc.CallingConvention.cutile_python_v1(),
-                             symbol="tile_vadd")
-    return [pt.export(tile_vadd, sig, arch="sm_90")]
+    sig = tc.KernelSignature([*arrays, 256], tc.CallingConvention.cutile_python_v1(), symbol=symbol)
+    return [pt.export(tile_vadd, sig, arch=ARCH)]
+
+
+def _tile() -> list:
+    return _tile_vadd("tile_vadd", [_tile_array(divisible=256)] * 3)
+
+
+def _tile_groups() -> list:
+    """``a`` and ``b`` in one alias group, ``c`` in none: the overlaps the aliasing test launches."""
+    return _tile_vadd("tile_vadd_groups", [_tile_array(("in",)), _tile_array(("in",)), _tile_array()])
+
+
+def _tile_cache() -> list:
+    """A cutile-rs JIT cache entry made by tileiras for sm_90 (tests/_cutile_cache.py), its header
+    checked for sm_90 by ``tile.load``."""
+    import tempfile
+
+    from _cutile_cache import cache_entry
+
+    import ptxbridge.tile as pt
+
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            entry = cache_entry(Path(folder), gpu=ARCH)
+        except FileNotFoundError as exc:  # no tileiras
+            raise ToolchainError(str(exc)) from exc
+        return [pt.load(entry, gpu=ARCH)]
+
+
+def _tile_promises() -> list:
+    """The cutile-rs-shaped kernel (tests/_cutile_rs.py) as an NVRTC cubin, loaded by ``tile.load``
+    with the signature that states its promises; needs no cuda.tile."""
+    import tempfile
+
+    from _cutile_rs import CUTILE_RS, PROMISED
+    from _toolchain import nvrtc_compile
+
+    import ptxbridge.tile as pt
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "add.cubin"
+        path.write_bytes(nvrtc_compile(CUTILE_RS, [f"-arch={ARCH}"], "cubin"))
+        return [pt.load(path, PROMISED)]
 
 
 def _cross() -> list:
@@ -261,6 +310,7 @@ def _lto() -> list:
 
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
+    "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
     "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar,
 }
 
@@ -271,10 +321,18 @@ def _store() -> Path | None:
 
 
 def build(name: str) -> Image:
-    """Compile and link image ``name`` with the frontends on this machine."""
+    """Compile and link image ``name`` with the frontends on this machine (a tileiras cubin makes
+    it an sm_90a image: ``choose_arch``); a frontend package that is not installed (cuda.tile,
+    numba-cuda) is a ToolchainError, as a missing compiler is."""
     from ptxbridge.linker import link
 
-    return link(BUILDERS[name](), arch="sm_90a" if name == "tile" else ARCH)
+    try:
+        parts = BUILDERS[name]()
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith(("cuda", "numba")):
+            raise
+        raise ToolchainError(f"{exc.name} is not installed") from exc
+    return link(parts, arch=ARCH)
 
 
 def path(name: str, where: Path) -> Path:
@@ -299,6 +357,7 @@ def image(name: str) -> Image:
 
 
 if __name__ == "__main__":
+    sys.path.insert(1, str(HERE.parent))  # the helpers in tests/ that pytest puts on the path
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     for key in sys.argv[2:] or BUILDERS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import test_fastlaunch  # skips this module without torch
+from _images import image
 from test_aliasing import OPT_OUT, SLICES, SLICES_CU
 
 import ptxbridge
@@ -76,21 +77,8 @@ def test_restrict_pointers_and_the_opt_outs(module, python_calls):
 
 
 def test_cutile_alias_groups_on_the_gpu():
-    ct = pytest.importorskip("cuda.tile")
-    from _tile_kernels import tile_vadd
-    from cuda.tile import compilation as tc
-
-    import ptxbridge.tile as pt
-
-    def array(*groups):
-        return tc.ArrayConstraint(ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0,
-                                  alias_groups=groups, may_alias_internally=False)
-
-    name = "tile_vadd_groups"
-    t1 = tc.CallingConvention.cutile_python_v1()
-    sig = tc.KernelSignature([array("in"), array("in"), array(), 256], t1, symbol=name)
-    art = pt.export(tile_vadd, sig, arch="sm_90")
-    with ptxbridge.link([art], arch="sm_90").load(0) as loaded:
+    name = "tile_vadd_groups"  # a and b in cuTile alias group "in", c in none (_images.py)
+    with image("tile_groups").load(0) as loaded:
         kernel = loaded[name]
         buf = torch.arange(2048.0, device="cuda")
         kernel(buf[:1024], buf[:1024], buf[1024:], 256, grid=4)  # a and b share group 0

@@ -1,42 +1,36 @@
 """cutile-rs artifacts on a GPU: a JIT cache entry runs, and a broken specialisation never launches.
 
-The twin of tests/test_cutile_cache.py: the cache entry is made for the GPU's own arch with
-tileiras, and the cutile-rs-shaped kernel is an NVRTC cubin whose signature states its promises.
+The twin of tests/test_cutile_cache.py, from saved images (``_images.py``): ``tile_cache`` holds a
+cutile-rs JIT cache entry made by tileiras for sm_90 and read by ``tile.load``; ``tile_promises``
+the cutile-rs-shaped kernel, an NVRTC cubin whose signature states its promises.  The promises
+reach the launch only through the image format, so this GPU needs neither cuda.tile nor tileiras.
 """
 
 from __future__ import annotations
 
 import pytest
 
-ct = pytest.importorskip("cuda.tile", reason="needs the tile extra (cuda-tile)")
 torch = pytest.importorskip("torch")
-from _cutile_cache import CUTILE_RS, PROMISED, cache_entry
-from _toolchain import nvrtc_compile
+from _images import image
 
-import ptxbridge
-import ptxbridge.tile as pt
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.linker.target import device_arch
 
 pytestmark = pytest.mark.gpu
 
 
-def test_cache_entry_for_this_gpu_runs(tmp_path):
-    arch = device_arch(0).rstrip("af")
-    art = pt.load(cache_entry(tmp_path, gpu=arch), gpu=arch)
-    (name,) = art.kernels
+def test_cache_entry_for_sm_90_runs():
+    built = image("tile_cache")
+    (name,) = built.kernels
     n = 128 * 8
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.full((n,), float("nan"), device="cuda")
-    with ptxbridge.link([art]).load(0) as module:
+    with built.load(0) as module:
         module[name](a, b, c, grid=8)
         torch.testing.assert_close(c, a + b)
 
 
-def test_kept_and_broken_promises_on_the_gpu(tmp_path):
-    path = tmp_path / "add.cubin"
-    path.write_bytes(nvrtc_compile(CUTILE_RS, [f"-arch={device_arch(0)}"], "cubin"))
-    with ptxbridge.link([pt.load(path, PROMISED)]).load(0) as module:
+def test_kept_and_broken_promises_on_the_gpu():
+    with image("tile_promises").load(0) as module:
         x = torch.arange(32 * 48, dtype=torch.float32, device="cuda").reshape(32, 48)
         y = torch.zeros_like(x)
         module.add_entry(x, (y, (16, 16), (48, 1)), grid=(2, 3))
