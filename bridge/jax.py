@@ -16,6 +16,11 @@ Buffers arrive in the signature's order, dense and row-major.
 Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plain
 ``module.kernel(...)`` call also takes eager JAX arrays through DLPack, read-only.
 
+A numba kernel compiled with ``debug=True`` has its exception flag read after each CPU launch: the
+handler's error carries the :class:`~ptxbridge.KernelRaisedError` text.  On a GPU the flag cannot
+be read on XLA's stream, so such an op fails when XLA compiles it for the GPU
+(:mod:`ptxbridge.jax_refused`).
+
 Transformations: ``backward=`` makes the op a ``jax.custom_vjp`` whose backward is built from
 other bridged ops, so ``jax.grad`` and ``jax.vjp`` work under ``jax.jit``; without it the op
 is a ``jax.custom_jvp`` whose rule refuses differentiation in ptxbridge's words.  ``jax.vmap``
@@ -41,9 +46,11 @@ from ptxbridge.abi.kinds import NumbaArray
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.image import Image
+from ptxbridge.jax_refused import refused
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
+from ptxbridge.launch.raised import unreadable
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
 from ptxbridge.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
 
@@ -177,7 +184,13 @@ class JaxOp:
         call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases, vmap_method="sequential")
         register()
         branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
-        if _has_cuda():
+        if spec.name in self.modules.debug:  # its exception flag cannot be read on XLA's GPU stream
+            where = ("ptxbridge.jax on a GPU (the handler launches on XLA's stream, which XLA may record "
+                     "into a CUDA graph)")
+            instead = ("run it on the CPU, or launch it outside JAX through its loaded module "
+                       f"(module.{spec.name}(...) with torch or CuPy arrays)")
+            branches["cuda"] = refused(unreadable(spec.name, where, instead), results)
+        elif _has_cuda():
             facts = self._cuda_facts(packed.geometry[6])
             branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
         found = branches["cpu"](*operands) if len(branches) == 1 else jax.lax.platform_dependent(

@@ -28,6 +28,7 @@ it gets the framework's own values (torch tensors, JAX arrays or tracers: read `
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import threading
@@ -45,6 +46,7 @@ from ptxbridge.abi.signature import Param, Signature
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.image import Image
 from ptxbridge.launch.module import Module
+from ptxbridge.launch.raised import debug_kernels
 
 __all__ = ["Modules", "OpSpec", "Output", "Rule", "as_shape", "contiguous_only", "element_type", "kernel_op",
            "op_spec", "shape_numel"]
@@ -428,6 +430,11 @@ class Modules:
             raise ArgumentError("an op takes a linked Image or a loaded Module "
                                 f"(got {type(source).__name__})")
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def debug(self) -> frozenset[str]:
+        """The image's kernels compiled by numba with ``debug=True`` (:mod:`ptxbridge.launch.raised`)."""
+        return debug_kernels(self.image)
 
     def get(self, device: str) -> Any:
         """The module on ``device`` (``"cpu"`` or ``"cuda:N"``), loaded on first use."""

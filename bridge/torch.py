@@ -13,6 +13,10 @@ CUDA graph capture and ``mode="reduce-overhead"`` record the launch), CPU tensor
 CPU PTX interpreter.  The image is loaded on a device the first time the op meets it; under
 manual ``torch.cuda.graph`` capture, call the op once before capturing (as torch advises for
 any warm-up), since a module load is not a stream operation.
+
+A numba kernel compiled with ``debug=True`` raises :class:`~ptxbridge.KernelRaisedError` from the
+op call, eager or compiled; ``mode="reduce-overhead"`` leaves such an op out of its CUDA graphs and
+a manual capture of it is refused (docs/frameworks.md).
 """
 
 from __future__ import annotations
@@ -168,7 +172,8 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
     (``CompositeExplicitAutograd``: CPU, CUDA, and a clear error elsewhere); the fake kernel serves
     FakeTensor and meta; an op without ``backward`` takes torch's C++ autograd fallback (its
     outputs carry a node that warns if a backward pass reaches it); ``backward`` registers an
-    autograd kernel.
+    autograd kernel.  An op launching numba kernels compiled with ``debug=True`` is tagged
+    ``cudagraph_unsafe``: inductor runs it outside its CUDA graphs, where the exception flag can be read.
     """
     names = [p.name for p in spec.inputs]
     anchor = next((i for i, p in enumerate(spec.inputs) if p.name in spec.tensors), None)
@@ -177,6 +182,8 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
     if backward is not None:
         spec.check_backward()
     impl = eager_impl(spec, modules, target, fn, anchor, _TO_TORCH)
+    debug = modules.debug if fn is not None else modules.debug & {spec.name}  # flags read after each launch
+    tags = (torch.Tag.pt2_compliant_tag, *((torch.Tag.cudagraph_unsafe,) if debug else ()))
 
     def fake(*args: Any) -> Any:
         values = dict(zip(names, args, strict=True))
@@ -194,7 +201,7 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
         if not (namespace.isidentifier() and opname.isidentifier()):
             raise ValueError("expected 'namespace::name', both Python identifiers")
         library = torch.library.Library(namespace, "FRAGMENT")
-        library.define(opname + schema(spec), tags=(torch.Tag.pt2_compliant_tag,))
+        library.define(opname + schema(spec), tags=tags)
     except (RuntimeError, ValueError) as exc:
         raise ArgumentError(f"{spec.name}: torch refused the op name {name!r} ({exc}); pass "
                             "name='namespace::unique_name'") from None

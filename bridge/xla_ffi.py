@@ -42,6 +42,7 @@ from typing import Any
 from ptxbridge.abi.errors import ToolchainError
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.aliasing import alias_check
+from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.loaders.base import Buffer
 from ptxbridge.opspec import Modules, OpSpec
 
@@ -151,7 +152,7 @@ class _CpuLaunches:
     """Launch records and the two ctypes callbacks the C handler calls on the CPU."""
 
     def __init__(self) -> None:
-        self.records: dict[int, tuple[Packed, Modules]] = {}
+        self.records: dict[int, tuple[Packed, Modules, bool]] = {}  # and: a debug kernel
         self.ids: dict[tuple[Packed, int], int] = {}
         self.counter = itertools.count(1)  # 0 would reach the callback as None
         self.lock = threading.Lock()  # the interpreter's state is per backend, not per thread
@@ -165,13 +166,13 @@ class _CpuLaunches:
             found = self.ids.get(key)
             if found is None:
                 found = self.ids[key] = next(self.counter)
-                self.records[found] = (packed, modules)
+                self.records[found] = (packed, modules, packed.kernel in modules.debug)
         return found
 
     def _launch(self, function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
                 stream: Any, kernel_params: Any, extra: Any) -> int:
         try:
-            packed, modules = self.records[function]
+            packed, modules, debug = self.records[function]
             size = ctypes.c_size_t.from_address(extra[3]).value
             params = ctypes.string_at(extra[1], size)
             buffers = []
@@ -179,9 +180,15 @@ class _CpuLaunches:
                 address = int.from_bytes(params[offset:offset + 8], "little")
                 buffers.append(Buffer(address, nbytes, writable))
             with self.lock:
-                loaded = modules.get("cpu").backend
+                module = modules.get("cpu")
+                errors = ErrorFlag.of(module, packed.kernel) if debug else None
+                if errors is not None:
+                    errors.reset(0)
+                loaded = module.backend
                 loaded.launch(loaded.function(packed.kernel), (gx, gy, gz), (bx, by, bz), shared, 0, params,
                               buffers)
+                if errors is not None:  # its KernelRaisedError becomes the XLA error's text
+                    errors.check()
             return 0
         except BaseException as exc:  # the C handler turns a nonzero code into an XLA error with this text
             self.local.text = f"{type(exc).__name__}: {exc}".encode(errors="replace")

@@ -116,6 +116,11 @@ class Backend(ABC):
         """Wait for the device (launches of a synchronous loader have already finished)."""
         return None
 
+    def capturing(self, stream: int) -> bool:
+        """Whether work queued on ``stream`` is being recorded into a graph instead of run, so nothing
+        may wait for it (never, for a loader without graphs)."""
+        return False
+
     # --- module globals -------------------------------------------------------------------------
 
     @abstractmethod

@@ -416,6 +416,17 @@ class CudaBackend(Backend):
         if err != cu.CUresult.CUDA_SUCCESS:
             raise cuda_error(int(err), f"cuda:{self.device_id}: after kernel {self.last_kernel!r}")
 
+    def capturing(self, stream: int) -> bool:
+        """``cuStreamIsCapturing``; also True for the legacy stream while another stream captures
+        (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: work on it would join that capture)."""
+        with self._current():
+            err, status = cu.cuStreamIsCapturing(cu.CUstream(stream))
+        if err == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+            return True
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise cuda_error(int(err), f"cuda:{self.device_id}: cuStreamIsCapturing")
+        return status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
     def close(self) -> None:
         self._finalizer()
 

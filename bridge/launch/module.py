@@ -93,10 +93,7 @@ class _Plan:
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
         self.aliasing = alias_check(signature, kernel.name) if kernel._module.check_aliasing else None
         self.stateful = any(b.stateful for b in self.binders)
-        table = getattr(kernel._module.image, "raises", {}).get(kernel.name)
-        if table is None and f"{kernel.name}__errcode__" in kernel._module.globals.names:
-            table = {}  # a saved image keeps numba's error flag but not its table: codes are reported
-        self.errors = None if table is None else ErrorFlag(backend, kernel.name, table)
+        self.errors = ErrorFlag.of(kernel._module, kernel.name)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
         self.default_stream = default_stream_for(arg_types) if on_gpu else None
@@ -149,7 +146,7 @@ class _Plan:
         if self.aliasing is not None and check_aliasing:
             self.aliasing(args)
         if self.errors is not None:
-            self.errors.reset()
+            self.errors.reset(handle)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
         if self.errors is not None:  # numba raises before it copies anything back
             self.errors.check()

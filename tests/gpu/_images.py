@@ -308,10 +308,30 @@ def _lto() -> list:
             nvrtc.compile(CPP_CALLS_NUMBA, arch=ARCH, output="ltoir")]
 
 
+def _debug() -> list:
+    """A numba kernel compiled with debug=True: a thread's exception goes to numba's flag (saved images
+    keep the flag, not the exception table: ptxbridge reports the exception's code)."""
+    import math
+
+    from numba import cuda
+
+    import ptxbridge.numba as pn
+
+    def checked_log(x, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            if x[i] < 0:
+                raise ValueError("negative input")
+            out[i] = math.log(x[i])
+
+    return [pn.compile(checked_log, "void(float32[::1], float32[::1])", arch=ARCH,
+                       options=pn.NumbaOptions(debug=True, opt=False))]
+
+
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
     "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
-    "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar,
+    "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar, "debug": _debug,
 }
 
 

@@ -1,5 +1,7 @@
 """Framework ops on a GPU: torch.compile with CUDA graphs, manual graph capture, jax.jit on XLA's stream
-(jax.grad through backward= ops, jax.vmap, the handler's no-alias check on device buffers).
+(jax.grad through backward= ops, jax.vmap, the handler's no-alias check on device buffers), and ops of a
+numba kernel compiled with debug=True (``checked_log``: its exception flag is read after each launch, so
+CUDA graphs leave it out or refuse it, and JAX refuses it on the GPU).
 
 The model mixes three images the GPU suite already builds (``_images.py``): ``vadd3`` (CUDA C++),
 ``saxpy`` (Rust, ``examples/kernels/scale.rs``) and ``scale2d`` (numba, 2-D).  Every result is
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 import ptxbridge.torch as pt
+from ptxbridge.abi.errors import ArgumentError, KernelRaisedError
 
 NS = "ptxbridge_gpu_tests"
 BLOCK = 256
@@ -94,6 +97,55 @@ def test_ops_are_captured_by_torch_cuda_graph(ops):
     torch.cuda.synchronize()
     torch.testing.assert_close(out, reference(x2, b2))
     torch.testing.assert_close(counter, torch.full_like(counter, 2.0))
+
+
+# checked_log of a saved image: the exception table is not saved, so the exception is reported by its code
+RAISED = (r"checked_log: thread tid=\(4, 0, 0\) ctaid=\(1, 0, 0\) raised exception code 1, which the "
+          r"kernel's exception table does not list")
+NOT_READABLE = r"checked_log: compiled with debug=True, it reports an exception through a flag that ptxbridge"
+
+
+@pytest.fixture(scope="module")
+def checked():
+    return pt.op(image("debug"), "checked_log", name=f"{NS}::checked_log", outputs={"out": "like x"},
+                 read_only=("x",), grid=lambda x: cover(x.shape[0]), block=BLOCK)
+
+
+def logs(negative_at=None):
+    """checked_log's input: valid, or element ``negative_at`` negative (260: thread 4 of block 1 raises)."""
+    x = torch.linspace(1.0, 5.0, 1024, device="cuda")
+    if negative_at is not None:
+        x[negative_at] = -1.0
+    return x
+
+
+def test_debug_op_raises_on_cuda_tensors(checked):
+    with pytest.raises(KernelRaisedError, match=RAISED) as raised:
+        checked(logs(260))
+    assert (raised.value.tid, raised.value.ctaid) == ((4, 0, 0), (1, 0, 0))
+    torch.testing.assert_close(checked(logs()), torch.log(logs()))  # the flag is cleared before each launch
+
+
+def test_reduce_overhead_runs_a_debug_op_outside_its_cuda_graphs(checked):
+    assert torch.Tag.cudagraph_unsafe in checked.tags
+    compiled = torch.compile(lambda x: checked(x * 2.0) + 1.0, fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):  # warm-up, record, replay
+        torch.testing.assert_close(compiled(logs()), torch.log(logs() * 2.0) + 1.0)
+    with pytest.raises(KernelRaisedError, match=RAISED):
+        compiled(logs(260))
+    torch.testing.assert_close(compiled(logs()), torch.log(logs() * 2.0) + 1.0)
+
+
+def test_capturing_a_debug_op_is_refused_before_it_launches(checked):
+    x = logs()
+    checked(x)  # warm-up outside the capture: the module is loaded, the plan built
+    graph = torch.cuda.CUDAGraph()
+    refused = NOT_READABLE + r".*a stream being captured into a CUDA graph"
+    with pytest.raises(ArgumentError, match=refused), torch.cuda.graph(graph):
+        assert torch.cuda.is_current_stream_capturing()  # torch's view of the stream ptxbridge asks about
+        checked(x)
+    assert not torch.cuda.is_current_stream_capturing()  # the capture ended cleanly: nothing invalidated it
+    torch.testing.assert_close(checked(x), torch.log(x))
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +232,24 @@ def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
     refused = r"raxpy: argument 'y' \(\*mut restrict f32\) overlaps argument 'x' .* \(4000 bytes\)"
     with pytest.raises(Exception, match=refused):
         jax.jit(lambda x: call(x, **attributes))(x).block_until_ready()
+
+
+def test_jax_refuses_a_debug_kernel_on_the_gpu_and_runs_it_on_the_cpu(jax):
+    import ptxbridge.jax as pj
+
+    checked_log = pj.op(image("debug"), "checked_log", outputs={"out": "like x"}, read_only=["x"],
+                        grid=lambda x: cover(x.shape[0]), block=BLOCK)
+    x = jax.numpy.linspace(1.0, 5.0, 1024, dtype=jax.numpy.float32)  # on the GPU
+    refused = NOT_READABLE + r".*ptxbridge.jax on a GPU"
+    with pytest.raises(ArgumentError, match=refused):
+        jax.jit(lambda x: checked_log(x))(x)
+    with pytest.raises(ArgumentError, match=refused):
+        checked_log(x)  # eager: JAX takes the branch of its default backend, the GPU
+    cpu = jax.devices("cpu")[0]
+    on_cpu = jax.device_put(np.linspace(1.0, 5.0, 1024, dtype=np.float32), cpu)
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda x: checked_log(x))(on_cpu)),
+                               np.log(np.asarray(on_cpu)), rtol=1e-6)
+    bad = np.asarray(on_cpu).copy()
+    bad[260] = -1.0
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"KernelRaisedError: " + RAISED):
+        np.asarray(jax.jit(lambda x: checked_log(x))(jax.device_put(bad, cpu)))
