@@ -110,12 +110,14 @@ class ErrorFlag:
         found = self.table.get(code)
         thread = f"thread tid={tid} ctaid={ctaid}"
         if found is None:
-            raise KernelRaisedError(f"{self.kernel}: {thread} raised exception code {code}, which the "
-                                    f"kernel's exception table does not list")
-        shown = ", ".join(map(repr, found.args))
-        where = f" ({found.location})" if found.location else ""
-        error = KernelRaisedError(f"{self.kernel}: {thread} raised {found.type}({shown}){where}")
-        error.exception, error.tid, error.ctaid = found.instance(), tid, ctaid
+            error = KernelRaisedError(f"{self.kernel}: {thread} raised exception code {code}, which the "
+                                      f"kernel's exception table does not list")
+        else:
+            shown = ", ".join(map(repr, found.args))
+            where = f" ({found.location})" if found.location else ""
+            error = KernelRaisedError(f"{self.kernel}: {thread} raised {found.type}({shown}){where}")
+            error.exception = found.instance()
+        error.tid, error.ctaid = tid, ctaid
         raise error from error.exception
 
     def _read(self, name: str) -> int:
