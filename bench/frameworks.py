@@ -6,8 +6,7 @@
    in this process), eager ptxbridge ``Kernel`` calls, eager ``ptxbridge.torch`` ops, the ops under
    ``torch.compile(mode="reduce-overhead")``, the same step written in torch's own operators under
    ``mode="reduce-overhead"`` (inductor fuses it into one kernel), the ops with cudagraph trees
-   off, one op compiled alone (a compiled call's fixed cost; the summary splits the step into that
-   and a cost per further kernel), and a ``torch.cuda.CUDAGraph`` of the eager launches replayed.
+   off, and a ``torch.cuda.CUDAGraph`` of the eager launches replayed.
    Interleaved rounds (every path once per round); medians over rounds.  Goal: under CUDA graphs,
    host time per kernel <= 0.35x the C loop's.
 2. **Op dispatch** for one kernel: a ``ptxbridge.torch`` op (in place and allocating) against the
@@ -51,7 +50,6 @@ ONE = "numba only (device function in numba)"
 ONE_UNFUSED = "numba only, linked with -fma=0 (unfused, as the C++ and Rust functions)"
 NATIVE = "torch.compile(mode='reduce-overhead') of the step in torch operators (one fused kernel)"
 PLAIN = "torch.compile(mode='reduce-overhead') of the ops, cudagraph trees off"
-LEAST = "torch.compile(mode='reduce-overhead') of one op alone (relu): per call / 8"
 LTO_N = 1 << 22
 
 C_LOOP = r"""
@@ -206,14 +204,12 @@ def step_section(image, torch) -> tuple[dict[str, list[float]], dict[str, float]
         for kernel, args in launches:
             kernel(*args, grid=GRID, block=BLOCK)
 
-    ops, step = make_ops_cached(image)
+    _, step = make_ops_cached(image)
     torch._dynamo.mark_static_address(x)
     torch._dynamo.mark_static_address(y)
     compiled = torch.compile(step, fullgraph=True, mode="reduce-overhead")
     # the same step in torch's own operators (inductor fuses it into one kernel)
     native = torch.compile(lambda a, b: reference(torch, a, b), fullgraph=True, mode="reduce-overhead")
-    # one op alone: a compiled call's fixed cost, whatever its graph holds
-    least = torch.compile(lambda a: ops["relu"](a), fullgraph=True, mode="reduce-overhead")
     # the ops again, with cudagraph trees off (inductor's older single-graph wrapper: less per-call
     # bookkeeping, outputs overwritten by the next replay); the setting is read when compiling
     with torch._inductor.config.patch({"triton.cudagraph_trees": False}):
@@ -230,10 +226,6 @@ def step_section(image, torch) -> tuple[dict[str, list[float]], dict[str, float]
         torch.compiler.cudagraph_mark_step_begin()
         native(x, y)
 
-    def replay_least() -> None:
-        torch.compiler.cudagraph_mark_step_begin()
-        least(x)
-
     with torch.cuda.stream(stream):
         eager()
         stream.synchronize()
@@ -245,7 +237,6 @@ def step_section(image, torch) -> tuple[dict[str, list[float]], dict[str, float]
         torch.testing.assert_close(result, expected)
         for _ in range(3):
             replay_native()
-            replay_least()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
             eager()
@@ -259,8 +250,6 @@ def step_section(image, torch) -> tuple[dict[str, list[float]], dict[str, float]
                                                                                      stream.synchronize)
         paths[NATIVE] = lambda: per_call(replay_native, stream.synchronize)
         paths[PLAIN] = lambda: per_call(lambda: plain(x, y), stream.synchronize)
-        # per call / 8: what one compiled call costs, spread over a step's eight kernels
-        paths[LEAST] = lambda: per_call(replay_least, stream.synchronize)
         paths["torch.cuda.CUDAGraph.replay() of the eager launches"] = lambda: per_call(graph.replay,
                                                                                         stream.synchronize)
         rounds: dict[str, list[float]] = {name: [] for name in paths}
@@ -453,12 +442,6 @@ def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
     ours = rounds["torch.compile(mode='reduce-overhead') of the ops"]
     goal = statistics.median(v / f for v, f in zip(ours, floor, strict=True))
     native = statistics.median(v / f for v, f in zip(ours, rounds[NATIVE], strict=True))
-    fixed = statistics.median(v * 8 for v in rounds[LEAST])
-    marginal = statistics.median((v - w) * 8 / 7 / f
-                                 for v, w, f in zip(ours, rounds[LEAST], floor, strict=True))
-    print(f"\nreduce-overhead, split (per round, median): a compiled call of one op costs {fixed:.1f} us "
-          f"(the 8-kernel step's whole budget at 0.35x is {0.35 * 8 * statistics.median(floor):.1f} us); "
-          f"each further kernel in the graph adds {marginal:.2f}x the C loop's launch")
     print(f"\ngoal (reduce-overhead host time per kernel <= 0.35x the C loop's): "
           f"{'met' if goal <= 0.35 else 'not met'} ({goal:.2f}x); the ops against torch's own operators "
           f"under reduce-overhead (same step, per-round ratio, median): {native:.2f}x")
