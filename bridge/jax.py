@@ -164,6 +164,7 @@ class JaxOp:
         """One custom call on the arrays and static values in ``values``."""
         spec = self.spec
         operands = [values[name] for name in self.arrays]
+        device = eager_device(operands)  # None under a trace
         sources = {name: i for i, name in enumerate(self.arrays)}
         spec.derive(values)
         spec.check_shapes(values)
@@ -173,7 +174,7 @@ class JaxOp:
             values[output.param.name] = jax.ShapeDtypeStruct(shape, dt)
             if output.zeros:  # XLA's results start uninitialized: a zero operand that the result aliases
                 sources[output.param.name] = len(operands)
-                operands.append(jax.numpy.zeros(shape, dt))
+                operands.append(jax.numpy.zeros(shape, dt, device=device))
         results, aliases = [], {}
         for name in self.written:
             if name in sources:  # mutated: the result is the operand's buffer, written in place
@@ -193,8 +194,9 @@ class JaxOp:
         elif _has_cuda():
             facts = self._cuda_facts(packed.geometry[6])
             branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
-        found = branches["cpu"](*operands) if len(branches) == 1 else jax.lax.platform_dependent(
-            *operands, **branches)
+        platform = "cpu" if len(branches) == 1 else None if device is None else _BRANCHES.get(device.platform)
+        found = (branches[platform](*operands) if platform in branches
+                 else jax.lax.platform_dependent(*operands, **branches))
         return found[0] if len(found) == 1 else tuple(found)
 
     def _cuda_facts(self, shared_mem: int) -> dict[str, Any]:
@@ -213,6 +215,22 @@ class JaxOp:
 
     def __repr__(self) -> str:
         return f"<ptxbridge JAX op {self.spec.signature}>"
+
+
+_BRANCHES = {"cpu": "cpu", "gpu": "cuda"}  # a JAX device's platform -> the handler branch for it
+
+
+def eager_device(operands: Sequence[Any]) -> Any:
+    """The one device an eager call's arrays are on, which picks its branch; None under a trace
+    (jit, vmap, grad: JAX picks the branch when it lowers for a platform) or for arrays on several.
+
+    An eager ``platform_dependent`` would take the branch of JAX's default backend, so arrays
+    placed on the CPU of a GPU machine would reach the GPU handler.
+    """
+    if not operands or any(isinstance(o, jax.core.Tracer) for o in operands):
+        return None
+    devices = {d for o in operands for d in o.devices()}
+    return next(iter(devices)) if len(devices) == 1 else None
 
 
 @functools.cache

@@ -4,8 +4,8 @@
 platform it compiles for.  :mod:`ptxbridge.jax` gives a kernel it must not launch on a GPU (a numba
 kernel compiled with ``debug=True``: the GPU handler cannot read its exception flag) a CUDA branch
 made by :func:`refused`, so the op runs on the CPU and fails, naming the kernel, before anything
-runs on a GPU: when XLA compiles it for one, or when it is called eagerly with a GPU as JAX's
-default backend.  Raising while tracing would refuse the CPU too.
+runs on a GPU: when XLA compiles it for one, or when it is called eagerly on arrays on a GPU.
+Raising while tracing would refuse the CPU too.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _abstract(*operands: Any, results: tuple, error: PtxBridgeError) -> list:
 
 
 def _refuse(*operands: Any, results: tuple, error: PtxBridgeError) -> list:
-    """Evaluated eagerly: an eager ``platform_dependent`` takes the branch of JAX's default backend."""
+    """Evaluated eagerly: an eager call on arrays on a GPU takes this branch."""
     raise error
 
 

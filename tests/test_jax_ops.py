@@ -126,6 +126,18 @@ def test_bad_arguments_are_refused_at_trace_time(ops):
         ops["vadd"](x)
 
 
+def test_an_eager_call_takes_the_branch_of_its_arrays_device():
+    # on a GPU machine JAX's default backend is the GPU: an eager call on CPU-placed arrays must
+    # still take the CPU branch (tests/gpu/test_gpu_frameworks.py runs that case)
+    cpu = jax.devices("cpu")[0]
+    a, b = (jax.device_put(x, cpu) for x in arrays(8))
+    assert pj.eager_device([a, b]) == cpu
+    seen = []
+    jax.jit(lambda a, b: seen.append(pj.eager_device([a, b])) or a)(a, b)
+    assert seen == [None]  # traced: JAX lowers platform_dependent for the platform it compiles for
+    assert pj.eager_device([]) is None
+
+
 def test_shapes_are_checked_when_the_op_is_traced(image):
     # raw_axpy-like: n comes from x, and y must be as long, or the kernel reads and writes past its end
     axpy = pj.op(image, "axpy", derived={"n": "numel x"}, shapes={"y": "like x"}, grid=lambda n: cover(n),

@@ -176,6 +176,21 @@ def test_jax_jit_launches_on_xlas_stream(jax):
     np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_jax_eager_call_runs_where_its_arrays_are(jax):
+    import ptxbridge.jax as pj
+
+    vadd3 = pj.op(image("cpp"), "vadd3", outputs={"c": "like a"}, derived={"n": "numel a"},
+                  grid=lambda n: cover(n), block=BLOCK)
+    a = np.arange(1000, dtype=np.float32)
+    cpu = jax.devices("cpu")[0]
+    on_cpu = vadd3(jax.device_put(a, cpu), jax.device_put(2 * a, cpu))  # the default backend is the GPU
+    assert on_cpu.devices() == {cpu}
+    np.testing.assert_array_equal(np.asarray(on_cpu), 3 * a)
+    on_gpu = vadd3(jax.numpy.asarray(a), jax.numpy.asarray(2 * a))
+    assert next(iter(on_gpu.devices())).platform == "gpu"
+    np.testing.assert_array_equal(np.asarray(on_gpu), 3 * a)
+
+
 def test_jax_reports_a_launch_the_driver_refuses(jax):
     import ptxbridge.jax as pj
 
@@ -244,7 +259,7 @@ def test_jax_refuses_a_debug_kernel_on_the_gpu_and_runs_it_on_the_cpu(jax):
     with pytest.raises(ArgumentError, match=refused):
         jax.jit(lambda x: checked_log(x))(x)
     with pytest.raises(ArgumentError, match=refused):
-        checked_log(x)  # eager: JAX takes the branch of its default backend, the GPU
+        checked_log(x)  # eager, on arrays on the GPU
     cpu = jax.devices("cpu")[0]
     on_cpu = jax.device_put(np.linspace(1.0, 5.0, 1024, dtype=np.float32), cpu)
     np.testing.assert_allclose(np.asarray(jax.jit(lambda x: checked_log(x))(on_cpu)),
