@@ -138,6 +138,15 @@ def test_an_archive_of_ltoir_objects_links_with_lto(built):
         link([lib], arch="sm_90", lto=False)
 
 
+@pytest.mark.gpu
+def test_a_kernel_from_an_ltoir_archive_runs_on_the_gpu(built):
+    torch = pytest.importorskip("torch")
+    module = link([Artifact.from_file(built / "liblto.a", SCALE)]).load(0)  # for the first GPU's arch
+    x = torch.arange(8, dtype=torch.float32, device="cuda")
+    module.scale(x, 3.0, 6, grid=1, block=8)
+    torch.testing.assert_close(x.cpu(), torch.tensor([0, 3, 6, 9, 12, 15, 6, 7], dtype=torch.float32))
+
+
 def test_signature_for_a_missing_kernel(built):
     with pytest.raises(AbiMismatchError, match=r"signatures given for \['nope'\]"):
         Artifact.from_file(built / "one.ptx", "kernel nope(x: *mut f32)")
