@@ -2,7 +2,8 @@
 
 NVRTC -> PTX, ptxas and nvJitLink -> cubins, tileiras (through cuda-tile)
 -> a Tile IR cubin, ``fatbinary`` -> fatbins, gcc/objcopy -> host ELFs with
-``.nv_fatbin`` / ``.oxart`` sections; ``cuobjdump -elf`` as the independent
+``.nv_fatbin`` / ``.oxart`` sections, ``nvcc -dc`` -> host objects and ``ar`` -> static
+libraries; ``cuobjdump -elf`` as the independent
 reference.  Tests call these from module-scoped fixtures.  (No ``from
 __future__ import annotations``: cuTile evaluates the kernel's annotations.)
 """
@@ -135,6 +136,27 @@ def host_object(tmp: Path, sections: dict[str, bytes], name: str = "host") -> by
         run("objcopy", "--add-section", f"{section}={blob}",
             "--set-section-flags", f"{section}=alloc,readonly,data", str(obj))
     return obj.read_bytes()
+
+
+def nvcc_object(tmp: Path, source: str, *options: str, name: str = "dev") -> bytes:
+    """``nvcc -dc`` of ``source``: a host object whose ``.nv_fatbin`` holds what ``options`` ask for."""
+    cu, obj = tmp / f"{name}.cu", tmp / f"{name}.o"
+    cu.write_text(source)
+    run(tool("nvcc"), "-dc", *options, str(cu), "-o", str(obj))
+    return obj.read_bytes()
+
+
+def archive(tmp: Path, members: dict[str, bytes], *argv: str, name: str = "lib") -> bytes:
+    """A static library of ``members`` (file name -> bytes) made by ``argv`` (GNU ``ar rcs`` unless
+    given, e.g. ``llvm-ar --format=bsd rcs``); GNU ``ar`` puts names over 15 bytes in its ``//`` table."""
+    folder = tmp / f"{name}_members"
+    folder.mkdir(exist_ok=True)
+    for member, data in members.items():
+        (folder / member).write_bytes(data)
+    out = tmp / f"{name}.a"
+    out.unlink(missing_ok=True)
+    run(*(argv or ("ar", "rcs")), str(out), *members, cwd=folder)
+    return out.read_bytes()
 
 
 def host_object_with_c_section(tmp: Path, blob: bytes, name: str = "oxhost") -> bytes:

@@ -1,8 +1,10 @@
-"""Mutated real cubins, fatbins and .oxart data: every reader returns or raises FormatError, nothing else.
+"""Mutated real cubins, fatbins, .oxart data and static libraries: every reader returns or raises
+FormatError, nothing else.
 
 Mutations: byte flips, truncation (also every cut of real nvJitLink and NVRTC cubins near their
 program and section header tables), and header fields (ELF, section headers,
-nv.info records, fatbin and .oxart headers) overwritten with extreme values.
+nv.info records, fatbin, .oxart and ar member headers) overwritten with extreme values, and the
+decimal fields of ar member headers with other numbers.
 A crash (IndexError, struct.error, MemoryError...) fails the test, and so does an input that
 takes more than about 1 s of CPU time or 10x its size in memory (``_budget``: CPU time, not wall
 time, so a loaded machine does not fail it).
@@ -13,9 +15,11 @@ import struct
 import pytest
 from _binary_samples import (
     CUDA_SOURCE,
+    archive,
     fatbinary,
     host_object,
     ltoir,
+    nvcc_object,
     nvjitlink_cubin,
     oxart_bundles,
     ptx,
@@ -26,6 +30,7 @@ from _toolchain import nvrtc_compile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ptxbridge.abi.archive import read_archive
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.elf import read_elf
 from ptxbridge.abi.errors import FormatError
@@ -56,6 +61,16 @@ def _elf_fields(data: bytes) -> list[tuple[int, int]]:
     return fields
 
 
+def _ar_headers(data: bytes) -> list[int]:
+    """Offsets of every member header of a well-formed archive (the symbol index and // too)."""
+    heads, pos = [], 8
+    while pos < len(data):
+        heads.append(pos)
+        size = int(data[pos + 48 : pos + 58])
+        pos += 60 + size + (size & 1)
+    return heads
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     work = tmp_path_factory.mktemp("fuzz")
@@ -66,6 +81,9 @@ def corpus(tmp_path_factory):
     blob = write_oxart(oxart_bundles(text, cubin, ltoir("sm_90")), tail=16)
     elf_oxart = host_object(work, {".oxart": blob})
     large = ptxas(work, LARGE_PARAMS_PTX, "sm_90", name="large")  # EIATTR_KPARAM_INFO_V2 records
+    lto = nvcc_object(work, 'extern "C" __global__ void k(int* p) { *p = 1; }\n', "-gencode",
+                      "arch=compute_90,code=lto_90")
+    library = archive(work, {"k.o": lto, "a_member_name_longer_than_fifteen_bytes.o": lto, "odd": b"odd"})
     return {
         "cubin": (cubin, _elf_fields(cubin)),
         "cubin_v2": (large, _elf_fields(large)),
@@ -76,6 +94,7 @@ def corpus(tmp_path_factory):
         "oxart": (blob, [(o, w) for o, w in [(8, 2), (10, 2), (12, 4), (16, 2), (18, 2), (20, 2), (22, 2),
                                              (24, 8)]] + [(60 + i, 4) for i in range(0, 200, 4)]),
         "elf_oxart": (elf_oxart, _elf_fields(elf_oxart)),
+        "archive": (library, [(h + i, 1) for h in _ar_headers(library) for i in range(60)]),
     }
 
 
@@ -135,6 +154,19 @@ def test_oxart_reader(corpus, data):
 @given(st.data())
 def test_oxart_reader_in_host_elf(corpus, data):
     _survives(read_oxart, _mutate(*corpus["elf_oxart"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_archive_reader(corpus, data):
+    library, fields = corpus["archive"]
+    out = bytearray(_mutate(library, fields, data.draw))
+    for _ in range(data.draw(st.integers(0, 2))):  # a size, "/N" or "#1/N" with other digits
+        at = data.draw(st.sampled_from([h + d for h in _ar_headers(library) for d in (1, 3, 48)]))
+        digits = str(data.draw(st.sampled_from(EXTREMES) | st.integers(0, 99999))).encode()[:10]
+        if at + len(digits) <= len(out):
+            out[at : at + len(digits)] = digits
+    _survives(read_archive, bytes(out))
 
 
 @FUZZ

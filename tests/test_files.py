@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from _toolchain import nvrtc_compile, run, tool
 
-from ptxbridge import Artifact, CodeKind
+from ptxbridge import Artifact, CodeKind, link
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, SignatureSyntaxError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError, SignatureSyntaxError
 from ptxbridge.abi.kinds import Opaque, Pointer, Scalar
 from ptxbridge.abi.manifest import dumps, to_manifest
 from ptxbridge.abi.signature import Signature
+from ptxbridge.linker import use_lto
 
 SOURCE = """
 struct P { char c; double d; int i; };
@@ -45,6 +46,9 @@ def built(tmp_path_factory):
         f"--image3=kind=ptx,sm=90,file={d / 'one.ptx'}")
     run(tool("nvcc"), "-dc", "-arch=sm_90", "--compress-mode=none", str(d / "one.cu"), "-o", str(d / "one.o"))
     run("ar", "rcs", str(d / "libone.a"), str(d / "one.o"))
+    run(tool("nvcc"), "-dc", "-gencode", "arch=compute_90,code=lto_90", str(d / "one.cu"), "-o",
+        str(d / "lto.o"))  # LTO-IR only: no PTX to fall back on
+    run("ar", "rcs", str(d / "liblto.a"), str(d / "lto.o"))
     return d
 
 
@@ -121,6 +125,26 @@ def test_ltoir_and_archive_take_signatures_as_given(built):
     assert not Artifact.from_file(built / "k.ltoir").kernels
     lib = Artifact.from_file(built / "libone.a", SCALE)
     assert lib.kind is CodeKind.LIBRARY and "scale" in lib.kernels
+
+
+def test_an_archive_of_ltoir_objects_links_with_lto(built):
+    """nvJitLink refuses LTO-IR without -lto (ERROR_LTO_NOT_ENABLED), so lto=None looks into the
+    objects of a static library; an archive of plain -dc objects stays a non-LTO link."""
+    lib = Artifact.from_file(built / "liblto.a", SCALE)
+    assert use_lto([lib]) and not use_lto([Artifact.from_file(built / "libone.a")])
+    image = link([lib], arch="sm_90")
+    assert [k.name for k in read_cubin(image.cubin).kernels] == ["scale"]
+    with pytest.raises(LinkError, match="LTO-IR input cannot be used without LTO enabled"):
+        link([lib], arch="sm_90", lto=False)
+
+
+@pytest.mark.gpu
+def test_a_kernel_from_an_ltoir_archive_runs_on_the_gpu(built):
+    torch = pytest.importorskip("torch")
+    module = link([Artifact.from_file(built / "liblto.a", SCALE)]).load(0)  # for the first GPU's arch
+    x = torch.arange(8, dtype=torch.float32, device="cuda")
+    module.scale(x, 3.0, 6, grid=1, block=8)
+    torch.testing.assert_close(x.cpu(), torch.tensor([0, 3, 6, 9, 12, 15, 6, 7], dtype=torch.float32))
 
 
 def test_signature_for_a_missing_kernel(built):

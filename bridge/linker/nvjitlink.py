@@ -129,7 +129,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
         raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).
     lto
-        Link-time optimisation; ``None`` turns it on when any input is LTO-IR.
+        Link-time optimisation; ``None`` turns it on when any input is or holds LTO-IR (:func:`use_lto`).
     options
         :class:`LinkOptions`.
 

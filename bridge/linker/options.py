@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ptxbridge.abi.archive import ArchiveMember, read_archive
+from ptxbridge.abi.elf import is_elf
 from ptxbridge.abi.errors import FormatError, OptionError
 from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.artifact import Artifact, CodeKind
@@ -80,18 +82,32 @@ def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
 
 def use_lto(inputs: Iterable[Artifact | CodeKind]) -> bool:
     """``lto=None`` means: link-time optimise when any input is LTO-IR, or is a fatbin (or a host
-    object's embedded fatbin) holding an LTO-IR image, which nvJitLink refuses to link without
-    ``-lto``.  A bare kind says only what its kind says."""
+    object's embedded fatbin, also one inside a static library) holding an LTO-IR image, which
+    nvJitLink refuses to link without ``-lto``.  A bare kind says only what its kind says."""
     return any(_holds_lto(item) for item in inputs)
 
 
 def _holds_lto(item: Artifact | CodeKind) -> bool:
     if not isinstance(item, Artifact):
         return CodeKind(item) in _LTO_KINDS
-    if item.kind not in _FATBIN_KINDS:
-        return item.kind in _LTO_KINDS
+    if item.kind is CodeKind.LIBRARY:
+        return any(_fatbin_holds_lto(m.data, f"{item.name}({m.name})") for m in _host_objects(item))
+    if item.kind in _FATBIN_KINDS:
+        return _fatbin_holds_lto(item.code, item.name)
+    return item.kind in _LTO_KINDS
+
+
+def _host_objects(library: Artifact) -> list[ArchiveMember]:
+    """The ELF members of a static library (none when it is malformed: nvJitLink reports that)."""
     try:
-        entries = read_fatbin(item.code, item.name).entries
+        return [m for m in read_archive(library.code, library.name) if is_elf(m.data)]
+    except FormatError:
+        return []
+
+
+def _fatbin_holds_lto(code: bytes, source: str) -> bool:
+    try:
+        entries = read_fatbin(code, source).entries
     except FormatError:  # a host object without a fatbin holds no LTO-IR; a broken one nvJitLink reports
         return False
     return any(entry.kind == "ltoir" for entry in entries)
