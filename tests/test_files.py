@@ -134,6 +134,8 @@ def test_an_archive_of_ltoir_objects_links_with_lto(built):
     assert use_lto([lib]) and not use_lto([Artifact.from_file(built / "libone.a")])
     image = link([lib], arch="sm_90")
     assert [k.name for k in read_cubin(image.cubin).kernels] == ["scale"]
+    assert image.cpu_unavailable["scale"].startswith(  # not "machine code": the objects hold LTO-IR
+        "it comes from liblto.a, a library (which the CPU loader reads no code out of)")
     with pytest.raises(LinkError, match="LTO-IR input cannot be used without LTO enabled"):
         link([lib], arch="sm_90", lto=False)
 

@@ -229,9 +229,13 @@ def _cpu_ptx(artifacts: Sequence[Artifact], arch: str, args: Sequence[str]) -> t
 
 
 def _machine_code_only(artifacts: Sequence[Artifact]) -> dict[str, str]:
-    """Kernels that come only as machine code (cubin, fatbin, object, library): no PTX to interpret."""
+    """Kernels that come only as a cubin or inside a container (fatbin, object, library, which may
+    hold PTX or LTO-IR too, but the CPU loader reads nothing out of them): no PTX to interpret."""
     machine = (CodeKind.CUBIN, CodeKind.FATBIN, CodeKind.OBJECT, CodeKind.LIBRARY)
-    return {name: f"it comes from {a.name}, a {a.kind.value} (machine code), and the CPU loader interprets "
+
+    def what(kind: CodeKind) -> str:
+        return "machine code" if kind is CodeKind.CUBIN else "which the CPU loader reads no code out of"
+    return {name: f"it comes from {a.name}, a {a.kind.value} ({what(a.kind)}), and the CPU loader interprets "
                   "PTX; link its PTX, LTO-IR or NVVM IR instead"
             for a in artifacts if a.kind in machine for name in a.kernels}
 
