@@ -15,6 +15,7 @@ nvvm      LLVM bitcode ``BC\\xC0\\xDE`` or its wrapper ``0x0B17C0DE``, or LLVM I
           text for NVPTX (``; ModuleID`` / ``source_filename`` / ``target``
           lines first, as cuda-oxide's ``.ll`` starts, and an ``nvptx`` triple)
 object    any other ELF (a host object with no device code)
+library   a Unix ``ar`` archive (``!<arch>\n``: a static library of objects)
 ========  ==============================================================
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 import struct
 
+from ptxbridge.abi.archive import is_archive
 from ptxbridge.abi.cutile_cache import CUTILE_CACHE_MAGIC
 from ptxbridge.abi.elf import EM_CUDA, is_elf, read_elf
 from ptxbridge.abi.errors import FormatError
@@ -73,11 +75,13 @@ def sniff(data: bytes, source: str = "<bytes>") -> str:
         return "oxart"
     if bytes(data[:12]) == CUTILE_CACHE_MAGIC:
         return "cutile-cache"
+    if is_archive(data):
+        return "library"
     head = bytes(data[:65536]).lstrip(b"\xef\xbb\xbf")
     if _PTX_HEAD.match(head):
         return "ptx"
     if _LL_HEAD.match(head) and b"nvptx" in head:
         return "nvvm"
     raise FormatError(f"unrecognised code object: expected PTX text, a cubin, fatbin, LTO-IR, NVVM IR, "
-                      f".oxart or ELF (first bytes {head.hex(' ') or 'none'})",
+                      f".oxart, ELF or an ar archive (first bytes {bytes(data[:16]).hex(' ') or 'none'})",
                       source=source, where="offset 0x0")

@@ -3,7 +3,8 @@
     python bench/hostile.py [--cases 2000] [--seed 1] [--processes 8]
 
 Readers: each case is a real artifact (NVRTC PTX, ptxas cubin, fatbinary fatbins plain / LZ4 /
-zstd / encoded LTO-IR, .oxart blobs and host objects, JSON manifests) with 1-6 random mutations
+zstd / encoded LTO-IR, .oxart blobs and host objects, an ``ar`` static library of nvcc LTO-IR
+objects, JSON manifests) with 1-6 random mutations
 (byte flips, extreme header fields, inserted tokens, truncation), read under the per-input budget
 of the fuzz tests (1 s of CPU time, 10x the input's size in memory plus 2 MiB).  A case *fails*
 when the reader raises anything but its documented ptxbridge error, or exceeds the budget.
@@ -33,9 +34,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from _binary_samples import fatbinary, host_object, ltoir, oxart_bundles, ptx, ptxas  # noqa: E402
+from _binary_samples import (  # noqa: E402
+    archive,
+    fatbinary,
+    host_object,
+    ltoir,
+    nvcc_object,
+    oxart_bundles,
+    ptx,
+    ptxas,
+)
 from _budget import BudgetExceeded, run_within_budget  # noqa: E402
 
+from ptxbridge.abi.archive import read_archive  # noqa: E402
 from ptxbridge.abi.cubin import read_cubin  # noqa: E402
 from ptxbridge.abi.errors import FormatError, PtxBridgeError  # noqa: E402
 from ptxbridge.abi.fatbin import read_fatbin  # noqa: E402
@@ -59,6 +70,8 @@ def corpus(work: Path) -> dict[str, bytes]:
     cubin = ptxas(work, text, "sm_90")
     lto = ltoir("sm_90")
     blob = write_oxart(oxart_bundles(text, cubin, lto), tail=16)
+    lto_object = nvcc_object(work, 'extern "C" __global__ void k(int* p) { *p = 1; }\n', "-gencode",
+                             "arch=compute_90,code=lto_90")
     return {
         "ptx": text, "cubin": cubin,
         "fatbin": fatbinary(work, [("elf", "90", cubin), ("ptx", "90", text)], "--compress=false", name="p"),
@@ -68,6 +81,8 @@ def corpus(work: Path) -> dict[str, bytes]:
                                  name="z"),
         "fatbin-ltoir": fatbinary(work, [("nvvm", "90", lto)], name="n"),
         "oxart": blob, "host-elf-oxart": host_object(work, {".oxart": blob}),
+        "archive": archive(work, {"k.o": lto_object,
+                                  "a_member_name_longer_than_fifteen_bytes.o": lto_object}),
         "manifest": dumps(SIGNATURES).encode(),
     }
 
@@ -125,6 +140,7 @@ READERS: dict[str, tuple[Callable[[bytes], object], tuple[type[Exception], ...]]
     "cubin": (lambda d: read_cubin(d, "fuzz"), (FormatError,)),
     "fatbin": (lambda d: read_fatbin(d, "fuzz"), (FormatError,)),
     "oxart": (lambda d: read_oxart(d, "fuzz"), (FormatError,)),
+    "archive": (lambda d: read_archive(d, "fuzz"), (FormatError,)),
     "manifest": (lambda d: loads(d, source="fuzz"), (FormatError,)),
     "sniff": (lambda d: sniff(d, "fuzz"), (FormatError,)),
     # sniff, the reader, and the signatures checked against the code, as Artifact.from_file does
@@ -133,7 +149,8 @@ READERS: dict[str, tuple[Callable[[bytes], object], tuple[type[Exception], ...]]
 READS = {"ptx": ["ptx", "sniff", "artifact"], "cubin": ["cubin", "sniff", "artifact"],
          "fatbin": ["fatbin", "sniff", "artifact"], "fatbin-lz4": ["fatbin", "artifact"],
          "fatbin-zstd": ["fatbin", "artifact"], "fatbin-ltoir": ["fatbin", "artifact"],
-         "oxart": ["oxart", "sniff"], "host-elf-oxart": ["oxart", "sniff"], "manifest": ["manifest"]}
+         "oxart": ["oxart", "sniff"], "host-elf-oxart": ["oxart", "sniff"], "manifest": ["manifest"],
+         "archive": ["archive", "sniff", "artifact"]}
 
 
 def fuzz(samples: dict[str, bytes], cases: int, seed: int) -> tuple[Counter, list[str]]:

@@ -27,7 +27,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ptxbridge.abi.archive import is_archive
 from ptxbridge.abi.check import check, check_layout
 from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
 from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
@@ -171,7 +170,7 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
                         name: str = "<artifact>") -> Artifact:
     """An artifact from code bytes, with ``signatures`` checked against the code."""
     given = {s.name: s for s in signatures}
-    kind = CodeKind.LIBRARY if is_archive(data) else _kind(data, source)
+    kind = _kind(data, source)
     arch, kernels, exports, imports = None, {}, {}, {}
     if kind is CodeKind.PTX:
         module = read_ptx(data, source)

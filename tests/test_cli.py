@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from _binary_samples import (
     EXPECTED_KPARAMS,
+    archive,
     cuobjdump_elf,
     cuobjdump_kparams,
     fatbinary,
     host_object_with_c_section,
     ltoir,
+    nvcc_object,
     oxart_bundles,
     ptx,
     ptxas,
@@ -253,3 +255,22 @@ def test_containers_nested_in_containers_are_refused_not_followed(capsys, work):
     assert main(["inspect", str(nested)]) == 1
     err = capsys.readouterr().err
     assert "oxart inside a container is not read" in err and "Traceback" not in err
+
+
+def test_a_static_library_lists_its_members_and_their_fatbins(capsys, work):
+    source = 'extern "C" __global__ void first(float* x, int n) { if (threadIdx.x < n) x[0] = n; }\n'
+    rdc = nvcc_object(work, source, "-arch=sm_90", name="rdc")  # sm_90 SASS and compute_90 PTX
+    path = work / "libmixed.a"
+    path.write_bytes(archive(work, {"rdc.o": rdc, "notes.txt": b"not code", "inner.a": b"!<arch>\n"},
+                             name="mixed"))
+    code, report = inspect_json(capsys, path)
+    assert code == 0 and report["format"] == "library"
+    obj, text, inner = report["children"]
+    assert [c["member"]["name"] for c in report["children"]] == ["rdc.o", "notes.txt", "inner.a"]
+    assert obj["format"] == "fatbin" and obj["host_elf"]
+    assert {c["image"]["kind"] for c in obj["children"]} == {"elf", "ptx"}
+    assert all([k["name"] for k in c["kernels"]] == ["first"] for c in obj["children"])
+    assert text["format"] == "unread" and "unrecognised code object" in text["note"]
+    assert inner["format"] == "unread" and "inside an archive is not read" in inner["note"]
+    assert main(["inspect", str(path)]) == 0
+    assert "member rdc.o at 0x" in capsys.readouterr().out

@@ -65,6 +65,18 @@ def test_unrecognised(data):
     assert info.value.source == "mystery.bin"
 
 
+def test_the_error_shows_the_first_bytes_only():
+    with pytest.raises(FormatError) as info:
+        sniff(b"\x01\x02" + bytes(100_000))  # it once printed the first 64 KiB as hex
+    assert str(info.value).endswith("(first bytes 01 02 00 00 00 00 00 00 00 00 00 00 00 00 00 00)")
+
+
+def test_an_ar_archive_is_a_library():
+    assert sniff(b"!<arch>\n") == "library"
+    with pytest.raises(FormatError, match="unrecognised code object"):
+        sniff(b"!<thin>\n", "thin.a")  # a thin archive holds only the names of other files
+
+
 def test_truncated_elf_is_a_format_error(samples):
     with pytest.raises(FormatError, match="ELF header needs 64 bytes"):
         sniff(samples["cubin"][:20])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptxbridge.abi.archive import read_archive
 from ptxbridge.abi.check import check
 from ptxbridge.abi.cubin import Cubin, Kernel, read_cubin
 from ptxbridge.abi.cutile_cache import read_cache_entry
@@ -171,7 +172,7 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
                               source=source)
         return _image(data, source, sigs)
     kind = sniff(data, source)
-    if nested and kind in ("fatbin", "oxart"):
+    if nested and kind in ("fatbin", "oxart", "library"):
         raise FormatError(f"a {kind} inside a container is not read (expected PTX or a cubin)", source=source)
     if kind == "ptx":
         return _ptx(read_ptx(data, source), sigs)
@@ -184,6 +185,8 @@ def inspect_bytes(data: bytes, source: str, sigs: _Signatures | None = None, *,
                         f"{entry.tileiras_fingerprint!r} at opt level {entry.opt_level}"}
     if kind == "fatbin":
         return _fatbin(data, source, sigs)
+    if kind == "library":
+        return _library(data, source, sigs)
     if kind == "oxart":
         bundles = read_oxart(data, source)
         return {"format": "oxart", "bundles": [_bundle(b, source, sigs) for b in bundles],
@@ -290,6 +293,22 @@ def _fatbin(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
                      "decompress it (zstd needs the zstandard package or Python 3.14)"}
         children.append({"image": image, **child})
     return {"format": "fatbin", "host_elf": data[:4] == b"\x7fELF", "children": children}
+
+
+def _library(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
+    """A static library: each member read as a file of its own (its fatbin too); a member that is
+    an archive, a saved image or no code object at all is named, not read."""
+    children = []
+    for member in read_archive(data, source):
+        where = f"{source}({member.name}) at {member.offset:#x}"
+        try:
+            if is_image_file(member.data) or sniff(member.data, where) == "library":
+                raise FormatError("an archive or saved image inside an archive is not read", source=where)
+            child = inspect_bytes(member.data, where, sigs)
+        except FormatError as exc:
+            child = {"format": "unread", "note": str(exc)}
+        children.append({"member": {"name": member.name, "offset": member.offset}, **child})
+    return {"format": "library", "children": children}
 
 
 def _image(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:

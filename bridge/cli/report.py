@@ -58,6 +58,8 @@ def _headline(report: Mapping[str, Any]) -> str:
         text = f"fatbin{' in a host ELF' if report['host_elf'] else ''}, {len(report['children'])} images"
     elif form == "oxart":
         text = f"cuda-oxide .oxart, {len(report['bundles'])} bundles; {report['load']}"
+    elif form == "library":
+        text = f"static library (ar archive), {len(report['children'])} members"
     else:
         text = form
     source = report.get("compiled_from")
@@ -104,6 +106,8 @@ def _child(child: Mapping[str, Any], pad: str) -> list[str]:
         label = f"[{image['index']}] {image['kind']} {image['arch']} at {image['offset']:#x}"
         if image["compression"]:
             label += f" ({image['compression']})"
+    elif "member" in child:
+        label = f"member {child['member']['name']} at {child['member']['offset']:#x}"
     else:
         label = f"payload {child['payload']['kind']} {child['payload']['name']}"
     return [f"{pad}{label}: {_headline(child)}", *_body(child, pad + _INDENT)]
