@@ -43,11 +43,12 @@ class Image:
     ``cubin`` is the linked machine code for ``arch`` (None when only the CPU
     loader will run it); ``ptx`` keeps the PTX text of every PTX input so the
     CPU loader can interpret the same program (LTO-IR inputs finalised to
-    PTX).  ``kernels`` and ``device_functions`` map names to signatures
-    (launch metadata included).  ``unusable``: kernels the image has but no
-    signature could be made for, each with the reason; ``cpu_unavailable``:
-    kernels without PTX for the CPU loader, each with the reason; ``raises``: the
-    exception tables of numba kernels compiled with ``debug=True`` (not kept by
+    PTX, the PTX embedded in fatbins, objects and libraries).  ``kernels``
+    and ``device_functions`` map names to signatures (launch metadata
+    included).  ``unusable``: kernels the image has but no signature could
+    be made for, each with the reason; ``cpu_unavailable``: kernels without
+    PTX for the CPU loader, each with the reason; ``raises``: the exception
+    tables of numba kernels compiled with ``debug=True`` (not kept by
     :meth:`save`: such a kernel of a saved image reports an exception by its code).
     """
 

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _toolchain import nvrtc_compile, run, tool
 
 from ptxbridge import Artifact, CodeKind, link
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError, SignatureSyntaxError
+from ptxbridge.abi.errors import (
+    AbiMismatchError,
+    ArgumentError,
+    EmulatorError,
+    FormatError,
+    LinkError,
+    SignatureSyntaxError,
+)
+from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.abi.kinds import Opaque, Pointer, Scalar
 from ptxbridge.abi.manifest import dumps, to_manifest
 from ptxbridge.abi.signature import Signature
 from ptxbridge.linker import use_lto
+from ptxbridge.linker.embedded import Embedded, embedded_code
 
 SOURCE = """
 struct P { char c; double d; int i; };
@@ -31,6 +41,12 @@ ONE_KERNEL = """extern "C" __global__ void scale(float* x, float a, int n) {
 }
 """
 SCALE = "kernel scale(x: *mut f32, a: f32, n: i32)"
+NVCC_FATBIN = {  # nvcc -fatbin -rdc=true: one virtual arch per -gencode, PTX only / SASS only / both
+    "pair.fatbin": ["-gencode", "arch=compute_80,code=compute_80",
+                    "-gencode", "arch=compute_90,code=compute_90"],
+    "sass.fatbin": ["-gencode", "arch=compute_90,code=sm_90"],
+    "lz4.fatbin": ["-arch=sm_90", "--compress-mode=speed"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +65,12 @@ def built(tmp_path_factory):
     run(tool("nvcc"), "-dc", "-gencode", "arch=compute_90,code=lto_90", str(d / "one.cu"), "-o",
         str(d / "lto.o"))  # LTO-IR only: no PTX to fall back on
     run("ar", "rcs", str(d / "liblto.a"), str(d / "lto.o"))
+    for name, flags in NVCC_FATBIN.items():
+        run(tool("nvcc"), "-fatbin", "-rdc=true", *flags, str(d / "one.cu"), "-o", str(d / name))
+    (d / "twice.cu").write_text(ONE_KERNEL.replace("scale", "twice"))
+    run(tool("nvcc"), "-dc", "-gencode", "arch=compute_90,code=sm_90", str(d / "twice.cu"), "-o",
+        str(d / "twice.o"))  # SASS only
+    run("ar", "rcs", str(d / "libmixed.a"), str(d / "one.o"), str(d / "twice.o"))
     return d
 
 
@@ -134,8 +156,8 @@ def test_an_archive_of_ltoir_objects_links_with_lto(built):
     assert use_lto([lib]) and not use_lto([Artifact.from_file(built / "libone.a")])
     image = link([lib], arch="sm_90")
     assert [k.name for k in read_cubin(image.cubin).kernels] == ["scale"]
-    assert image.cpu_unavailable["scale"].startswith(  # not "machine code": the objects hold LTO-IR
-        "it comes from liblto.a, a library (which the CPU loader reads no code out of)")
+    assert not image.cpu_unavailable  # nvJitLink -lto -ptx finalises the member's encoded LTO-IR
+    assert_scales(image.load("cpu"))
     with pytest.raises(LinkError, match="LTO-IR input cannot be used without LTO enabled"):
         link([lib], arch="sm_90", lto=False)
 
@@ -147,6 +169,77 @@ def test_a_kernel_from_an_ltoir_archive_runs_on_the_gpu(built):
     x = torch.arange(8, dtype=torch.float32, device="cuda")
     module.scale(x, 3.0, 6, grid=1, block=8)
     torch.testing.assert_close(x.cpu(), torch.tensor([0, 3, 6, 9, 12, 15, 6, 7], dtype=torch.float32))
+
+
+def assert_scales(module, name: str = "scale") -> None:
+    """Run ``ONE_KERNEL`` (times 3 on the first 6 of 8 elements) and compare with NumPy."""
+    x = np.linspace(-2.0, 5.0, 8, dtype=np.float32)
+    expected = np.where(np.arange(8) < 6, x * np.float32(3.0), x)
+    getattr(module, name)(x, 3.0, 6, grid=1, block=8)
+    np.testing.assert_array_equal(x, expected)
+
+
+@pytest.mark.parametrize(("name", "arch", "target"), [
+    ("one.o", "sm_90", "sm_90"), ("libone.a", "sm_90", "sm_90"), ("lz4.fatbin", "sm_90", "sm_90"),
+    ("pair.fatbin", "sm_90", "sm_90"), ("pair.fatbin", "sm_100", "sm_90"), ("pair.fatbin", "sm_89", "sm_80"),
+])
+def test_the_cpu_loader_runs_the_ptx_nvcc_embeds(built, name, arch, target):
+    """One PTX image per container: the highest arch not above the link's (two would define scale twice)."""
+    image = link([Artifact.from_file(built / name, SCALE)], arch=arch)
+    assert not image.cpu_unavailable and len(image.ptx) == 1
+    assert f".target {target}\n".encode() in image.ptx[0]
+    assert_scales(image.load("cpu"))
+
+
+def test_nvcc_compresses_the_ptx_it_embeds(built):
+    """The containers above hold zstd (nvcc's default), LZ4 and uncompressed PTX images."""
+    compression = {name: {e.compression for e in read_fatbin((built / name).read_bytes()).ptx()}
+                   for name in ("pair.fatbin", "lz4.fatbin", "one.o")}
+    assert compression == {"pair.fatbin": {"zstd"}, "lz4.fatbin": {"lz4"}, "one.o": {None}}
+    pair = read_fatbin((built / "pair.fatbin").read_bytes()).ptx()
+    assert sorted(e.arch for e in pair) == ["sm_80", "sm_90"]
+
+
+def test_a_container_with_only_sass_is_cpu_unavailable(built):
+    image = link([Artifact.from_file(built / "sass.fatbin", SCALE)], arch="sm_90")
+    assert image.ptx == () and image.cpu_unavailable["scale"].startswith(
+        "it comes from sass.fatbin, a fatbin holding only sm_90 SASS for it")
+    with pytest.raises(EmulatorError, match="holding only sm_90 SASS"):
+        image.load("cpu")
+
+
+def test_a_library_runs_the_members_that_carry_ptx(built):
+    """libmixed.a: one.o (SASS + PTX) and twice.o (SASS only); without signatures, the kernel with no
+    PTX is named from its SASS."""
+    lib = Artifact.from_file(built / "libmixed.a", f"{SCALE}\n{SCALE.replace('scale', 'twice')}")
+    image = link([lib], arch="sm_90")
+    assert set(image.kernels) == {"scale", "twice"} and list(image.cpu_unavailable) == ["twice"]
+    assert image.cpu_unavailable["twice"].startswith(
+        "it comes from libmixed.a, a static library holding only sm_90 SASS for it")
+    module = image.load("cpu")
+    assert_scales(module)
+    with pytest.raises(EmulatorError, match="twice: the CPU loader cannot run this kernel"):
+        assert_scales(module, "twice")
+    untyped = link([Artifact.from_file(built / "libmixed.a")], arch="sm_90")
+    assert list(untyped.cpu_unavailable) == ["twice"]  # named from twice.o's SASS
+
+
+def test_unreadable_containers_give_the_cpu_loader_nothing(built, tmp_path):
+    """Artifact reading refuses bad PTX in a fatbin, but a library's members are only read here: PTX
+    that does not parse is reported as held, a truncated container holds nothing (nvJitLink reports it)."""
+    (tmp_path / "r.cubin").write_bytes(nvrtc_compile(ONE_KERNEL, ["-arch=sm_90", "-rdc=true"], "cubin"))
+    (tmp_path / "bad.ptx").write_bytes(b".version 9.5\n.target sm_90\n.address_size 64\n.entry scale(x")
+    run(tool("fatbinary"), f"--create={tmp_path / 'bad.fatbin'}",
+        f"--image3=kind=elf,sm=90,file={tmp_path / 'r.cubin'}",
+        f"--image3=kind=ptx,sm=90,file={tmp_path / 'bad.ptx'}")
+    code = (tmp_path / "bad.fatbin").read_bytes()
+    found = embedded_code(Artifact(code, CodeKind.FATBIN, name="bad.fatbin"), "sm_90")
+    assert found.ptx == () and found.kernels == ("scale",)
+    assert found.held[0] == "sm_90 SASS"
+    assert found.held[1].startswith("PTX that ptxbridge cannot read (bad.fatbin")
+    assert embedded_code(Artifact(code[:100], CodeKind.FATBIN, name="cut"), "sm_90") == Embedded()
+    library = (built / "libone.a").read_bytes()
+    assert embedded_code(Artifact(library[:-50], CodeKind.LIBRARY, name="cut.a"), "sm_90") == Embedded()
 
 
 def test_signature_for_a_missing_kernel(built):

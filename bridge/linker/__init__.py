@@ -2,7 +2,8 @@
 
 ``options`` (:class:`LinkOptions` and their nvJitLink argument list), ``symbols`` (imports matched
 with exports), ``target`` (arch names, the default arch, PTX ISA per driver), ``device_runtime``
-(libcudadevrt for device-side launches) and ``nvjitlink`` (:func:`link` and :func:`load`).
+(libcudadevrt for device-side launches), ``embedded`` (the PTX in fatbins, objects and libraries, for
+the CPU loader) and ``nvjitlink`` (:func:`link` and :func:`load`).
 """
 
 from .nvjitlink import link, load, nvjitlink_version

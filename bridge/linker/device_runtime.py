@@ -15,7 +15,7 @@ from ptxbridge.abi.errors import ToolchainError
 from ptxbridge.abi.ptx import PtxModule
 from ptxbridge.artifact import Artifact, CodeKind, artifact_from_file
 
-__all__ = ["runtime_calls", "device_runtime"]
+__all__ = ["device_runtime", "is_device_runtime", "runtime_calls"]
 
 _RUNTIME_PREFIXES = ("cuda", "__cuda")
 
@@ -30,6 +30,12 @@ def runtime_calls(modules: Sequence[PtxModule]) -> list[str]:
     return sorted({f.name for m in modules for f in m.functions
                    if f.body is None and f.linkage == "extern" and f.name.startswith(_RUNTIME_PREFIXES)
                    and f.name not in defined})
+
+
+def is_device_runtime(artifact: Artifact) -> bool:
+    """Whether ``artifact`` is ``libcudadevrt.a`` (added here, or by numba-cuda for grid sync).  The CPU
+    loader implements the calls it serves itself, so none of its embedded code is for the CPU loader."""
+    return artifact.kind is CodeKind.LIBRARY and "cudadevrt" in artifact.name
 
 
 def device_runtime() -> Artifact:

@@ -25,7 +25,8 @@ from ptxbridge.abi.errors import LinkError, ToolchainError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file, with_cubin_facts
 from ptxbridge.image import Image
-from ptxbridge.linker.device_runtime import device_runtime, runtime_calls
+from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
+from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, policy_args
 from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
@@ -170,7 +171,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     check_symbols(artifacts)
     _check_isa(artifacts)
     calls = runtime_calls([parsed_ptx(a.code, a.name) for a in artifacts if a.kind == CodeKind.PTX])
-    with_runtime = bool(calls) and not any("cudadevrt" in a.name for a in artifacts)
+    with_runtime = bool(calls) and not any(map(is_device_runtime, artifacts))
     if with_runtime:
         artifacts.append(device_runtime())  # device-side launches: nvJitLink does not add it itself
     version = nvjitlink_version()
@@ -214,30 +215,37 @@ _NOT_FOR_PTX = ("-Xptxas=", "-maxrregcount=", "-split-compile=", "-verbose")
 
 def _cpu_ptx(artifacts: Sequence[Artifact], arch: str, args: Sequence[str]) -> tuple[tuple[bytes, ...],
                                                                                    dict[str, str]]:
-    """The PTX the CPU loader interprets: PTX inputs, and LTO-IR inputs finalised to PTX together;
-    with the kernels that have none, each with the reason."""
+    """The PTX the CPU loader interprets: PTX inputs, one PTX image of each container piece
+    (:func:`embedded_code`), and the LTO-IR inputs and pieces finalised to PTX together; with the
+    kernels that have none, each with the reason."""
     ptx = [a.code for a in artifacts if a.kind == CodeKind.PTX]
-    unavailable = _machine_code_only(artifacts)
     lto = [a for a in artifacts if a.kind == CodeKind.LTOIR]
+    unavailable = _machine_code_only(artifacts)
+    containers = {id(a): embedded_code(a, arch) for a in artifacts
+                  if a.kind in CONTAINERS and not is_device_runtime(a)}
+    for found in containers.values():
+        ptx += found.ptx
+        lto += found.ltoir
     if lto:
         try:
             ptx.append(ptx_from_ltoir(lto, arch, [a for a in args if not a.startswith(_NOT_FOR_PTX)]))
         except LinkError as exc:
             reason = f"finalising its LTO-IR to PTX for the CPU loader failed: {exc}"
-            unavailable.update({name: reason for a in lto for name in a.kernels})
+            unavailable.update({name: reason for a in artifacts if a.kind == CodeKind.LTOIR or
+                                (id(a) in containers and containers[id(a)].ltoir) for name in a.kernels})
+    entries = {f.name for code in ptx for f in parsed_ptx(code, "<PTX for the CPU loader>").functions
+               if f.kind == "entry"}
+    for artifact in (a for a in artifacts if id(a) in containers):
+        missing = containers[id(artifact)].missing(artifact, entries)
+        unavailable.update({name: why for name, why in missing.items() if name not in unavailable})
     return tuple(ptx), unavailable
 
 
 def _machine_code_only(artifacts: Sequence[Artifact]) -> dict[str, str]:
-    """Kernels that come only as a cubin or inside a container (fatbin, object, library, which may
-    hold PTX or LTO-IR too, but the CPU loader reads nothing out of them): no PTX to interpret."""
-    machine = (CodeKind.CUBIN, CodeKind.FATBIN, CodeKind.OBJECT, CodeKind.LIBRARY)
-
-    def what(kind: CodeKind) -> str:
-        return "machine code" if kind is CodeKind.CUBIN else "which the CPU loader reads no code out of"
-    return {name: f"it comes from {a.name}, a {a.kind.value} ({what(a.kind)}), and the CPU loader interprets "
-                  "PTX; link its PTX, LTO-IR or NVVM IR instead"
-            for a in artifacts if a.kind in machine for name in a.kernels}
+    """Kernels that come only as a cubin: no PTX to interpret."""
+    return {name: f"it comes from {a.name}, a cubin (machine code), and the CPU loader interprets PTX; link "
+                  "its PTX, LTO-IR or NVVM IR instead"
+            for a in artifacts if a.kind is CodeKind.CUBIN for name in a.kernels}
 
 
 def _with_libraries(artifacts: list[Artifact]) -> list[Artifact]:

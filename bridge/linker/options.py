@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ptxbridge.abi.archive import ArchiveMember, read_archive
-from ptxbridge.abi.elf import is_elf
 from ptxbridge.abi.errors import FormatError, OptionError
 from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.artifact import Artifact, CodeKind
+from ptxbridge.linker.embedded import host_objects
 
 __all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]
 
@@ -91,18 +90,10 @@ def _holds_lto(item: Artifact | CodeKind) -> bool:
     if not isinstance(item, Artifact):
         return CodeKind(item) in _LTO_KINDS
     if item.kind is CodeKind.LIBRARY:
-        return any(_fatbin_holds_lto(m.data, f"{item.name}({m.name})") for m in _host_objects(item))
+        return any(_fatbin_holds_lto(m.data, f"{item.name}({m.name})") for m in host_objects(item))
     if item.kind in _FATBIN_KINDS:
         return _fatbin_holds_lto(item.code, item.name)
     return item.kind in _LTO_KINDS
-
-
-def _host_objects(library: Artifact) -> list[ArchiveMember]:
-    """The ELF members of a static library (none when it is malformed: nvJitLink reports that)."""
-    try:
-        return [m for m in read_archive(library.code, library.name) if is_elf(m.data)]
-    except FormatError:
-        return []
 
 
 def _fatbin_holds_lto(code: bytes, source: str) -> bool:

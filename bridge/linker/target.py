@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from ptxbridge.abi.errors import OptionError
 from ptxbridge.loaders import driver
 
-__all__ = ["DEFAULT_ARCH", "choose_arch", "default_arch", "device_arch", "driver_version", "max_ptx_isa",
-           "needs_cubin", "normalize_arch", "ptx_isa_supported"]
+__all__ = ["DEFAULT_ARCH", "arch_number", "choose_arch", "default_arch", "device_arch", "driver_version",
+           "max_ptx_isa", "needs_cubin", "normalize_arch", "ptx_isa_supported"]
 
 DEFAULT_ARCH = "sm_90"
 
@@ -94,13 +94,13 @@ def choose_arch(requested: str | None, device: str | None, input_archs: Iterable
     ==================================  =====================================
     """
     input_archs = [a for a in input_archs if a]
-    arch = normalize_arch(requested or device or max([DEFAULT_ARCH, *input_archs], key=_arch_number))
+    arch = normalize_arch(requested or device or max([DEFAULT_ARCH, *input_archs], key=arch_number))
     if arch[-1].isdigit() and any(a and normalize_arch(a) == f"{arch}a" for a in input_archs):
         return f"{arch}a"
     return arch
 
 
-def _arch_number(arch: str) -> int:
+def arch_number(arch: str) -> int:
     """``sm_100a`` -> 100 (for ordering archs)."""
     digits = re.search(r"\d+", arch)
     return int(digits.group()) if digits else 0
