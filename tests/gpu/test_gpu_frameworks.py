@@ -268,3 +268,34 @@ def test_jax_refuses_a_debug_kernel_on_the_gpu_and_runs_it_on_the_cpu(jax):
     bad[260] = -1.0
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"KernelRaisedError: " + RAISED):
         np.asarray(jax.jit(lambda x: checked_log(x))(jax.device_put(bad, cpu)))
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
+def test_torch_ops_run_on_the_gpu_their_tensors_are_on(ops):
+    x, b = (t.to("cuda:1") for t in inputs())
+    with torch.cuda.device(1):  # the image is loaded on cuda:1 the first time the op meets it
+        out = model(ops, x, b)
+    assert out.device == torch.device("cuda:1")
+    torch.testing.assert_close(out, reference(x, b))
+
+
+@two_gpus
+def test_jax_jit_on_the_second_gpu(jax):
+    import ptxbridge.jax as pj
+
+    # the handler launches the kernel loaded for cuda:0 (a context-independent CUkernel) in the
+    # context of the GPU XLA runs the call on
+    vadd3 = pj.op(image("cpp"), "vadd3", outputs={"c": "like a"}, derived={"n": "numel a"},
+                  grid=lambda n: cover(n), block=BLOCK)
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if len(gpus) < 2:
+        pytest.skip("JAX sees one GPU")
+    a = np.arange(3000, dtype=np.float32)
+    on_second = [jax.device_put(v, gpus[1]) for v in (a, 2 * a)]
+    result = jax.jit(lambda x, y: vadd3(x, y))(*on_second)
+    assert result.devices() == {gpus[1]}
+    np.testing.assert_array_equal(np.asarray(result), 3 * a)
+    np.testing.assert_array_equal(np.asarray(vadd3(*on_second)), 3 * a)  # eager, on the same GPU
