@@ -1,6 +1,41 @@
 """ptxbridge.abi: kernel signatures, their PTX lowering, and readers of code objects.
 
 Pure Python and NumPy-free data; never imports CUDA.
+
+Modules::
+
+    dtypes.py          element types with their DLPack codes
+    devices.py         DLPack device types
+    kinds.py           parameter kinds (scalar, pointer, slice, numba array, cuTile array, struct...)
+    kind_table.py      the one table of kinds: what an entry holds, lookup by kind class
+    kind_entries.py    one entry per kind: text form, manifest fields, lowering, access, binding family
+    _flat.py           flat PTX parameters and their builders
+    tensor_rules.py    how a tensor fills a tensor-like kind (dtype, rank, layout, promises)
+    memory_access.py, _access.py  per parameter: may the kernel write, only read; no-alias promise
+    params.py          Convention, Param, LaunchMeta: the parts of a signature
+    signature.py       Signature (text form, layout)
+    lowering.py        the one place conventions lower kinds to flat PTX parameters
+    layout.py          offsets, total size, the precompiled packer
+    syntax.py          signature text, public face of:
+    _syntax_tables.py    the tables both directions share
+    _syntax_tokens.py    tokens and literals
+    _syntax_parse.py     the grammar
+    _syntax_format.py    text from the data
+    manifest.py        the versioned JSON manifest
+    image_file.py      the saved-image file (Image.save / Image.open, docs/image-format.md)
+    ptx.py, _ptx_lex.py  PTX text reader
+    elf.py, nvinfo.py  ELF sections and .nv.info records (KPARAM, REQNTID, cluster...)
+    cubin.py           cubin reader (kernels, launch facts, Tile IR marker, embedded PTX)
+    fatbin.py          fatbin containers (lz4, zstd)
+    archive.py         ar archives (.a static libraries: GNU and BSD member names)
+    oxart.py           cuda-oxide .oxart bundles (and the .options policy files)
+    cutile_cache.py    cutile-rs JIT cache entries (CUTILECUBIN header + cubin)
+    elements.py        slices of any fixed-layout element: the unit a tensor holds
+    sniff.py           format detection by content
+    cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
+    cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
+    check.py           signature vs PTX entry / cubin records, naming kernel and parameter
+    errors.py          PtxBridgeError and its subclasses
 """
 
 from .check import DeclaredParam, check, check_layout, find_entry

@@ -55,7 +55,7 @@ from ptxbridge.abi.oxart import read_oxart, write_oxart  # noqa: E402
 from ptxbridge.abi.ptx import read_ptx  # noqa: E402
 from ptxbridge.abi.sniff import sniff  # noqa: E402
 from ptxbridge.abi.syntax import parse_signatures  # noqa: E402
-from ptxbridge.artifact import artifact_from_bytes  # noqa: E402
+from ptxbridge.artifacts.artifact import artifact_from_bytes  # noqa: E402
 
 EXTREMES = [0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 63, (1 << 64) - 1]
 TOKENS = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"/*", b"*/", b"//", b'"', b"\n", b".entry",

@@ -4,6 +4,8 @@ Frontends (``ptxbridge.rust.frontend``, ``.oxide``, ``.numba``, ``.tile``, ``.nv
 turn sources into :class:`Artifact` objects; :func:`link` joins artifacts into
 an :class:`Image`; ``Image.load(device)`` returns a module whose kernels take
 DLPack tensors.
+
+``python -m ptxbridge`` (``__main__``) is the command line (:mod:`ptxbridge.cli`).
 """
 
 from ptxbridge.abi import (
@@ -22,8 +24,8 @@ from ptxbridge.abi import (
     Signature,
     ToolchainError,
 )
-from ptxbridge.artifact import Artifact, CodeKind, Provenance
-from ptxbridge.image import Image
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.module import Kernel, Module
 from ptxbridge.linker import LinkOptions, link, load
 

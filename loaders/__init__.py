@@ -3,6 +3,10 @@
 The only code that touches a device.  It imports only :mod:`ptxbridge.abi`: :func:`open_backend`
 takes any object with an image's fields (:class:`~ptxbridge.loaders.base.LoadableImage`) and returns
 a :class:`~ptxbridge.loaders.base.Backend`, which the call path wraps into a user-facing module.
+
+Modules: ``base`` (the Backend interface every loader implements), ``driver`` (what the CUDA
+driver states: version, GPUs, archs), ``cuda`` (the CUDA driver through cuda-python), ``emulator``
+(the CPU loader).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import ptxbridge.tile as pt
 from ptxbridge.abi.cutile_cache import CutileCacheEntry, read_cache_entry, write_cache_entry
 from ptxbridge.abi.errors import ArgumentError, FormatError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.cli.inspect import format_report, inspect_path
 
 

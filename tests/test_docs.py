@@ -115,8 +115,8 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("frameworks.md", 0): needs("torch"),
     ("frameworks.md", 1): needs("torch"),
     ("frameworks.md", 2): needs("torch"),
-    ("frameworks.md", 3): needs("ptxbridge._xla_ffi"),
-    ("frameworks.md", 4): needs("ptxbridge._xla_ffi"),
+    ("frameworks.md", 3): needs("ptxbridge.jax._xla_ffi"),
+    ("frameworks.md", 4): needs("ptxbridge.jax._xla_ffi"),
     ("linking.md", 0): nvrtc_setup,
     ("linking.md", 1): lambda tmp_path: {},  # self-contained: C++ names on the CPU loader
     ("linking.md", 2): link_setup,

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
-pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build time)")
+pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
 
 import jax.numpy as jnp
 from _rust_fixtures import sysroot, toolchain  # noqa: F401
 
 import ptxbridge
 import ptxbridge.jax as pj
-import ptxbridge.xla_ffi as xf
+import ptxbridge.jax.xla_ffi as xf
 from ptxbridge.abi.errors import ArgumentError
 
 CPP = r"""

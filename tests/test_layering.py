@@ -13,21 +13,11 @@ import ast
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"ptxbridge": ROOT / "bridge", "ptxbridge.abi": ROOT / "abi",
-            "ptxbridge.loaders": ROOT / "loaders"}
+from _packages import module_name, source_files
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for package, folder in PACKAGES.items():
-        for path in [*folder.rglob("*.py"), *folder.rglob("*.c")]:  # .c: a C extension module
-            parts = path.relative_to(folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join((package, *parts))] = path
-    return found
+    return {module_name(path): path for path in source_files()}
 
 
 MODULES = _modules()

@@ -12,8 +12,8 @@ from ptxbridge import nvrtc
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import FormatError, LinkError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import Artifact, CodeKind
-from ptxbridge.image import Image
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.image import Image
 from ptxbridge.linker import LinkOptions, link, nvjitlink_args
 from ptxbridge.loaders import driver
 

@@ -10,7 +10,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifact import CodeKind
+from ptxbridge.artifacts.artifact import CodeKind
 from ptxbridge.linker import target
 from ptxbridge.loaders import driver
 

@@ -32,7 +32,7 @@ from ptxbridge.abi.oxart import (
     write_oxart,
 )
 from ptxbridge.abi.ptx import read_ptx
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.cli.inspect import format_report, inspect_path
 from ptxbridge.linker import LinkOptions
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir

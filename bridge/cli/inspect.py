@@ -9,7 +9,7 @@ recursively into ``children``.  ``.rs`` files and crate folders are compiled wit
 (:func:`compile_source`), and the code they produce is inspected.
 
 Signatures come, first match wins, from ``--signatures`` (else a sidecar file,
-see :mod:`ptxbridge.artifact`), from the frontend that compiled a source or the
+see :mod:`ptxbridge.artifacts.artifact`), from the frontend that compiled a source or the
 saved image that holds the code, or from a cuTile mangled name; each is checked
 against the code and the result
 ("ok" or the :class:`AbiMismatchError` message) is reported beside it.
@@ -34,13 +34,13 @@ from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
+from ptxbridge.artifacts.artifact import Artifact, coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
-from ptxbridge.rust.payloads import bundle_choice, load_rule
+from ptxbridge.oxide.payloads import bundle_choice, load_rule
 
 __all__ = ["compile_source", "format_report", "inspect_bytes", "inspect_path", "is_source"]
 
-_MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
+_MAX_FILE = 1 << 31  # as ptxbridge.artifacts.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
@@ -131,7 +131,7 @@ def _read(path: Path) -> bytes:
 
 
 def _signatures_file(spec: str | Path) -> list[Signature]:
-    """Signatures from a JSON manifest (``.json``) or signature-text file, through ``ptxbridge.artifact``."""
+    """Signatures from a JSON manifest (``.json``) or signature-text file (as artifacts read them)."""
     path = Path(spec)
     if path.suffix == ".json":
         return coerce_signatures(path)

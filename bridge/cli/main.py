@@ -61,7 +61,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
-    from ptxbridge.artifact import artifact_from_file
+    from ptxbridge.artifacts.artifact import artifact_from_file
     from ptxbridge.cli.inspect import compile_source, is_source
     from ptxbridge.linker import link
 

@@ -22,4 +22,7 @@ of contiguous tensors they already read and hand anything else to the full check
 
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.
+
+Also: ``call_form`` (the launch keywords), ``symbols`` (kernels found by their C++ names),
+``members`` (where an argument's tensors sit: by-value structs and tuples walked).
 """

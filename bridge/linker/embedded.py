@@ -23,7 +23,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.elf import is_elf
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.fatbin import FatbinEntry, read_fatbin
-from ptxbridge.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.symbols import parsed_ptx
 from ptxbridge.linker.target import arch_number
 

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ptxbridge.abi.errors import LinkError
-from ptxbridge.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.options import LinkOptions
 from ptxbridge.nvvm import compile_to_ltoir, policy_of
 

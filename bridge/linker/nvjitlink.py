@@ -23,8 +23,14 @@ from ptxbridge import cache
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import LinkError, ToolchainError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file, with_cubin_facts
-from ptxbridge.image import Image
+from ptxbridge.artifacts.artifact import (
+    Artifact,
+    CodeKind,
+    artifact_from_bytes,
+    artifact_from_file,
+    with_cubin_facts,
+)
+from ptxbridge.artifacts.image import Image
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, policy_args
@@ -123,7 +129,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     Parameters
     ----------
     inputs
-        Artifacts, paths (read with :func:`ptxbridge.artifact.artifact_from_file`)
+        Artifacts, paths (read with :func:`ptxbridge.artifacts.artifact.artifact_from_file`)
         or bytes of PTX, LTO-IR, cubin, fatbin, host objects and ``.a``
         libraries (recognised by content).
     arch

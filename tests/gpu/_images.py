@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ptxbridge.abi.errors import ToolchainError
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 
 ARCH = "sm_90"
 HERE = Path(__file__).parent

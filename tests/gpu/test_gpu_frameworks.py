@@ -152,7 +152,7 @@ def test_capturing_a_debug_op_is_refused_before_it_launches(checked):
 def jax():
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to torch
     found = pytest.importorskip("jax")
-    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build)")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
     if not any(d.platform == "gpu" for d in found.devices()):
         pytest.skip("JAX sees no GPU")
     return found
@@ -233,7 +233,7 @@ def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
     import jax.numpy as jnp
 
     import ptxbridge.jax as pj
-    import ptxbridge.xla_ffi as xf
+    import ptxbridge.jax.xla_ffi as xf
 
     raxpy = pj.op(image("cpp"), "raxpy", derived={"n": "numel x"}, grid=lambda n: cover(n), block=BLOCK)
     x = jnp.arange(1000, dtype=jnp.float32)

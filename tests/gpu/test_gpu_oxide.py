@@ -27,7 +27,7 @@ from ptxbridge.abi.oxart import (
     PayloadKind,
     write_oxart,
 )
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.linker import LinkOptions
 from ptxbridge.linker.target import device_arch
 from ptxbridge.nvvm import compile_to_ltoir

@@ -44,7 +44,7 @@ from ptxbridge.abi.memory_access import access
 from ptxbridge.abi.params import Convention
 from ptxbridge.abi.signature import Param, Signature
 from ptxbridge.abi.syntax import format_type
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.module import Module
 from ptxbridge.launch.raised import debug_kernels
 

@@ -209,7 +209,7 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
 }
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "ptxbridge._xla_ffi",
+    PyModuleDef_HEAD_INIT, "ptxbridge.jax._xla_ffi",
     "The XLA FFI handler of ptxbridge.jax; ``handler`` is a PyCapsule for jax.ffi.register_ffi_target.",
     -1, NULL, NULL, NULL, NULL, NULL};
 

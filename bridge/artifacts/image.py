@@ -18,14 +18,14 @@ from typing import Any
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
 from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_file
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import describe_code, with_cubin_facts
+from ptxbridge.artifacts.artifact import describe_code, with_cubin_facts
 from ptxbridge.launch.module import Module
 from ptxbridge.launch.raised import RaisedException
 from ptxbridge.loaders import open_backend
 
 __all__ = ["Image"]
 
-_MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
+_MAX_FILE = 1 << 31  # as ptxbridge.artifacts.artifact: nothing larger is read into memory
 
 
 def _created_by() -> str:

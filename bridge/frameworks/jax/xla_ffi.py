@@ -1,4 +1,4 @@
-"""The Python side of the XLA FFI handler (``bridge/_xla_ffi.c``): registration and its attributes.
+"""The Python side of the XLA FFI handler (``_xla_ffi.c``): registration and its attributes.
 
 One custom call target, ``ptxbridge_launch``, is registered for XLA's CPU and CUDA platforms.
 Its attributes fix one launch at trace time (:class:`Packed`: the packed parameter buffer with
@@ -117,7 +117,7 @@ def register() -> None:
     import jax
 
     try:
-        from ptxbridge import _xla_ffi
+        from ptxbridge.jax import _xla_ffi
     except ImportError:
         raise ToolchainError("ptxbridge.jax needs the XLA FFI handler, which is built only when jaxlib is "
                              "installed at build time: pip install jax, then reinstall ptxbridge with "

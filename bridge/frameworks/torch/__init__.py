@@ -6,7 +6,7 @@ bridged kernels, into a ``torch.library`` custom op (its ``OpOverload``,
 signature (:mod:`ptxbridge.opspec`): tensors the kernel may write are declared mutated
 (``Tensor(a!)``), outputs are allocated from their shape rule, and the fake implementation
 allocates from the same rule, so ``torch.compile(fullgraph=True)`` traces through the op without
-a graph break.  The eager path is :mod:`ptxbridge.torch_call`.
+a graph break.  The eager path is :mod:`ptxbridge.torch.eager`.
 
 Per call the op launches on the tensors' device: CUDA tensors on torch's current stream (so
 CUDA graph capture and ``mode="reduce-overhead"`` record the launch), CPU tensors on ptxbridge's
@@ -30,11 +30,11 @@ from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.syntax import format_type
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, op_spec
-from ptxbridge.torch_call import eager_impl
+from ptxbridge.torch.eager import eager_impl
 
 __all__ = ["Output", "function", "op", "schema"]
 

@@ -33,7 +33,7 @@ from typing import Any
 from ptxbridge import cache
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import (
+from ptxbridge.artifacts.artifact import (
     Artifact,
     CodeKind,
     Provenance,

@@ -7,10 +7,10 @@ tensors it mutates, which XLA aliases to their inputs (``input_output_aliases``)
 writes in place where XLA can give it the buffer.  Scalars are compile-time attributes (like a
 static argument: pass Python numbers; a new value traces again).
 
-Under ``jax.jit`` the call lowers to the custom call ``ptxbridge_launch`` (``bridge/_xla_ffi.c``),
+Under ``jax.jit`` the call lowers to the custom call ``ptxbridge_launch`` (``_xla_ffi.c`` beside this file),
 whose attributes fix the launch at trace time: the packed parameter buffer, where each buffer's
 address goes, the geometry.  On a GPU it calls ``cuLaunchKernel`` on XLA's stream; on the CPU
-the same handler calls back into ptxbridge's CPU PTX interpreter (:mod:`ptxbridge.xla_ffi`).
+the same handler calls back into ptxbridge's CPU PTX interpreter (:mod:`ptxbridge.jax.xla_ffi`).
 Buffers arrive in the signature's order, dense and row-major.
 
 Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plain
@@ -19,13 +19,17 @@ Outside ``jax.jit`` the op runs the same way (JAX dispatches it eagerly); a plai
 A numba kernel compiled with ``debug=True`` has its exception flag read after each CPU launch: the
 handler's error carries the :class:`~ptxbridge.KernelRaisedError` text.  On a GPU the flag cannot
 be read on XLA's stream, so such an op fails when XLA compiles it for the GPU
-(:mod:`ptxbridge.jax_refused`).
+(:mod:`ptxbridge.jax.refused`).
 
 Transformations: ``backward=`` makes the op a ``jax.custom_vjp`` whose backward is built from
 other bridged ops, so ``jax.grad`` and ``jax.vjp`` work under ``jax.jit``; without it the op
 is a ``jax.custom_jvp`` whose rule refuses differentiation in ptxbridge's words.  ``jax.vmap``
 launches the kernel once per batch element (``vmap_method="sequential"``: a loop in the
 program), every rule seeing one element's shapes.
+
+Modules: ``xla_ffi`` (the handler's registration, attributes and CPU launches), ``_xla_ffi.c``
+(the XLA FFI handler, built where jaxlib is installed), ``refused`` (the GPU branch of an op that
+must not launch there).
 """
 
 from __future__ import annotations
@@ -45,14 +49,14 @@ from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import NumbaArray
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.abi.tensor_rules import TensorProblem
-from ptxbridge.image import Image
-from ptxbridge.jax_refused import refused
+from ptxbridge.artifacts.image import Image
+from ptxbridge.jax.refused import refused
+from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
 from ptxbridge.launch.raised import unreadable
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
-from ptxbridge.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
 
 __all__ = ["JaxOp", "Output", "op"]
 

@@ -3,7 +3,7 @@
 cuda-oxide writes PTX, NVVM IR (when kernels call libdevice math), LTO-IR or
 cubins, as loose files with ``.target`` / ``.options`` sidecars or as bundles
 in the host binary's ``.oxart`` section; which one loads is chosen as
-cuda-host chooses (:mod:`ptxbridge.rust.payloads`).  None carries types, so
+cuda-host chooses (:mod:`ptxbridge.oxide.payloads`).  None carries types, so
 signatures come from the Rust source (``#[kernel]``, ``#[device]``,
 ``#[device] extern "C"``, ``#[constant]``), lowered by cuda-oxide's rules
 (:mod:`ptxbridge.rust.signatures`, ``docs/rust.md``), and are checked against
@@ -14,6 +14,8 @@ names (``#[kernel(f32, u64)]``) or the caller gives (``generics=``) and
 keeping the one the code agrees with.  A kernel that cannot be typed (a
 closure parameter, a type with no fixed layout) is left out with the reason,
 raised when it is asked for.
+
+``payloads``: cuda-oxide's loose files and ``.oxart`` bundles, chosen as cuda-host chooses.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from ptxbridge.abi.lowering import memory_layout
 from ptxbridge.abi.oxart import PayloadKind
 from ptxbridge.abi.ptx import TYPE_SIZES, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
-from ptxbridge.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir
 from ptxbridge.linker.target import normalize_arch
 from ptxbridge.nvvm import compile_to_ltoir, link_options
-from ptxbridge.rust.payloads import Payload, merge_ptx, read_payload
+from ptxbridge.oxide.payloads import Payload, merge_ptx, read_payload
 from ptxbridge.rust.signatures import (
     OxideConstant,
     SourceSignatures,

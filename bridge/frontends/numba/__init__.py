@@ -2,6 +2,8 @@
 
 ``frontend`` drives ``numba.cuda.compile`` (the public ``compile``); ``types`` maps numba types onto
 the common ABI.  See ``docs/numba.md``.
+
+``libraries``: what numba links besides the PTX (NRT, float16 wrappers, ``link=``).
 """
 
 from .frontend import NumbaOptions, arch_to_cc, compile

@@ -7,7 +7,7 @@ checked against the cubin's ``EIATTR_KPARAM_INFO`` records.  Launch demands
 come from the cubin: block (1,1,1), or exactly its ``REQNTID``; no cluster.
 cutile-rs kernels (``<kernel>_entry``) carry no signature in their names, so
 :func:`load` takes one from the caller (signature text, a manifest or
-Signature objects, see :func:`ptxbridge.artifact.coerce_signatures`).
+Signature objects, see :func:`ptxbridge.artifacts.artifact.coerce_signatures`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, FormatError, ToolchainError
 from ptxbridge.abi.kinds import TileTensor
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import (
+from ptxbridge.artifacts.artifact import (
     Artifact,
     CodeKind,
     Provenance,
@@ -37,7 +37,7 @@ from ptxbridge.artifact import (
     coerce_signatures,
     sidecar_signatures,
 )
-from ptxbridge.fingerprint import fingerprint
+from ptxbridge.cache.fingerprint import fingerprint
 from ptxbridge.linker.target import default_arch
 
 __all__ = ["export", "load", "specialise"]

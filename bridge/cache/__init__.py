@@ -17,6 +17,9 @@ between users trusts is in ``docs/trust.md``.
 
 Location: ``$PTXBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxbridge``, else
 ``~/.cache/ptxbridge``.
+
+``fingerprint``: what a Python function's compiled code depends on (cache keys of numba and
+cuTile compiles).
 """
 
 from __future__ import annotations
