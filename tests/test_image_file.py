@@ -164,7 +164,7 @@ def test_unusable_and_cpu_unavailable_kernels_survive_save_and_open(tmp_path):
                          "pub unsafe extern \"ptx-kernel\" fn k(x: Option<u32>) {}\n"
                          "#[unsafe(no_mangle)]\npub unsafe extern \"ptx-kernel\" fn ok(x: u32) {}\n",
                          progress=False)
-    image = ptxbridge.link([rust, nvrtc.compile(SOURCE, "sm_90", "cubin")], arch="sm_90")
+    image = ptxbridge.link([rust, nvrtc.compile(SOURCE, arch="sm_90", output="cubin")], arch="sm_90")
     assert set(image.unusable) == {"k"} and set(image.cpu_unavailable) == {"add_one", "affine"}
     opened = ptxbridge.Image.open(image.save(tmp_path / "facts.ptxb"))
     assert dict(opened.unusable) == dict(image.unusable)

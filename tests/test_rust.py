@@ -163,7 +163,7 @@ def test_crate_folder_with_a_file_module():
 
 
 def test_arch_sets_target_cpu():
-    art = prust.compile(RUST_DIR / "saxpy.rs", "sm_90", progress=False)
+    art = prust.compile(RUST_DIR / "saxpy.rs", arch="sm_90", progress=False)
     module = read_ptx(art.code)
     assert module.target[0] == "sm_90" and art.arch == "sm_90"
     assert "target-cpu=sm_90" in art.provenance.options
@@ -204,7 +204,7 @@ def test_second_compile_runs_no_rustc(monkeypatch):
     second = prust.compile(source, progress=False)
     assert len(calls) == 1, "the second compile of the same source must come from the cache"
     assert second.code == first.code and second.kernels == first.kernels
-    prust.compile(source, "sm_86", progress=False)  # another arch is another cache entry
+    prust.compile(source, arch="sm_86", progress=False)  # another arch is another cache entry
     assert len(calls) == 2
 
 

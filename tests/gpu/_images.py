@@ -204,7 +204,7 @@ def _tile_cache() -> list:
             entry = cache_entry(Path(folder), gpu=ARCH)
         except FileNotFoundError as exc:  # no tileiras
             raise ToolchainError(str(exc)) from exc
-        return [pt.load(entry, gpu=ARCH)]
+        return [pt.load(entry, arch=ARCH)]
 
 
 def _tile_promises() -> list:

@@ -88,8 +88,8 @@ class NumbaOptions:
                 f"launch_bounds={self.launch_bounds}", f"debug={self.debug}")
 
 
-def compile(func: Callable, signature: Any, arch: str | None = None, output: str = "ptx",
-            device: bool = False, *, name: str | None = None, abi: str | None = None,
+def compile(func: Callable, signature: Any, *, arch: str | None = None, output: str = "ptx",
+            device: bool = False, name: str | None = None, abi: str | None = None,
             imports: Iterable[Any] = (), options: NumbaOptions | None = None) -> Artifact:
     """Compile ``func`` with numba-cuda for ``signature`` (text or numba types) and ``arch``.
 

@@ -213,8 +213,8 @@ def _nvrtc(source: str, name: str, arch: str, output: str) -> bytes:
     from ptxbridge import nvrtc
 
     options = _include_options()
-    ptx = nvrtc.compile(source, arch, "ptx", options=options, name=name, typed=False).code
-    code = nvrtc.compile(source, arch, "ltoir", options=options, name=name, typed=False).code \
+    ptx = nvrtc.compile(source, arch=arch, output="ptx", options=options, name=name, typed=False).code
+    code = nvrtc.compile(source, arch=arch, output="ltoir", options=options, name=name, typed=False).code \
         if output == "ltoir" else b""
     return len(ptx).to_bytes(8, "little") + ptx + code
 

@@ -88,8 +88,8 @@ def nvrtc_args(arch: str, output: str, options: Sequence[str] = (), *, rdc: bool
     return args + list(options) + [f"--include-path={folder}" for folder in include_dirs]
 
 
-def compile(source: str | os.PathLike[str], arch: str | tuple[int, int] | None = None,
-            output: str = "ptx", *, options: Sequence[str] = (), name_expressions: Sequence[str] = (),
+def compile(source: str | os.PathLike[str], *, arch: str | tuple[int, int] | None = None,
+            output: str = "ptx", options: Sequence[str] = (), name_expressions: Sequence[str] = (),
             signatures: Mapping[str, Signature | str] | None = None, name: str = "<source>",
             typed: bool = True) -> Artifact:
     """Compile CUDA C++ with NVRTC into a typed :class:`Artifact`.

@@ -172,9 +172,9 @@ def checked_signatures(found: SourceSignatures, module: PtxModule,
     return dict(found.kernels), dict(found.device_functions), imports
 
 
-def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: int | str = 3,
-            progress: bool = True, edition: str | None = None,
-            extra_args: Sequence[str] = (), output: str = "ptx") -> Artifact:
+def compile(path_or_source: str | Path, *, arch: str | None = None, output: str = "ptx",
+            options: Sequence[str] = (), opt_level: int | str = 3, progress: bool = True,
+            edition: str | None = None) -> Artifact:
     """Compile Rust to a typed PTX or LTO-IR artifact.
 
     Parameters
@@ -184,10 +184,10 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
         ``src/lib.rs``), or Rust source text.  The crate is ``#![no_std]``
         with ``#![feature(abi_ptx)]`` and a ``#[panic_handler]``.
     arch
-        ``sm_XY`` for ``-C target-cpu`` (default ``sm_80``).
-    opt_level, edition, extra_args
-        rustc ``-C opt-level``, ``--edition`` (default: the crate's, else
-        2021) and extra arguments, all part of the cache key.
+        ``sm_XY`` for ``-C target-cpu`` (default: the GPU's, else ``sm_90``).
+    options, opt_level, edition
+        Extra rustc arguments, ``-C opt-level`` and ``--edition`` (default: the
+        crate's, else 2021), all part of the cache key.
     progress
         Print progress lines to stderr while the one-time sysroot builds.
     output
@@ -220,22 +220,22 @@ def compile(path_or_source: str | Path, arch: str | None = None, *, opt_level: i
     crate = _crate(path_or_source)
     _require_stable_kernel_names(crate.units)
     chosen = {"opt_level": opt_level, "edition": edition or crate.edition or "2021",
-              "extra": tuple(extra_args)}
-    options = rustc_options(arch, **chosen)
+              "extra": tuple(options)}
+    rustc_args = rustc_options(arch, **chosen)
     toolchain = rust_toolchain.find_toolchain()
-    code = localize_panic_handler(_run_rustc(crate, options, toolchain, progress))
+    code = localize_panic_handler(_run_rustc(crate, rustc_args, toolchain, progress))
     module = read_ptx(code, crate.root)
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)
     kind, link_options = CodeKind.PTX, ()
     if output == "ltoir":
-        options = rustc_options(arch, **chosen, emit="llvm-ir")
-        code = ltoir.compile_ltoir(_run_rustc(crate, options, toolchain, progress), crate.name, arch,
+        rustc_args = rustc_options(arch, **chosen, emit="llvm-ir")
+        code = ltoir.compile_ltoir(_run_rustc(crate, rustc_args, toolchain, progress), crate.name, arch,
                                    toolchain.llvm_major)
         kind, link_options = CodeKind.LTOIR, ltoir.LINK_OPTIONS
     return Artifact(code=code, kind=kind, arch=arch, kernels=kernels, device_functions=device,
                     imports=imports, name=crate.name, unusable=found.unusable, link_options=link_options,
-                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, options, arch))
+                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch))
 
 
 def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:

@@ -47,7 +47,7 @@ _ARCH_FAMILY = re.compile(r"(?:sm|compute)_(\d{2,3})[af]?")
 _INSTALL = "install them with `pip install cuda-tile nvidia-cuda-tileiras`"
 
 
-def export(kernel: Any, signatures: Any, arch: str | None = None) -> Artifact:
+def export(kernel: Any, signatures: Any, *, arch: str | None = None) -> Artifact:
     """Compile a ``@cuda.tile.kernel`` ahead of time to a cubin for ``arch``, one entry per signature.
 
     Parameters
@@ -95,7 +95,7 @@ def export(kernel: Any, signatures: Any, arch: str | None = None) -> Artifact:
     return dataclasses.replace(artifact, provenance=provenance)
 
 
-def load(path: str | Path, signatures: Any = None, *, gpu: str | None = None,
+def load(path: str | Path, signatures: Any = None, *, arch: str | None = None,
          fingerprint: str | None = None) -> Artifact:
     """A tileiras (or cutile-rs) cubin, or a cutile-rs JIT cache entry, as an artifact.
 
@@ -110,7 +110,7 @@ def load(path: str | Path, signatures: Any = None, *, gpu: str | None = None,
         cuTile Python kernels need none: their names carry them.  A cutile-rs
         kernel ``add_entry`` needs one named ``add`` or ``add_entry`` with
         ``#[convention(cutile-rs)]``, stating its specialisation (see :func:`specialise`).
-    gpu, fingerprint
+    arch, fingerprint
         For a cache entry: the GPU (``"sm_90"``) and ``tileiras --version`` it
         must have been compiled for and by; a mismatch is a :class:`FormatError`.
     """
@@ -122,7 +122,7 @@ def load(path: str | Path, signatures: Any = None, *, gpu: str | None = None,
     if not data.startswith(CUTILE_CACHE_MAGIC):
         artifact = artifact_from_file(path, signatures)
     else:
-        entry = _checked_entry(data, str(path), gpu, fingerprint)
+        entry = _checked_entry(data, str(path), arch, fingerprint)
         given = coerce_signatures(signatures) if signatures is not None else sidecar_signatures(path)
         artifact = artifact_from_bytes(entry.cubin, given, source=str(path), name=path.stem)
         key = (f"key={path.stem}",) if re.fullmatch(r"[0-9a-f]{64}", path.stem) else ()
