@@ -23,6 +23,10 @@ of contiguous tensors they already read and hand anything else to the full check
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.
 
+``launch_abi.h`` is the C launch ABI both C extensions (this one and ``ptxbridge.jax._xla_ffi``) share:
+``cuLaunchKernel``'s type, the DLPack views, the C plan's argument kinds (exported as
+``_fastlaunch.ARG_*``, which :mod:`.fastpath` reads) and the no-alias range test.
+
 Also: ``call_form`` (the launch keywords), ``symbols`` (kernels found by their C++ names),
 ``members`` (where an argument's tensors sit: by-value structs and tuples walked).
 """

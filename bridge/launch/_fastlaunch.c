@@ -1,12 +1,12 @@
 /* ptxbridge.launch._fastlaunch: the per-launch hot path of a checked launch, in C.
  *
  * A Plan is built once per (kernel, argument types) from what the Python
- * side decided (bridge/fastpath.py): per argument, where its flat values
+ * side decided (bridge/launch/fastpath.py): per argument, where its flat values
  * come from and what it must be.  Per launch it reads each torch tensor
  * through the DLPack C exchange API (one C call, no Python objects), checks
  * dtype, device and contiguity, range-checks Python int / float scalars,
  * checks that tensors the signature promises not to alias do not overlap
- * (bridge/launch/aliasing.py decides which pairs), packs the parameter
+ * (bridge/launch/aliasing.py decides which pairs; launch_abi.h the test), packs the parameter
  * buffer (on the stack up to 4 KiB, on the heap up to the driver's 32,764
  * bytes) and calls cuLaunchKernel through the entry points the CUDA loader
  * gives each plan (this file never loads libcuda: the loader is the only
@@ -17,10 +17,11 @@
  * this path is too strict for or raises the house-format ArgumentError.
  * Results of Plan.launch: None (launched), False (declined, nothing
  * launched), an int CUresult (the driver refused the launch).
- * bridge/_launcher.c puts a vectorcall type in front of the plans, so a
+ * bridge/launch/_launcher.c puts a vectorcall type in front of the plans, so a
  * kernel call reaches plan_run without running Python code.
  */
 #include "_fastlaunch.h"
+#include "launch_abi.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -30,40 +31,7 @@
 #error "the parameter buffer is packed little-endian by memcpy"
 #endif
 
-/* --- DLPack (dlpack.h v1.2+), the parts this file reads ----------------------------------- */
-typedef struct { uint32_t major, minor; } DLVersion;
-typedef struct { int32_t device_type; int32_t device_id; } DLDev;
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
-typedef struct {
-    void *data;
-    DLDev device;
-    int32_t ndim;
-    DLType dtype;
-    int64_t *shape;
-    int64_t *strides;
-    uint64_t byte_offset;
-} DLView;
-typedef struct ExchangeHeader { DLVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
-typedef struct {
-    ExchangeHeader header;
-    void *managed_tensor_allocator;
-    void *managed_tensor_from_py_object_no_sync;
-    void *managed_tensor_to_py_object_no_sync;
-    int (*dltensor_from_py_object_no_sync)(void *py_object, DLView *out);
-    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
-} ExchangeAPI;
-
-#define KDL_CUDA 2
-
-/* --- the driver's entry points, as the CUDA loader hands them over -------------------------- */
-typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned shared, void *stream, void **params, void **extra);
-typedef int (*SetCurrentFn)(void *context);
-
 /* --- plans ---------------------------------------------------------------------------------- */
-enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
-#define MAX_PARAMS 32764  /* bytes: the driver's limit (CUDA 12.1+), abi/layout.py MAX_PARAM_BYTES */
-#define STACK_PARAMS 4096 /* larger buffers go on the heap: threads may have small stacks */
 #define STACK_SLOTS 256   /* kernelParams pointers kept on the stack */
 #define MAX_ALIAS_SLOTS 64 /* tensors with a no-alias promise a C plan checks; more: the Python path */
 
@@ -206,13 +174,13 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         const ArgSpec *s = &plan->args[i];
         PyObject *arg = argv[i];
         uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
-        int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf, range)
-               : s->kind == ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
+        int ok = s->kind == PTXB_ARG_TENSOR ? pack_tensor(s, arg, buf, range)
+               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
         const uint64_t *a = ranges[plan->pairs[k][0]], *b = ranges[plan->pairs[k][1]];
-        if (a[0] < b[1] && b[0] < a[1]) return 0;
+        if (ranges_overlap(a[0], a[1], b[0], b[1])) return 0;
     }
     return 1;
 }
@@ -225,7 +193,7 @@ static int read_spec(ArgSpec *s, PyObject *item) {
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
     s->len_offset = -1;
     s->alias_slot = -1;
-    if (s->kind == ARG_TENSOR) {
+    if (s->kind == PTXB_ARG_TENSOR) {
         if (!PyArg_ParseTuple(item, "iOOiiiiiiii", &s->kind, &type, &capsule, &dl_code, &dl_bits,
                               &s->device_type, &s->device_id, &s->offset, &s->code, &s->len_offset,
                               &s->len_code))
@@ -244,12 +212,12 @@ static int read_spec(ArgSpec *s, PyObject *item) {
         s->dtype.lanes = 1;
         return 1;
     }
-    if (s->kind == ARG_INT) {
+    if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
         return 1;
     }
-    if (s->kind == ARG_FLOAT) {
+    if (s->kind == PTXB_ARG_FLOAT) {
         if (!PyArg_ParseTuple(item, "iiid", &s->kind, &s->offset, &s->code, &s->limit)) return 0;
         if (s->code != 'f' && s->code != 'd') goto bad;
         return 1;
@@ -284,7 +252,7 @@ static int read_pairs(Plan *self, PyObject *pairs) {
         PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
         if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "nn", &index[0], &index[1])) goto bad;
         for (int e = 0; e < 2; ++e) {
-            if (index[e] < 0 || index[e] >= self->nargs || self->args[index[e]].kind != ARG_TENSOR) goto bad;
+            if (index[e] < 0 || index[e] >= self->nargs || self->args[index[e]].kind != PTXB_ARG_TENSOR) goto bad;
             ArgSpec *s = &self->args[index[e]];
             if (s->alias_slot < 0) {
                 if (nslots == MAX_ALIAS_SLOTS) goto bad;
@@ -323,7 +291,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
                                      &function_obj, &last, &name, &self->device_id, &launch_entry,
                                      &set_current_entry, &alias_pairs))
         return -1;
-    if (self->size < 0 || self->size > MAX_PARAMS) {
+    if (self->size < 0 || self->size > MAX_PARAM_BYTES) {
         PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
         return -1;
     }
@@ -337,17 +305,17 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
             PyErr_Format(PyExc_ValueError, "argument spec %zd does not fit the %d-byte buffer", i, self->size);
             goto fail;
         }
-        if (s->kind == ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
+        if (s->kind == PTXB_ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
     }
     if (alias_pairs != NULL && !read_pairs(self, alias_pairs)) goto fail;
     if (offsets != Py_None) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
         if (seq == NULL) goto fail;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        self->slots = n > MAX_PARAMS ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
+        self->slots = n > MAX_PARAM_BYTES ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
         if (self->slots == NULL) {
             Py_DECREF(seq);
-            if (n > MAX_PARAMS) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
+            if (n > MAX_PARAM_BYTES) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
             else PyErr_NoMemory();
             goto fail;
         }
@@ -397,15 +365,15 @@ static void plan_dealloc(Plan *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* One launch's parameter buffer: on the stack up to STACK_PARAMS bytes, else on the heap (per launch:
+/* One launch's parameter buffer: on the stack up to STACK_PARAM_BYTES bytes, else on the heap (per launch:
  * a plan may launch from several threads at once, each packing its own buffer). */
 typedef struct {
-    char stack[STACK_PARAMS];
+    char stack[STACK_PARAM_BYTES];
     char *data;
 } ParamBuffer;
 
 static char *buffer_open(ParamBuffer *b, int size) {
-    b->data = size <= STACK_PARAMS ? b->stack : PyMem_Malloc((size_t)size);
+    b->data = size <= STACK_PARAM_BYTES ? b->stack : PyMem_Malloc((size_t)size);
     return b->data;
 }
 
@@ -470,7 +438,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
         return 0;
     if (stream_arg == Py_None) {
         if (self->stream_api == NULL) return 0;
-        if (self->stream_api->current_work_stream(KDL_CUDA, self->device_id, &stream) != 0) {
+        if (self->stream_api->current_work_stream(DL_CUDA, self->device_id, &stream) != 0) {
             PyErr_Clear();
             return 0;
         }
@@ -491,8 +459,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
         return 0;
     }
     size_t size = (size_t)self->size;
-    void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
-                      (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
+    void *extra[5] = {LAUNCH_PARAM_BUFFER_POINTER, buf, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
@@ -570,7 +537,11 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAMS) < 0
+    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAM_BYTES) < 0
+        || PyModule_AddIntConstant(module, "ARG_TENSOR", PTXB_ARG_TENSOR) < 0
+        || PyModule_AddIntConstant(module, "ARG_INT", PTXB_ARG_INT) < 0
+        || PyModule_AddIntConstant(module, "ARG_FLOAT", PTXB_ARG_FLOAT) < 0
+        || PyModule_AddIntConstant(module, "ARG_CAI", PTXB_ARG_CAI) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);

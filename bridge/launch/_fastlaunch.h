@@ -1,5 +1,5 @@
-/* ptxbridge.launch._fastlaunch: what bridge/_fastlaunch.c (plans) and bridge/_launcher.c (the vectorcall
- * Launcher in front of them) share. */
+/* ptxbridge.launch._fastlaunch's two halves: what _fastlaunch.c (plans, the module) exports to _launcher.c
+ * (the vectorcall Launcher in front of them) and back.  The launch ABI itself is launch_abi.h. */
 #ifndef PTXBRIDGE_FASTLAUNCH_H
 #define PTXBRIDGE_FASTLAUNCH_H
 #define PY_SSIZE_T_CLEAN

@@ -35,7 +35,9 @@ except ImportError:  # not built (no compiler at install time): the Python path 
 
 __all__ = ["compile_launch", "native_specs", "native_available"]
 
-_TENSOR, _INT, _FLOAT = 0, 1, 2  # argument kinds of bridge/launch/_fastlaunch.c
+# The C plan's argument kinds, as bridge/launch/launch_abi.h defines them (the extension exports them).
+_TENSOR, _INT, _FLOAT, _CAI = ((_fastlaunch.ARG_TENSOR, _fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT, _fastlaunch.ARG_CAI)
+                               if _fastlaunch is not None else (None, None, None, None))
 
 
 def native_available() -> bool:
