@@ -38,8 +38,8 @@ LAUNCH_ABI = "bridge/launch/launch_abi.h"
 
 extensions = [Extension("ptxbridge.launch._fastlaunch",
                         ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
-                        depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI], extra_compile_args=["-O2", "-std=c11"],
-                        optional=True)]
+                        depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI],
+                        extra_compile_args=["-O2", "-std=c11"], optional=True)]
 if (numpy_include := _numpy_include()) is not None:
     extensions.append(Extension("ptxbridge.loaders.emulator._native", ["loaders/emulator/_native.c"],
                                 include_dirs=[numpy_include], extra_compile_args=["-O3", "-std=c11"],

@@ -36,8 +36,9 @@ except ImportError:  # not built (no compiler at install time): the Python path 
 __all__ = ["compile_launch", "native_specs", "native_available"]
 
 # The C plan's argument kinds, as bridge/launch/launch_abi.h defines them (the extension exports them).
-_TENSOR, _INT, _FLOAT, _CAI = ((_fastlaunch.ARG_TENSOR, _fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT, _fastlaunch.ARG_CAI)
-                               if _fastlaunch is not None else (None, None, None, None))
+_TENSOR, _INT, _FLOAT, _CAI = (
+    (_fastlaunch.ARG_TENSOR, _fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT, _fastlaunch.ARG_CAI)
+    if _fastlaunch is not None else (None, None, None, None))
 
 
 def native_available() -> bool:
