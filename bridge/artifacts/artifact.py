@@ -92,6 +92,9 @@ class Artifact:
     user's to supply (numba-cuda's runtime and float16 wrappers, ``link=`` files);
     :func:`ptxbridge.link` adds each library once.  ``raises``: per kernel compiled
     with numba's ``debug=True``, its exception table (:mod:`ptxbridge.launch.raised`).
+    ``name_expressions``: C++ name expression -> the kernel symbol NVRTC lowered it to
+    (``"block_sum<int, 64, true>"`` -> ``"_Z9block_sumIiLj64ELb1EEvPT_"``), so a loaded module
+    finds a template kernel by the exact expression it was compiled with.
     """
 
     code: bytes
@@ -106,12 +109,13 @@ class Artifact:
     unusable: Mapping[str, str] = field(default_factory=dict)
     libraries: tuple[Artifact, ...] = ()
     raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))
         object.__setattr__(self, "link_options", tuple(self.link_options))
         object.__setattr__(self, "libraries", tuple(self.libraries))
-        for attr in ("kernels", "device_functions", "imports", "unusable", "raises"):
+        for attr in ("kernels", "device_functions", "imports", "unusable", "raises", "name_expressions"):
             object.__setattr__(self, attr, _frozen(getattr(self, attr)))
 
     @classmethod
