@@ -61,8 +61,18 @@ enum {
     PTXB_ARG_TENSOR = 0, /* a tensor read through the DLPack C exchange API (torch) */
     PTXB_ARG_INT = 1,    /* a Python int, range-checked */
     PTXB_ARG_FLOAT = 2,  /* a Python float, range-checked */
-    PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (CuPy, numba, any producer) */
+    PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (numba device arrays, any producer) */
+    PTXB_ARG_CUPY = 4,   /* a cupy.ndarray, read through its attributes (data.ptr, dtype, shape, strides) */
 };
+
+/* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
+ * count (a slice); or numba's array struct (meminfo, parent, nitems, itemsize, data, shape[n], strides[n]
+ * in bytes). */
+enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2 };
+
+/* cuPointerGetAttribute (cuda.h), for the device of a __cuda_array_interface__ pointer. */
+typedef int (*PointerAttributeFn)(void *data, int attribute, uint64_t pointer);
+#define POINTER_ATTRIBUTE_DEVICE_ORDINAL 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
 
 /* --- no-alias promises ---------------------------------------------------------------------------- */
 /* The byte ranges [lo_a, hi_a) and [lo_b, hi_b) share a byte (an empty range shares none). */

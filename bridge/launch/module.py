@@ -112,7 +112,8 @@ class _Plan:
             facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
                                                                                      kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, pairs, **facts)
+                self.native = native_plan(packer.size, specs, pairs, default_stream=self.default_stream,
+                                          **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
