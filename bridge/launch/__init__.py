@@ -10,7 +10,8 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
    slice, ``DisjointSlice`` or numba array parameter, or a plain int/float scalar.  ``Kernel``'s
    base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,
    reads and checks the tensors, packs on the stack and calls ``cuLaunchKernel``.  Any check that
-   fails *declines* (no error is raised in C) and the call falls through to tier 2.  ``PTXBRIDGE_FASTLAUNCH=0`` turns it off.
+   fails *declines* (no error is raised in C) and the call falls through to tier 2.
+   ``PTXBRIDGE_FASTLAUNCH=0`` turns it off.
 2. **Generated Python** (:mod:`.fastpath` ``compile_launch``): one function written per plan, with
    the common binders' reads in line (torch / CuPy tensor facts, scalars), falling back per
    argument to the binder itself.
