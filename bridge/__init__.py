@@ -11,6 +11,7 @@ DLPack tensors.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from ptxbridge.abi.errors import (
@@ -41,6 +42,23 @@ __all__ = [
     *_LAZY,
 ]
 __version__ = "0.1.0"
+
+# Rooms that live under bridge/frontends/ and bridge/frameworks/ but import as ptxbridge.<room>
+# (pyproject.toml's package-dir).  A folder of the same name left in bridge/ itself (an older checkout's
+# bridge/rust/__pycache__ survives `git pull`) would be found first, as an empty namespace package.
+_ROOMS = ("rust", "oxide", "numba", "nvrtc", "tile", "nvvm", "opspec", "torch", "jax")
+
+
+def _refuse_shadowing_folders() -> None:
+    here = Path(__file__).parent
+    stale = [here / room for room in _ROOMS
+             if (here / room).is_dir() and not (here / room / "__init__.py").exists()]
+    if stale:
+        raise ImportError(f"ptxbridge: {', '.join(map(str, stale))} left from an older checkout would hide "
+                          "ptxbridge's own modules of that name; delete them (they hold no tracked files)")
+
+
+_refuse_shadowing_folders()
 
 
 def __getattr__(name: str) -> Any:
