@@ -18,7 +18,8 @@ from typing import Any
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
 from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_file
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import describe_code, with_cubin_facts
+from ptxbridge.artifacts.artifact import describe_code
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.launch.module import Module
 from ptxbridge.launch.raised import RaisedException
 from ptxbridge.loaders import open_backend

@@ -23,14 +23,9 @@ from ptxbridge import cache
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import LinkError, ToolchainError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import (
-    Artifact,
-    CodeKind,
-    artifact_from_bytes,
-    artifact_from_file,
-    with_cubin_facts,
-)
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file
 from ptxbridge.artifacts.image import Image
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, policy_args

@@ -22,7 +22,8 @@ from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError, OptionError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance, with_cubin_facts
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.target import default_arch, normalize_arch
 from ptxbridge.nvrtc.c_source import CDeclarations, read_c_source
 
