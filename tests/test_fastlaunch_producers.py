@@ -22,7 +22,7 @@ from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa:
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice
+from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, TileArray
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
@@ -230,12 +230,13 @@ def test_every_producer_and_kind_gets_a_c_plan():
     """Which (producer, kind) pairs the C plan takes: a change that sends one to the Python path fails."""
     kinds = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
              "disjoint": DisjointSlice(dtype("f32")), "numba_C": NumbaArray(dtype("f32"), 1, "C"),
-             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A")}
+             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A"),
+             "tile": TileArray(dtype("f32"), 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)}
     for producer, device_type in (("cai", DLPACK_CUDA), ("torch", DLPACK_CPU)):
         arg_type = Cai if producer == "cai" else torch.Tensor
         for name, t in kinds.items():
             sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))),
-                            convention=Convention.NUMBA)
+                            convention=Convention.CUTILE if name == "tile" else Convention.NUMBA)
             ctx = BindContext("k", sig.convention, device_type, 0)
             binders = tuple(make_binder(ctx, p, tp)
                             for p, tp in zip(sig.params, (arg_type, int), strict=True))
@@ -294,3 +295,46 @@ def test_an_array_on_another_gpu_is_the_python_paths_to_judge(driver, python_cal
     for _ in range(2):
         kernel(*args, grid=1, block=1)
     assert driver == [] and len(python_calls) == 2 and len(backend.launched) == 2
+
+
+# --- cuTile arrays: the C plan judges every promise as tensor_rules.tile_array does ----------------
+
+def _tile_type(rng: random.Random) -> TileArray:
+    ndim = rng.randint(1, 3)
+
+    def per_axis(make):
+        return tuple(make() for _ in range(ndim)) if rng.random() < 0.5 else ()
+    return TileArray(dtype(rng.choice(("f32", "f16", "i64"))), ndim, rng.choice(("i32", "u32", "i64")),
+                     per_axis(lambda: rng.choice((1, 2, 4))), per_axis(lambda: rng.choice((1, 2, 3))),
+                     per_axis(lambda: rng.choice((None, 1, 2, 4))),
+                     per_axis(lambda: rng.choice((None, 1, 3))),
+                     per_axis(lambda: rng.choice((None, -1, 1, 2))), rng.choice((1, 2, 16)))
+
+
+def _tile_argument(t: TileArray, rng: random.Random) -> Cai:
+    base = np.zeros(tuple(rng.choice((1, 2, 4, 6)) for _ in range(t.ndim)), np.dtype(t.dtype.numpy_name))
+    view = rng.choice([base, np.asfortranarray(base), base[::-1], base[..., ::2]])
+    if rng.random() < 0.2:
+        view = np.frombuffer(bytearray(view.nbytes + 16), view.dtype, view.size, offset=8).reshape(view.shape)
+    return Cai(view)
+
+
+def test_cuTile_arrays_pack_as_python_or_decline_where_it_refuses():
+    rng = random.Random(22)
+    accepted = refused = 0
+    for _ in range(200):
+        t = _tile_type(rng)
+        sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))), convention=Convention.CUTILE)
+        plan, python = _plans(sig, (_tile_argument(t, rng), 1), DLPACK_CUDA)
+        for _ in range(4):
+            args = (_tile_argument(t, rng), rng.randint(0, 9))
+            try:
+                expected = python(args)
+            except ArgumentError as error:
+                assert str(error).startswith("k: argument 'x' (")
+                assert plan.pack(args) is False, (t, args[0].array.shape, args[0].array.strides)
+                refused += 1
+            else:
+                assert plan.pack(args) == expected, (t, args[0].array.shape, args[0].array.strides)
+                accepted += 1
+    assert accepted > 100 and refused > 100  # both sides of every promise were reached

@@ -7,7 +7,7 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
    C compiler is; :mod:`.fastpath` ``native_specs``): every argument is a tensor the C plan reads
    (:class:`.args.NativeTensor`: torch through the DLPack C exchange API, CuPy arrays through their
    attributes, other ``__cuda_array_interface__`` producers through the interface) on a pointer,
-   slice, ``DisjointSlice`` or numba array parameter, or a plain int/float scalar.  ``Kernel``'s
+   slice, ``DisjointSlice``, numba array or cuTile array parameter, or a plain int/float scalar.  ``Kernel``'s
    base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,
    reads and checks the tensors, packs on the stack and calls ``cuLaunchKernel``.  Any check that
    fails *declines* (no error is raised in C) and the call falls through to tier 2.

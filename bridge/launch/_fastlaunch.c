@@ -205,7 +205,10 @@ bad:
 }
 
 static void free_args(Plan *self) {
-    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) PyMem_Free(self->args[i].places);
+    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) {
+        PyMem_Free(self->args[i].places);
+        PyMem_Free(self->args[i].tile);
+    }
     PyMem_Free(self->args);
 }
 
@@ -502,6 +505,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0
+        || PyModule_AddIntConstant(module, "FORM_TILE", PTXB_FORM_TILE) < 0
+        || PyModule_AddIntConstant(module, "MAX_NDIM", PTXB_MAX_NDIM) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);

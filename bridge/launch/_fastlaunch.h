@@ -20,6 +20,7 @@ typedef struct {
     int align, itemsize, refuses_readonly;
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
+    struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */

@@ -28,11 +28,11 @@ from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import NumbaArray, ParamType
+from ptxbridge.abi.kinds import NumbaArray, ParamType, TileArray
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
-from ptxbridge.abi.tensor_rules import TensorProblem
+from ptxbridge.abi.tensor_rules import TILE_INDEX_RANGE, TensorProblem
 from ptxbridge.launch.dlpack import (
     TensorInfo,
     device_name,
@@ -127,8 +127,9 @@ class NativeTensor:
     """A tensor argument as the C plan takes it (:func:`ptxbridge.launch.fastpath.native_specs`): read
     through ``producer`` (``"dlpack"``: the DLPack C exchange API; ``"cai"``: ``__cuda_array_interface__``;
     ``"cupy"``: a ``cupy.ndarray``'s attributes), checked as :func:`_check_tensor` and the kind's rule
-    check it, packed as ``form`` (``"pointer"``, ``"slice"`` or ``"numba"``: numba's array struct of
-    ``ndim`` axes and ``layout``)."""
+    check it, packed as ``form`` (``"pointer"``, ``"slice"``, ``"numba"``: numba's array struct of
+    ``ndim`` axes and ``layout``; ``"tile"``: a cuTile array, ``tile`` its promises as
+    bridge/launch/_tensors.c read_tile takes them)."""
 
     producer: str
     form: str
@@ -137,6 +138,7 @@ class NativeTensor:
     refuses_readonly: bool
     ndim: int = 0
     layout: str = "A"
+    tile: tuple | None = None
 
 
 class _Where:
@@ -245,11 +247,12 @@ def _native_tensor(ctx: BindContext, where: _Where, arg_type: type) -> NativeTen
     other ``__cuda_array_interface__`` producers (numba device arrays)      GPU
     ============================= ========================================= =====================
 
-    Kinds: what the rule reads as a contiguous pointer or slice, and numba arrays (any layout) of a
-    plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
+    Kinds: what the rule reads as a contiguous pointer or slice, numba arrays (any layout) and cuTile
+    arrays of a plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
     """
     t, want = where.t, where.want
-    form = where.rule.contiguous(t) or ("numba" if isinstance(t, NumbaArray) else None)
+    form = where.rule.contiguous(t) or ("numba" if isinstance(t, NumbaArray)
+                                        else "tile" if isinstance(t, TileArray) else None)
     if form is None or want is None or want.code == KDL_COMPLEX or want.bits % 8:
         return None
     on_gpu = ctx.device_type == DLPACK_CUDA
@@ -258,9 +261,17 @@ def _native_tensor(ctx: BindContext, where: _Where, arg_type: type) -> NativeTen
         producer = "dlpack"
     elif not (on_gpu and want.numpy_name is not None and producer in ("cupy", "cai")):
         return None
-    shaped = (t.ndim, t.layout) if form == "numba" else ()
+    shaped = ((t.ndim, t.layout) if form == "numba" else (t.ndim, "A", _tile_promises(t)) if form == "tile"
+              else ())
     device = ctx.device_id if on_gpu else -1
     return NativeTensor(producer, form, want, device, where.refuses_readonly, *shaped)
+
+
+def _tile_promises(t: TileArray) -> tuple:
+    """What tensor_rules.tile_array checks, as the C plan reads it (None: not promised)."""
+    lo, hi = TILE_INDEX_RANGE[t.index]
+    return (t.base_align, lo, hi, *(tuple(v) if v else None for v in (
+        t.shape_divisible_by, t.stride_divisible_by, t.static_shape, t.static_stride, t.stride_lower_bound)))
 
 
 def _buffer(info: TensorInfo) -> Buffer:

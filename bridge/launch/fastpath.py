@@ -42,7 +42,8 @@ __all__ = ["compile_launch", "native_specs", "native_available"]
 # bridge/launch/launch_abi.h defines them: the extension exports them.
 _INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is not None else (None, None)
 _FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
-           "numba": (_fastlaunch.FORM_NUMBA, 0)} if _fastlaunch is not None else {})
+           "numba": (_fastlaunch.FORM_NUMBA, 0), "tile": (_fastlaunch.FORM_TILE, 0)}
+          if _fastlaunch is not None else {})
 
 
 def native_available() -> bool:
@@ -71,7 +72,8 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
         kind, source = (_fastlaunch.ARG_CUPY, dtype) if cupy else (_fastlaunch.ARG_CAI, dtype.str)
     where = (DLPACK_CUDA, native.device_id) if native.device_id >= 0 else (DLPACK_CPU, 0)
     return (kind, arg_type, source, want.code, want.bits, *where, _FORMS[native.form][0], native.ndim,
-            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places))
+            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places),
+            *(() if native.tile is None else (native.tile,)))
 
 
 def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: Layout) -> tuple | None:
@@ -82,8 +84,10 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
     for binder, arg_type in zip(binders, arg_types, strict=True):
         native, hint = binder.native, binder.inline
         if native is not None:
-            # numba: meminfo, parent, nitems, itemsize, data, shape, strides
-            count = _FORMS[native.form][1] or 5 + 2 * native.ndim
+            if native.ndim > _fastlaunch.MAX_NDIM:
+                return None
+            # numba: meminfo, parent, nitems, itemsize, data, shape, strides; tile: data, shape, strides
+            count = _FORMS[native.form][1] or (1 if native.form == "tile" else 5) + 2 * native.ndim
         elif hint is not None and hint[0] in ("int", "float"):
             count = 1
         else:
