@@ -66,12 +66,15 @@ class Image:
     raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
     name_expressions: Mapping[str, str] = field(default_factory=dict)
 
-    def load(self, device: Any = None, *, check_aliasing: bool = True, **options: Any) -> Module:
+    def load(self, device: Any = None, *, check_aliasing: bool = True, nvtx: bool | None = None,
+             **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
 
         ``None`` picks the first GPU, or the CPU loader when there is none
         (``PTXBRIDGE_DEVICE`` overrides).  ``check_aliasing=False`` launches without checking the
-        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``options`` are the
+        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``nvtx=True`` wraps
+        every launch in an NVTX range named after the kernel, for Nsight Systems (default: on when
+        ``PTXBRIDGE_NVTX=1``; :mod:`ptxbridge.launch.nvtx`).  ``options`` are the
         loader's (the CPU loader's ``max_steps``), see :func:`ptxbridge.loaders.open_backend`.
 
         Raises
@@ -80,7 +83,7 @@ class Image:
             A GPU was asked for but there is no NVIDIA driver, or the GPU's arch cannot run the
             cubin (the message names the arch to rebuild for).
         """
-        return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing)
+        return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing, nvtx=nvtx)
 
     def to_bytes(self) -> bytes:
         """The image as one saved-image file (``docs/image-format.md``); the link log is not kept, the

@@ -30,6 +30,7 @@ wrapped for users) and picks the tier.
 ``cuLaunchKernel``'s type, the DLPack views, the C plan's argument kinds (exported as
 ``_fastlaunch.ARG_*``, which :mod:`.fastpath` reads) and the no-alias range test.
 
-Also: ``call_form`` (the launch keywords), ``symbols`` (kernels found by their C++ names),
-``members`` (where an argument's tensors sit: by-value structs and tuples walked).
+Also: ``nvtx`` (optional NVTX ranges per launch), ``call_form`` (the launch keywords), ``symbols``
+(kernels found by their C++ names), ``members`` (where an argument's tensors sit: by-value structs and
+tuples walked).
 """

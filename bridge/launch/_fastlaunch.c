@@ -56,6 +56,7 @@ typedef struct {
     const ExchangeAPI *stream_api; /* the first DLPack tensor's: its framework's current stream */
     PyObject *default_stream;    /* without one: callable(device_id) -> the current stream, or None: 0 */
     PointerAttributeFn pointer_attribute_fn; /* cuPointerGetAttribute: the device of CAI pointers */
+    PyObject *nvtx_push, *nvtx_pop;  /* NULL, or NVTX's push(name) / pop() around each launch (nvtx.py) */
     int32_t device_id;
     int npairs;
     int (*pairs)[2];             /* alias slots whose byte ranges must not overlap */
@@ -214,25 +215,32 @@ static void free_args(Plan *self) {
 
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
  *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=(),
- *      pointer_attribute_entry=0, default_stream=None): the entries are the addresses of cuLaunchKernel,
- *      cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never launches. */
+ *      pointer_attribute_entry=0, default_stream=None, nvtx=None): the entries are the addresses of
+ *      cuLaunchKernel, cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never
+ *      launches.  nvtx: None or (push, pop), called around each launch with the kernel's name. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
                             "function_obj", "last_kernel", "name", "device_id", "launch_entry",
                             "set_current_entry", "alias_pairs", "pointer_attribute_entry", "default_stream",
-                            NULL};
+                            "nvtx", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *last = Py_None, *name = Py_None;
-    PyObject *alias_pairs = NULL, *default_stream = Py_None;
+    PyObject *alias_pairs = NULL, *default_stream = Py_None, *nvtx = Py_None, *push = NULL, *pop = NULL;
     unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0, pointer_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKO", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKOO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &last, &name, &self->device_id, &launch_entry,
-                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream))
+                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream, &nvtx))
         return -1;
+    if (nvtx != Py_None && (!PyTuple_Check(nvtx) || !PyArg_ParseTuple(nvtx, "OO", &push, &pop)
+                            || !PyCallable_Check(push) || !PyCallable_Check(pop))) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "nvtx must be None or (push(name), pop())");
+        return -1;
+    }
     if (default_stream != Py_None && !PyCallable_Check(default_stream)) {
         PyErr_SetString(PyExc_TypeError, "default_stream must be None or callable(device_id) -> int");
         return -1;
@@ -283,6 +291,8 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     self->set_current_fn = (SetCurrentFn)(uintptr_t)set_current_entry;
     self->pointer_attribute_fn = (PointerAttributeFn)(uintptr_t)pointer_entry;
     Py_XSETREF(self->default_stream, default_stream == Py_None ? NULL : Py_NewRef(default_stream));
+    Py_XSETREF(self->nvtx_push, push == NULL ? NULL : Py_NewRef(push));
+    Py_XSETREF(self->nvtx_pop, pop == NULL ? NULL : Py_NewRef(pop));
     Py_XSETREF(self->keep, Py_NewRef(specs));
     Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
     Py_XSETREF(self->last, Py_NewRef(last));
@@ -305,6 +315,8 @@ fail: /* leave an empty plan behind: packing it writes nothing and launches noth
 static void plan_dealloc(Plan *self) {
     free_args(self);
     Py_XDECREF(self->default_stream);
+    Py_XDECREF(self->nvtx_push);
+    Py_XDECREF(self->nvtx_pop);
     PyMem_Free(self->pairs);
     PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
@@ -420,6 +432,17 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     size_t size = (size_t)self->size;
     void *extra[5] = {LAUNCH_PARAM_BUFFER_POINTER, buf, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
+    int ranged = 0;
+    if (self->nvtx_push != NULL) { /* profiling only: off, this is the one test it costs */
+        PyObject *pushed = PyObject_CallOneArg(self->nvtx_push, self->name);
+        ranged = pushed != NULL;
+        Py_XDECREF(pushed);
+        if (!ranged) {
+            if (params != stack_params) PyMem_Free(params);
+            buffer_close(&b);
+            return -1;
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
     else *code = 0;
@@ -430,6 +453,11 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     Py_END_ALLOW_THREADS
     if (params != stack_params) PyMem_Free(params);
     buffer_close(&b);
+    if (ranged) {
+        PyObject *popped = PyObject_CallNoArgs(self->nvtx_pop);
+        if (popped == NULL) return -1;
+        Py_DECREF(popped);
+    }
     if (self->last != NULL && PyList_CheckExact(self->last) && PyList_GET_SIZE(self->last) == 1) {
         PyObject *was = PyList_GET_ITEM(self->last, 0);
         PyList_SET_ITEM(self->last, 0, Py_NewRef(self->name));
