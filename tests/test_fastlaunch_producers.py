@@ -342,8 +342,8 @@ def test_cuTile_arrays_pack_as_python_or_decline_where_it_refuses():
 
 @pytest.mark.parametrize("make", [
     lambda: torch.zeros(2, 5)[:, 1:2], lambda: torch.zeros(4).view(1, 4, 1),
-    lambda: torch.zeros(3, 1).expand(3, 1), lambda: torch.zeros(1, 7)[:, ::3], lambda: torch.zeros(2, 3).unsqueeze(1),
-    lambda: torch.empty_strided((1, 3), (100, 1)),
+    lambda: torch.zeros(3, 1).expand(3, 1), lambda: torch.zeros(1, 7)[:, ::3],
+    lambda: torch.zeros(2, 3).unsqueeze(1), lambda: torch.empty_strided((1, 3), (100, 1)),
 ], ids=["column", "unit_axes", "expanded", "strided_row", "unsqueezed", "odd_unit_stride"])
 def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
     """numba's struct carries every stride, unit axes' too: the C plan's (DLPack's) are torch's."""
