@@ -22,7 +22,7 @@ from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa:
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, TileArray
+from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, StructField, TileArray, Tuple
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
@@ -351,3 +351,98 @@ def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
     sig = Signature("k", (Param("a", NumbaArray(dtype("f32"), t.dim(), "A")),), convention=Convention.NUMBA)
     plan, python = _plans(sig, (t,))
     assert plan.pack((t,)) == python((t,))
+
+
+# --- by-value structs and tuples of scalars and raw pointers ----------------------------------------
+
+RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+
+
+def _member_type(rng: random.Random):
+    if rng.random() < 0.35:
+        return Pointer(Scalar(dtype(rng.choice(("f32", "i32", "u8", "f64")))), rng.random() < 0.5)
+    return Scalar(dtype(rng.choice(RECORD_SCALARS)))
+
+
+def _member_value(t, rng: random.Random):
+    if isinstance(t, Pointer):
+        choice = rng.random()
+        if choice < 0.2:
+            return None
+        if choice < 0.4:
+            return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
+        return torch.zeros(rng.choice((0, 1, 6)), dtype=getattr(torch, {"f32": "float32", "i32": "int32",
+                                                                        "u8": "uint8", "f64": "float64"}
+                                                                       [t.pointee.dtype.name]))
+    dt = t.dtype
+    if dt.is_integer:
+        top = 1 << (dt.bits - 1)
+        lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
+        return rng.choice((lo, hi, 0, rng.randint(lo, hi)))
+    return rng.choice((0.0, -1.5, 3.4e38 if dt.name == "f32" else 1e300, 1e-40))
+
+
+def _record_signature(rng: random.Random) -> Signature:
+    params = []
+    for i in range(rng.randint(1, 4)):
+        members = tuple(_member_type(rng) for _ in range(rng.randint(1, 5)))
+        if rng.random() < 0.5:
+            t = Struct(f"S{i}", tuple(StructField(f"f{k}", m) for k, m in enumerate(members)))
+        else:
+            t = Tuple(members)
+        params.append(Param(f"r{i}", t))
+        if rng.random() < 0.5:
+            params.append(Param(f"n{i}", Scalar(dtype("i32"))))
+    return Signature("k", tuple(params), convention=Convention.C)
+
+
+def _record_value(t, rng: random.Random):
+    if isinstance(t, Struct):
+        return {f.name: _member_value(f.type, rng) for f in t.fields}
+    items = [_member_value(m, rng) for m in t.items]
+    return items if rng.random() < 0.3 else tuple(items)
+
+
+def _record_args(signature: Signature, rng: random.Random, like: tuple | None = None) -> tuple:
+    """Arguments for ``signature``; a tuple parameter keeps the container type of ``like``'s."""
+    args = []
+    for k, p in enumerate(signature.params):
+        if isinstance(p.type, (Struct, Tuple)):
+            value = _record_value(p.type, rng)
+            if like is not None and type(value) is not type(like[k]):
+                value = type(like[k])(value)
+            args.append(value)
+        else:
+            args.append(rng.randint(-5, 5))
+    return tuple(args)
+
+
+def test_structs_and_tuples_of_scalars_and_pointers_pack_in_c_as_in_python():
+    rng = random.Random(2222)
+    for _ in range(150):
+        signature = _record_signature(rng)
+        first = _record_args(signature, rng)
+        plan, python = _plans(signature, first)
+        for _ in range(3):
+            args = _record_args(signature, rng, first)
+            assert plan.pack(args) == python(args), (signature, args)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"a": 1, "p": None, "extra": 2}, "struct S fields are ['a', 'p'] (got missing [], unknown ['extra'])"),
+    ({"a": 1}, "struct S fields are ['a', 'p'] (got missing ['p'], unknown [])"),
+    ({"a": 1 << 40, "p": None}, "does not fit"),
+    ({"a": 1, "p": -8}, "a raw address must fit u64 (got -8)"),
+    ({"a": 1, "p": torch.zeros(4, dtype=torch.float64)}, "got float64 tensor on cpu; expected float32"),
+    ({"a": 1, "p": torch.zeros(8)[::2]}, "takes a contiguous tensor for a raw pointer"),
+])
+def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
+    t = Struct("S", (StructField("a", Scalar(dtype("i32"))), StructField("p", Pointer(Scalar(dtype("f32"))))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.C)
+    good = {"a": 3, "p": torch.zeros(2)}
+    plan, python = _plans(sig, (good,))
+    assert plan.pack((good,)) == python((good,))
+    assert plan.pack((value,)) is False
+    with pytest.raises(ArgumentError) as info:
+        python((value,))
+    assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)

@@ -3,11 +3,12 @@
 A call ``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` runs on one of three tiers, each
 decided once per (kernel, tuple of argument types) and cached in the kernel's plan table:
 
-1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_launcher.c``, built by ``setup.py`` where a
-   C compiler is; :mod:`.fastpath` ``native_specs``): every argument is a tensor the C plan reads
-   (:class:`.args.NativeTensor`: torch through the DLPack C exchange API, CuPy arrays through their
-   attributes, other ``__cuda_array_interface__`` producers through the interface) on a pointer,
-   slice, ``DisjointSlice``, numba array or cuTile array parameter, or a plain int/float scalar.  ``Kernel``'s
+1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_records.c`` + ``_launcher.c``, built by
+   ``setup.py`` where a C compiler is; :mod:`.fastpath` ``native_specs``): every argument is one the
+   C plan reads (:mod:`.native_args`): a tensor (torch through the DLPack C exchange API, CuPy arrays
+   through their attributes, other ``__cuda_array_interface__`` producers through the interface) on a
+   pointer, slice, ``DisjointSlice``, numba array or cuTile array parameter; a plain int/float scalar;
+   or a by-value struct (a dict) or tuple of scalars and raw pointers.  ``Kernel``'s
    base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,
    reads and checks the tensors, packs on the stack and calls ``cuLaunchKernel``.  Any check that
    fails *declines* (no error is raised in C) and the call falls through to tier 2.

@@ -85,7 +85,7 @@ int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
 }
 
-static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
+int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyLong_CheckExact(arg)) return 0;
     if (s->lo < 0) {
         int overflow;
@@ -100,7 +100,7 @@ static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
     return put_unsigned(buf, s->offset, s->code, v);
 }
 
-static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
+int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyFloat_CheckExact(arg)) return 0;
     double v = PyFloat_AS_DOUBLE(arg);
     if (!(-s->limit <= v && v <= s->limit)) return 0; /* NaN fails too */
@@ -127,7 +127,9 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         PyObject *arg = argv[i];
         uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
         int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn)
-               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
+               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
+               : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
+               : pack_record(s, arg, buf, plan->pointer_attribute_fn);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
@@ -137,12 +139,13 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
     return 1;
 }
 
-static int read_spec(ArgSpec *s, PyObject *item) {
+int read_spec(ArgSpec *s, PyObject *item) {
     unsigned long long hi;
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) goto bad;
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
     s->alias_slot = -1;
     if (is_tensor(s->kind)) return read_tensor_spec(s, item);
+    if (s->kind == PTXB_ARG_RECORD) return read_record_spec(s, item);
     if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
@@ -165,7 +168,8 @@ static int place_fits(int offset, int code, int size) {
     return found != NULL && offset >= 0 && offset + sizes[found - codes] <= size;
 }
 
-static int check_place(const ArgSpec *s, int size) {
+int check_place(const ArgSpec *s, int size) {
+    if (s->kind == PTXB_ARG_RECORD) return record_fits(s, size);
     if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
     for (int k = 0; k < s->nplaces; ++k)
         if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
@@ -206,10 +210,7 @@ bad:
 }
 
 static void free_args(Plan *self) {
-    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) {
-        PyMem_Free(self->args[i].places);
-        PyMem_Free(self->args[i].tile);
-    }
+    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) free_spec(&self->args[i]);
     PyMem_Free(self->args);
 }
 
@@ -530,6 +531,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_FLOAT", PTXB_ARG_FLOAT) < 0
         || PyModule_AddIntConstant(module, "ARG_CAI", PTXB_ARG_CAI) < 0
         || PyModule_AddIntConstant(module, "ARG_CUPY", PTXB_ARG_CUPY) < 0
+        || PyModule_AddIntConstant(module, "ARG_RECORD", PTXB_ARG_RECORD) < 0
+        || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0

@@ -63,6 +63,8 @@ enum {
     PTXB_ARG_FLOAT = 2,  /* a Python float, range-checked */
     PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (numba device arrays, any producer) */
     PTXB_ARG_CUPY = 4,   /* a cupy.ndarray, read through its attributes (data.ptr, dtype, shape, strides) */
+    PTXB_ARG_RECORD = 5, /* a by-value struct (a dict) or tuple (a tuple / list) of the kinds below */
+    PTXB_ARG_ADDRESS = 6, /* a raw-pointer member of a record: None, an int address, or a tensor */
 };
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
