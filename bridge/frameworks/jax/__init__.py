@@ -27,9 +27,13 @@ is a ``jax.custom_jvp`` whose rule refuses differentiation in ptxbridge's words.
 launches the kernel once per batch element (``vmap_method="sequential"``: a loop in the
 program), every rule seeing one element's shapes.
 
+``sharding_rule=`` lets XLA partition the op over sharded arrays, one launch per shard with no
+collective (:mod:`ptxbridge.jax.sharding`).
+
 Modules: ``xla_ffi`` (the handler's registration, attributes and CPU launches), ``_xla_ffi.c``
 (the XLA FFI handler, built where jaxlib is installed), ``refused`` (the GPU branch of an op that
-must not launch there).
+must not launch there), ``sharding`` (``sharding_rule=``: the op as a ``custom_partitioning``
+function).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from ptxbridge.abi.syntax import format_type
 from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.artifacts.image import Image
 from ptxbridge.jax.refused import refused
+from ptxbridge.jax.sharding import ShardingRule, partitioned
+from ptxbridge.jax.sharding import sharding_rule as parse_rule
 from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
@@ -67,7 +73,8 @@ _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
        read_only: Sequence[str] = (), shapes: Mapping[str, Any] | None = None,
-       backward: Callable[..., Mapping[str, Any]] | None = None, check_aliasing: bool = True) -> JaxOp:
+       backward: Callable[..., Mapping[str, Any]] | None = None, check_aliasing: bool = True,
+       sharding_rule: str | None = None, need_replication_factors: Sequence[str] = ()) -> JaxOp:
     """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
 
     Parameters
@@ -91,6 +98,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     check_aliasing
         Check the kernel's no-alias promises on the buffers XLA passes, in the handler, before
         each launch (docs/safety.md); False takes that responsibility.
+    sharding_rule, need_replication_factors
+        Lets XLA partition the op under ``jax.jit`` over sharded arrays, one launch per shard
+        (:mod:`ptxbridge.jax.sharding`): ``"b n, n -> b n"`` names a factor per dimension of each
+        array argument and each result; factors in ``need_replication_factors`` stay whole.
 
     Returns
     -------
@@ -101,7 +112,13 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
                               grid=grid, block=block, shared_mem=shared_mem, shapes=shapes)
     if backward is not None:
         spec.check_backward()
-    return JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
+    found = JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
+    if sharding_rule is not None:
+        found.sharding = parse_rule(spec.name, sharding_rule, need_replication_factors, found.arrays,
+                                    found.written)
+    elif need_replication_factors:
+        raise ArgumentError(f"{spec.name}: need_replication_factors needs a sharding_rule")
+    return found
 
 
 class JaxOp:
@@ -117,6 +134,7 @@ class JaxOp:
         self.spec, self.modules, self.written = spec, modules, tuple(written)
         self.backward, self.promises = backward, promises
         self.arrays = tuple(p.name for p in spec.inputs if p.name in spec.tensors)  # the call's operands
+        self.sharding: ShardingRule | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         spec = self.spec
@@ -127,12 +145,17 @@ class JaxOp:
             else:
                 values[param.name] = _static(spec.name, param.name, values[param.name])
         statics = {k: v for k, v in values.items() if k not in self.arrays}
-        return self._differentiable(statics)(*(values[name] for name in self.arrays))
+        arrays = [values[name] for name in self.arrays]
+        return self._differentiable(statics, eager_device(arrays))(*arrays)
 
-    def _differentiable(self, statics: dict[str, Any]) -> Callable[..., Any]:
-        """The launch as a function of the arrays, with the op's differentiation rule."""
+    def _differentiable(self, statics: dict[str, Any], device: Any) -> Callable[..., Any]:
+        """The launch as a function of the arrays, with the op's differentiation rule and, traced,
+        its sharding rule (``device``: an eager call's, None under a trace)."""
         def launch(*arrays: Any) -> Any:
-            return self._launch(statics | dict(zip(self.arrays, arrays, strict=True)))
+            return self._launch(statics | dict(zip(self.arrays, arrays, strict=True)), device)
+
+        if self.sharding is not None and device is None:
+            launch = partitioned(self.spec.name, self.sharding, (self.arrays, self.written), launch)
 
         if self.backward is None:
             refusing = jax.custom_jvp(launch)
@@ -164,11 +187,10 @@ class JaxOp:
         given = self.spec.gradients(self.backward(*grads, **named))
         return tuple(_gradient(self.spec.name, name, values[name], given.get(name)) for name in self.arrays)
 
-    def _launch(self, values: dict[str, Any]) -> Any:
-        """One custom call on the arrays and static values in ``values``."""
+    def _launch(self, values: dict[str, Any], device: Any) -> Any:
+        """One custom call on the arrays and static values in ``values`` (on ``device``, eager)."""
         spec = self.spec
         operands = [values[name] for name in self.arrays]
-        device = eager_device(operands)  # None under a trace
         sources = {name: i for i, name in enumerate(self.arrays)}
         spec.derive(values)
         spec.check_shapes(values)
