@@ -57,14 +57,14 @@ from ptxbridge.artifacts.image import Image
 from ptxbridge.jax.refused import refused
 from ptxbridge.jax.sharding import ShardingRule, partitioned
 from ptxbridge.jax.sharding import sharding_rule as parse_rule
-from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
+from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, attributes, no_alias, provide, register
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
 from ptxbridge.launch.raised import unreadable
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
 
-__all__ = ["JaxOp", "Output", "op"]
+__all__ = ["JaxOp", "Output", "op", "register_image"]
 
 _ML_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2"}
 _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
@@ -121,6 +121,17 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     return found
 
 
+def register_image(source: Image | Module) -> str:
+    """Make ``source``'s image known to the handler in this process; returns its content hash.
+
+    A program with bridged ops names each image by that hash, so a ``jax.export`` program
+    deserialized in another process, or an executable from JAX's persistent compilation cache,
+    runs there once the process has the image: made an op of it, or called this.
+    """
+    register()
+    return provide(Modules(source))[0]
+
+
 class JaxOp:
     """A bridged kernel as a JAX function (see :func:`op`)."""
 
@@ -131,6 +142,7 @@ class JaxOp:
         if not written:
             raise ArgumentError(f"{spec.name}: writes no tensor, so a JAX op of it would return nothing; "
                                 "declare what it writes in outputs= or type the pointer *mut")
+        self.image, modules = provide(modules)  # the handler finds the image by this content hash
         self.spec, self.modules, self.written = spec, modules, tuple(written)
         self.backward, self.promises = backward, promises
         self.arrays = tuple(p.name for p in spec.inputs if p.name in spec.tensors)  # the call's operands
@@ -210,7 +222,7 @@ class JaxOp:
         packed = _pack(spec, values, sources, self.promises)
         call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases, vmap_method="sequential")
         register()
-        branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
+        branches = {"cpu": lambda *ops: call(*ops, **attributes(packed, self.image, "cpu"))}
         if spec.name in self.modules.debug:  # its exception flag cannot be read on XLA's GPU stream
             where = ("ptxbridge.jax on a GPU (the handler launches on XLA's stream, which XLA may record "
                      "into a CUDA graph)")
@@ -218,15 +230,15 @@ class JaxOp:
                        f"(module.{spec.name}(...) with torch or CuPy arrays)")
             branches["cuda"] = refused(unreadable(spec.name, where, instead), results)
         elif _has_cuda():
-            facts = self._cuda_facts(packed.geometry[6])
-            branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
+            self._check_cuda(packed.geometry[6])
+            branches["cuda"] = lambda *ops: call(*ops, **attributes(packed, self.image, "cuda"))
         platform = "cpu" if len(branches) == 1 else None if device is None else _BRANCHES.get(device.platform)
         found = (branches[platform](*operands) if platform in branches
                  else jax.lax.platform_dependent(*operands, **branches))
         return found[0] if len(found) == 1 else tuple(found)
 
-    def _cuda_facts(self, shared_mem: int) -> dict[str, Any]:
-        """The CUDA loader's launch facts of the kernel (its CUkernel serves every GPU's context)."""
+    def _check_cuda(self, shared_mem: int) -> None:
+        """Refuse, while tracing, a launch the handler cannot make on a GPU."""
         name = self.spec.name
         backend = self.modules.get("cuda:0").backend
         facts = backend.native_facts(backend.function(name), name)
@@ -237,7 +249,6 @@ class JaxOp:
             raise ArgumentError(f"{name}: {shared_mem} bytes of dynamic shared memory need an opt-in the "
                                 "handler does not make; declare #[shared(dynamic = N)] in the signature so "
                                 "the loader opts in when it loads the image")
-        return facts
 
     def __repr__(self) -> str:
         return f"<ptxbridge JAX op {self.spec.signature}>"
