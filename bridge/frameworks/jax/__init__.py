@@ -55,14 +55,15 @@ from ptxbridge.abi.syntax import format_type
 from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.artifacts.image import Image
 from ptxbridge.jax.refused import refused
-from ptxbridge.jax.sharding import ShardingRule, partitioned
-from ptxbridge.jax.sharding import sharding_rule as parse_rule
+from ptxbridge.jax.sharding import partitioned
 from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, attributes, no_alias, provide, register
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
 from ptxbridge.launch.raised import unreadable
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
+from ptxbridge.opspec.sharding import ShardingRule
+from ptxbridge.opspec.sharding import sharding_rule as parse_rule
 
 __all__ = ["JaxOp", "Output", "op", "register_image"]
 
@@ -137,15 +138,14 @@ class JaxOp:
 
     def __init__(self, spec: OpSpec, modules: Modules, backward: Callable[..., Mapping[str, Any]] | None,
                  promises: NoAlias):
-        written = [p.name for p in spec.signature.params
-                   if p.name in spec.mutated or any(o.param.name == p.name for o in spec.outputs)]
+        written = spec.written
         if not written:
             raise ArgumentError(f"{spec.name}: writes no tensor, so a JAX op of it would return nothing; "
                                 "declare what it writes in outputs= or type the pointer *mut")
         self.image, modules = provide(modules)  # the handler finds the image by this content hash
-        self.spec, self.modules, self.written = spec, modules, tuple(written)
+        self.spec, self.modules, self.written = spec, modules, written
         self.backward, self.promises = backward, promises
-        self.arrays = tuple(p.name for p in spec.inputs if p.name in spec.tensors)  # the call's operands
+        self.arrays = spec.arrays  # the call's operands
         self.sharding: ShardingRule | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
