@@ -42,17 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch_abi.h" /* bridge/launch/: cuLaunchKernel, its extra keys, the no-alias test */
 #include "xla/ffi/api/c_api.h"
 
-typedef int (*launch_fn)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                         unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_mem,
-                         void *stream, void **kernel_params, void **extra);
 typedef int (*describe_fn)(int code, const char **text);
-
-#define STACK_PARAMS 4096
-#define BUFFER_POINTER ((void *)1) /* CU_LAUNCH_PARAM_BUFFER_POINTER (cuda.h) */
-#define BUFFER_SIZE ((void *)2)    /* CU_LAUNCH_PARAM_BUFFER_SIZE */
-#define PARAM_END ((void *)0)      /* CU_LAUNCH_PARAM_END */
 
 /* The launch an instantiated call resolved to (its FFI state). */
 typedef struct {
@@ -250,11 +243,10 @@ static XLA_FFI_Error *check_no_alias(const XLA_FFI_Api *api, const XLA_FFI_CallF
         if (i < 0 || j < 0 || (size_t)i >= count || (size_t)j >= count ||
             !buffer_address(frame, source[2 * i + 1], &a) || !buffer_address(frame, source[2 * j + 1], &b))
             return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ptxbridge_launch: a no_alias pair names no slot");
-        uintptr_t lo_a = (uintptr_t)a, lo_b = (uintptr_t)b;
-        uintptr_t lo = lo_a > lo_b ? lo_a : lo_b;
-        uintptr_t hi_a = lo_a + (uintptr_t)span[2 * i], hi_b = lo_b + (uintptr_t)span[2 * j];
-        uintptr_t hi = hi_a < hi_b ? hi_a : hi_b;
-        if (lo < hi) return overlapped(api, text, (int64_t)(k / 2), lo, hi);
+        uint64_t lo_a = (uintptr_t)a, lo_b = (uintptr_t)b;
+        uint64_t hi_a = lo_a + (uint64_t)span[2 * i], hi_b = lo_b + (uint64_t)span[2 * j];
+        if (ranges_overlap(lo_a, hi_a, lo_b, hi_b))
+            return overlapped(api, text, (int64_t)(k / 2), lo_a > lo_b ? lo_a : lo_b, hi_a < hi_b ? hi_a : hi_b);
     }
     return NULL;
 }
@@ -301,8 +293,8 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
     const int64_t *g = geometry->data;
     const int64_t *pairs = slots->data;
     size_t size = params->size;
-    unsigned char stack[STACK_PARAMS];
-    unsigned char *buffer = size <= STACK_PARAMS ? stack : malloc(size);
+    unsigned char stack[STACK_PARAM_BYTES];
+    unsigned char *buffer = size <= STACK_PARAM_BYTES ? stack : malloc(size);
     if (buffer == NULL) return fail(api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "ptxbridge_launch: out of memory");
     memcpy(buffer, params->data, size);
     for (size_t i = 0; i < slots->size && error == NULL; i += 2) {
@@ -322,8 +314,8 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
         stream = args.stream;
     }
     if (error == NULL) {
-        void *extra[] = {BUFFER_POINTER, buffer, BUFFER_SIZE, &size, PARAM_END};
-        launch_fn entry = (launch_fn)(uintptr_t)launch->entry;
+        void *extra[] = {LAUNCH_PARAM_BUFFER_POINTER, buffer, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
+        LaunchFn entry = (LaunchFn)(uintptr_t)launch->entry;
         int code = entry((void *)(uintptr_t)launch->function, (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
                          (unsigned)g[3], (unsigned)g[4], (unsigned)g[5], (unsigned)g[6], stream, NULL, extra);
         if (code != 0) error = launch_failed(api, kernel, launch->describe, code, g);
