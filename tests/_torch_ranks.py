@@ -1,9 +1,11 @@
 """Run by tests/test_torch_distributed.py: one training step on two gloo ranks against one process.
 
-``python tests/_torch_ranks.py CASE IMAGE OUT`` spawns two ranks that each make the bridged ops from
-the saved image IMAGE, take one SGD step of a small model whose activation is a ptxbridge.torch op
-with ``backward=``, and compare the parameters with the same step taken in one process on the whole
-batch; each rank writes ``ok`` or its traceback to OUT/CASE.RANK.
+``python tests/_torch_ranks.py CASE IMAGE OUT [cuda]`` spawns two ranks that each make the bridged
+ops from the saved image IMAGE, take one SGD step of a small model whose activation is a
+ptxbridge.torch op with ``backward=``, and compare the parameters with the same step taken in one
+process on the whole batch; each rank writes ``ok`` or its traceback to OUT/CASE.RANK.  With
+``cuda`` rank r runs on cuda:r over NCCL (tests/gpu/test_gpu_distributed.py), else on the CPU over
+gloo.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ extern "C" __global__ void mul(const float* a, const float* b, float s, float* c
 """
 BATCH, IN, HIDDEN, OUT = 8, 6, 16, 4
 WORLD = 2
+DEVICE = torch.device("cpu")  # rank r's cuda:r under ``cuda``
 
 
 def ops(image: ptxbridge.Image, rule: bool = False) -> nn.Module:
@@ -51,6 +54,7 @@ class Net(nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.a, self.b, self.square = nn.Linear(IN, HIDDEN), nn.Linear(HIDDEN, OUT), square
+        self.to(DEVICE)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.b(self.square(self.a(x)))
@@ -58,7 +62,8 @@ class Net(nn.Module):
 
 def data() -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(1)
-    return torch.randn(BATCH, IN, generator=generator), torch.randn(BATCH, OUT, generator=generator)
+    found = torch.randn(BATCH, IN, generator=generator), torch.randn(BATCH, OUT, generator=generator)
+    return tuple(t.to(DEVICE) for t in found)
 
 
 def step(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
@@ -78,7 +83,8 @@ def full(value: torch.Tensor) -> torch.Tensor:
 
 
 def ddp(square, rank: int) -> dict[str, torch.Tensor]:
-    model = nn.parallel.DistributedDataParallel(Net(square))
+    ids = [DEVICE.index] if DEVICE.type == "cuda" else None
+    model = nn.parallel.DistributedDataParallel(Net(square), device_ids=ids)
     x, target = data()
     rows = slice(rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD)  # each rank its half of the batch
     step(model, x[rows], target[rows])
@@ -103,7 +109,7 @@ def tensor_parallel(square, rank: int) -> dict[str, torch.Tensor]:
     from torch.distributed.tensor import DTensor, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    mesh = init_device_mesh("cpu", (WORLD,))
+    mesh = init_device_mesh(DEVICE.type, (WORLD,))
     model = Net(square)
     seen = []  # the hidden activation reaches the op as a DTensor sharded on its features
     model.square = _Recording(model.square, seen)
@@ -130,10 +136,16 @@ class _Recording(nn.Module):
 CASES = {"ddp": ddp, "fsdp": fsdp, "tensor_parallel": tensor_parallel}
 
 
-def rank_main(rank: int, case: str, image_path: str, out: str) -> None:
+def rank_main(rank: int, case: str, image_path: str, out: str, device: str) -> None:
+    global DEVICE
     report = Path(out) / f"{case}.{rank}"
     try:
-        dist.init_process_group("gloo", init_method=f"file://{out}/{case}.store", rank=rank, world_size=WORLD)
+        if device == "cuda":
+            DEVICE = torch.device("cuda", rank)
+            torch.cuda.set_device(DEVICE)
+        backend = "nccl" if device == "cuda" else "gloo"
+        store = f"file://{out}/{case}.store"
+        dist.init_process_group(backend, init_method=store, rank=rank, world_size=WORLD)
         square = ops(ptxbridge.Image.open(image_path), rule=case == "tensor_parallel")
         found = CASES[case](square, rank)
         want = reference(square)  # the same op on plain tensors, the whole batch
@@ -149,5 +161,5 @@ def rank_main(rank: int, case: str, image_path: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    case, image_path, out = sys.argv[1:]
-    mp.spawn(rank_main, args=(case, image_path, out), nprocs=WORLD, join=True)
+    case, image_path, out, *device = sys.argv[1:]
+    mp.spawn(rank_main, args=(case, image_path, out, device[0] if device else "cpu"), nprocs=WORLD, join=True)
