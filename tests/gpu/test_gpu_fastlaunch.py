@@ -11,17 +11,7 @@ from _images import image
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
-
-@pytest.fixture(scope="module")
-def cpp():
-    with image("cpp").load(0) as module:
-        yield module
-
-
-@pytest.fixture(scope="module")
-def numba_module():
-    with image("numba").load(0) as module:
-        yield module
+from test_gpu_call import cpp  # noqa: F401 (the C++ image's module fixture)
 
 
 def _twice(kernel, *args, **launch):
@@ -31,7 +21,7 @@ def _twice(kernel, *args, **launch):
     assert tuple(map(type, args)) in kernel._cached(), "the C launcher holds no plan for these types"
 
 
-def test_cupy_arrays_launch_from_c_on_cupys_current_stream(cpp):
+def test_cupy_arrays_launch_from_c_on_cupys_current_stream(cpp):  # noqa: F811
     cupy = pytest.importorskip("cupy")
     n = 1000
     a, b = (cupy.random.standard_normal(n, dtype=cupy.float32) for _ in range(2))
@@ -47,9 +37,10 @@ def test_cupy_arrays_launch_from_c_on_cupys_current_stream(cpp):
     np.testing.assert_allclose(cupy.asnumpy(c), cupy.asnumpy(a + b), rtol=1e-6)
 
 
-def test_numba_device_arrays_launch_from_c(cpp, numba_module):
+def test_numba_device_arrays_launch_from_c(cpp):  # noqa: F811
     from numba import cuda
 
+    numba_module = image("numba").load(0)
     n = 777
     x = np.random.default_rng().standard_normal(n).astype(np.float32)
     da, db, dc = cuda.to_device(x), cuda.to_device(x * 2), cuda.to_device(np.full(n, np.nan, np.float32))
@@ -64,7 +55,8 @@ def test_numba_device_arrays_launch_from_c(cpp, numba_module):
     np.testing.assert_allclose(dout.copy_to_host(), 2.5 * base[::2, 1::3], rtol=1e-6)
 
 
-def test_torch_tensors_on_numba_arrays_launch_from_c(numba_module):
+def test_torch_tensors_on_numba_arrays_launch_from_c():
+    numba_module = image("numba").load(0)
     base = torch.randn(64, 90, device="cuda")
     x = base[3::2, 1::3]
     out = torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda").t()  # column-major view
