@@ -446,3 +446,33 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     with pytest.raises(ArgumentError) as info:
         python((value,))
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+def test_jax_arrays_are_read_through_a_capsule_per_launch():
+    """Any __dlpack__ producer (JAX here, on the CPU): a fresh capsule per launch, read and released."""
+    jnp = pytest.importorskip("jax.numpy")
+    rng = random.Random(7)
+    names = ("f32", "i32", "u8", "f16", "bool")
+    for _ in range(60):
+        params = []
+        for i in range(rng.randint(1, 4)):
+            name, choice = rng.choice(names), rng.random()
+            params.append(Param(f"p{i}", NumbaArray(dtype(name), rng.randint(1, 3), rng.choice("CA"))
+                                if choice < 0.4 else Slice(dtype(name)) if choice < 0.7
+                                else Pointer(Scalar(dtype(name)))))
+        sig = Signature("k", tuple(params), convention=Convention.NUMBA)
+
+        def make(t):
+            ndim = t.ndim if isinstance(t, NumbaArray) else rng.randint(1, 2)
+            name = t.dtype.name if not isinstance(t, Pointer) else t.pointee.dtype.name
+            return jnp.asarray(_numpy(name, _shape(ndim, rng)))
+        plan, python = _plans(sig, tuple(make(p.type) for p in params))
+        for _ in range(2):
+            args = tuple(make(p.type) for p in params)
+            assert plan.pack(args) == python(args), (sig, [a.shape for a in args])
+    wrong = jnp.zeros(4, jnp.int32)
+    sig = Signature("k", (Param("x", Pointer(Scalar(dtype("f32")))),), convention=Convention.NUMBA)
+    plan, python = _plans(sig, (jnp.zeros(4, jnp.float32),))
+    assert plan.pack((wrong,)) is False
+    with pytest.raises(ArgumentError, match=r"^k: argument 'x' \(\*mut f32\) got i32 tensor on cpu"):
+        python((wrong,))

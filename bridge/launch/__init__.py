@@ -6,7 +6,8 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
 1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_records.c`` + ``_launcher.c``, built by
    ``setup.py`` where a C compiler is; :mod:`.fastpath` ``native_specs``): every argument is one the
    C plan reads (:mod:`.native_args`): a tensor (torch through the DLPack C exchange API, CuPy arrays
-   through their attributes, other ``__cuda_array_interface__`` producers through the interface) on a
+   through their attributes, other ``__cuda_array_interface__`` producers through the interface, other
+   ``__dlpack__`` producers through a capsule per launch) on a
    pointer, slice, ``DisjointSlice``, numba array or cuTile array parameter; a plain int/float scalar;
    or a by-value struct (a dict) or tuple of scalars and raw pointers.  ``Kernel``'s
    base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,

@@ -114,11 +114,12 @@ int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
 }
 
 static int is_tensor(int kind) {
-    return kind == PTXB_ARG_TENSOR || kind == PTXB_ARG_CAI || kind == PTXB_ARG_CUPY;
+    return kind == PTXB_ARG_TENSOR || kind == PTXB_ARG_CAI || kind == PTXB_ARG_CUPY || kind == PTXB_ARG_CAPSULE;
 }
 
 /* 1: every argument packed into buf and no no-alias pair overlaps; 0: declined. */
-static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf) {
+/* stream: the launch's, which a __dlpack__ producer is told (0: the legacy default stream). */
+static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf, uintptr_t stream) {
     uint64_t ranges[MAX_ALIAS_SLOTS][2];
     if (nargs != plan->nargs) return 0;
     memset(buf, 0, plan->size);
@@ -126,7 +127,7 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         const ArgSpec *s = &plan->args[i];
         PyObject *arg = argv[i];
         uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
-        int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn)
+        int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
                : pack_record(s, arg, buf, plan->pointer_attribute_fn);
@@ -349,7 +350,7 @@ static PyObject *plan_pack(Plan *self, PyObject *args) {
     char *buf = buffer_open(&b, self->size);
     PyObject *out = Py_False;
     if (buf == NULL) Py_RETURN_FALSE; /* no memory: the Python path will say so */
-    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
+    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf, 0))
         out = PyBytes_FromStringAndSize(buf, self->size);
     else
         Py_INCREF(out);
@@ -425,7 +426,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     void *stack_params[STACK_SLOTS];
     char *buf = buffer_open(&b, self->size);
     void **params = self->nslots <= STACK_SLOTS ? stack_params : PyMem_Malloc(self->nslots * sizeof(void *));
-    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf)) {
+    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf, (uintptr_t)stream)) {
         if (params != stack_params) PyMem_Free(params);
         if (buf != NULL) buffer_close(&b);
         return 0;
@@ -533,6 +534,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_CUPY", PTXB_ARG_CUPY) < 0
         || PyModule_AddIntConstant(module, "ARG_RECORD", PTXB_ARG_RECORD) < 0
         || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
+        || PyModule_AddIntConstant(module, "ARG_CAPSULE", PTXB_ARG_CAPSULE) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0

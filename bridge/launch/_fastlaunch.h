@@ -32,7 +32,8 @@ typedef struct ArgSpec {
 /* _tensors.c: a tensor spec read from its tuple (1, or 0 with an error set); one tensor argument packed
  * (1, or 0: declined), its byte range into range[0:2] when range is not NULL; the interned names. */
 int read_tensor_spec(ArgSpec *s, PyObject *item);
-int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute);
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream);
 int tensors_ready(void);
 
 /* _records.c: a record spec read (1, or 0 with an error set); one record argument packed (1, or 0:

@@ -26,7 +26,7 @@ static int pack_address(const ArgSpec *s, PyObject *value, char *buf, PointerAtt
         if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
         return put_unsigned(buf, s->offset, s->code, v);
     }
-    return s->members != NULL && pack_tensor(s->members, value, buf, NULL, pointer_attribute);
+    return s->members != NULL && pack_tensor(s->members, value, buf, NULL, pointer_attribute, 0);
 }
 
 int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute) {

@@ -33,12 +33,16 @@ typedef struct {
 } Tensor;
 
 static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides, *str_dtype, *str_ptr, *str_device_id;
+static PyObject *str_dlpack, *str_dlpack_device, *dlpack_kwnames, *max_version;
 
 int tensors_ready(void) {
     PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dtype, &str_ptr,
-                          &str_device_id};
+                          &str_device_id, &str_dlpack, &str_dlpack_device};
     static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides", "dtype",
-                                  "ptr", "device_id"};
+                                  "ptr", "device_id", "__dlpack__", "__dlpack_device__"};
+    dlpack_kwnames = Py_BuildValue("(ss)", "stream", "max_version");
+    max_version = Py_BuildValue("(ii)", 1, 1);
+    if (dlpack_kwnames == NULL || max_version == NULL) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
         if ((*slots[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
     return 1;
@@ -84,12 +88,9 @@ static int read_shape(PyObject *tuple, Tensor *t) {
     return 1;
 }
 
-static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
-    DLView view;
-    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
-        PyErr_Clear();
-        return 0;
-    }
+/* A DLTensor's facts, checked against the spec's dtype and device. */
+static int read_view(const ArgSpec *s, const DLView *v, Tensor *t) {
+    DLView view = *v;
     if (view.dtype.code != s->dtype.code || view.dtype.bits != s->dtype.bits || view.dtype.lanes != 1
         || view.device.device_type != s->device_type || view.device.device_id != s->device_id
         || view.ndim < 0 || view.ndim > MAX_NDIM)
@@ -104,6 +105,47 @@ static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
     if (view.strides == NULL) compact_strides(t);
     else memcpy(t->strides, view.strides, (size_t)t->ndim * sizeof *t->strides);
     return 1;
+}
+
+static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
+    DLView view;
+    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return read_view(s, &view, t);
+}
+
+/* bridge/launch/dlpack.py _dlpack_extract: __dlpack_device__ must name the spec's device; then
+ * __dlpack__(stream=, max_version=(1, 1)) -- stream None on the CPU, else the launch's stream (1 for
+ * the legacy default) -- gives a versioned capsule (read-only from its flags) or a legacy one; the facts
+ * are copied and the capsule released unconsumed.  A producer that refuses max_version: declined. */
+static int read_capsule(const ArgSpec *s, PyObject *arg, Tensor *t, uintptr_t stream) {
+    PyObject *device = PyObject_CallMethodNoArgs(arg, str_dlpack_device);
+    int ok = device != NULL && PyTuple_Check(device) && PyTuple_GET_SIZE(device) == 2
+             && PyLong_AsLong(PyTuple_GET_ITEM(device, 0)) == s->device_type
+             && PyLong_AsLong(PyTuple_GET_ITEM(device, 1)) == (s->device_type == DL_CUDA ? s->device_id : 0);
+    Py_XDECREF(device);
+    if (!ok) { PyErr_Clear(); return 0; }
+    PyObject *consumer = s->device_type == DL_CUDA ? PyLong_FromUnsignedLongLong(stream ? stream : 1)
+                                                   : Py_NewRef(Py_None);
+    if (consumer == NULL) { PyErr_Clear(); return 0; }
+    PyObject *args[] = {arg, consumer, max_version};
+    PyObject *capsule = PyObject_VectorcallMethod(str_dlpack, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                  dlpack_kwnames);
+    Py_DECREF(consumer);
+    if (capsule == NULL) { PyErr_Clear(); return 0; }
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        const ManagedVersioned *managed = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        ok = read_view(s, &managed->dl_tensor, t);
+        t->readonly = (int)(managed->flags & 1);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        ok = read_view(s, (const DLView *)PyCapsule_GetPointer(capsule, "dltensor"), t);
+    } else {
+        ok = 0;
+    }
+    Py_DECREF(capsule); /* unconsumed: its destructor hands the tensor back to the producer */
+    return ok;
 }
 
 /* __cuda_array_interface__ v2/v3 as bridge/launch/dlpack.py _cai_extract reads it; the device from the
@@ -244,11 +286,13 @@ static int pack_tile(const ArgSpec *s, const Tensor *t, char *buf) {
     return 1;
 }
 
-int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute) {
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream) {
     Tensor t;
     if (Py_TYPE(arg) != s->type) return 0;
     int ok = s->kind == PTXB_ARG_TENSOR ? read_dlpack(s, arg, &t)
-           : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute) : read_cupy(s, arg, &t);
+           : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute)
+           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream) : read_cupy(s, arg, &t);
     if (!ok || (t.readonly && s->refuses_readonly)) return 0;
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)

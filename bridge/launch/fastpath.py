@@ -69,6 +69,8 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
         kind, source = _fastlaunch.ARG_TENSOR, getattr(arg_type, "__dlpack_c_exchange_api__", None)
         if source is None:
             return None
+    elif native.producer == "capsule":
+        kind, source = _fastlaunch.ARG_CAPSULE, None
     else:
         dtype = numpy.dtype(want.numpy_name)
         cupy = native.producer == "cupy"

@@ -30,10 +30,11 @@ _RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", 
 @dataclass(frozen=True, slots=True)
 class NativeTensor:
     """A tensor argument as the C plan takes it: read through ``producer`` (``"dlpack"``: the DLPack C
-    exchange API; ``"cai"``: ``__cuda_array_interface__``; ``"cupy"``: a ``cupy.ndarray``'s
-    attributes), checked as the binder checks it, packed as ``form`` (``"pointer"``, ``"slice"``,
-    ``"numba"``: numba's array struct of ``ndim`` axes and ``layout``; ``"tile"``: a cuTile array,
-    ``tile`` its promises as bridge/launch/_tensors.c read_tile takes them)."""
+    exchange API; ``"capsule"``: a ``__dlpack__`` capsule per launch; ``"cai"``:
+    ``__cuda_array_interface__``; ``"cupy"``: a ``cupy.ndarray``'s attributes), checked as the binder
+    checks it, packed as ``form`` (``"pointer"``, ``"slice"``, ``"numba"``: numba's array struct of
+    ``ndim`` axes and ``layout``; ``"tile"``: a cuTile array, ``tile`` its promises as
+    bridge/launch/_tensors.c read_tile takes them)."""
 
     producer: str
     form: str
@@ -60,13 +61,16 @@ def native_tensor(t: ParamType, rule: Any, want: DType | None, refuses_readonly:
                   device_type: int, device_id: int) -> NativeTensor | None:
     """How the C plan reads a tensor argument of ``arg_type`` for ``t``, or None where it does not.
 
-    ============================= ========================================= =====================
-    argument type                 read through                              contexts
-    ============================= ========================================= =====================
-    torch.Tensor                  ``__dlpack_c_exchange_api__`` (DLPack)    GPU and CPU
-    cupy.ndarray                  ``data.ptr``, ``dtype``, ``shape``...     GPU
-    other ``__cuda_array_interface__`` producers (numba device arrays)      GPU
-    ============================= ========================================= =====================
+    ================================= ======================================= ===========
+    argument type                     read through                            contexts
+    ================================= ======================================= ===========
+    torch.Tensor                      ``__dlpack_c_exchange_api__`` (DLPack)  GPU and CPU
+    other ``__dlpack__`` producers    a capsule per launch, released unused   GPU and CPU
+    (JAX arrays)
+    cupy.ndarray                      ``data.ptr``, ``dtype``, ``shape``...   GPU
+    ``__cuda_array_interface__``      the interface dict; the device from     GPU
+    producers (numba device arrays)   the pointer (cuPointerGetAttribute)
+    ================================= ======================================= ===========
 
     Kinds: what the rule reads as a contiguous pointer or slice, numba arrays (any layout) and cuTile
     arrays of a plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
@@ -79,6 +83,8 @@ def native_tensor(t: ParamType, rule: Any, want: DType | None, refuses_readonly:
     producer = producer_of(arg_type)
     if producer == "torch" and getattr(arg_type, "__dlpack_c_exchange_api__", None) is not None:
         producer = "dlpack"
+    elif producer == "dlpack":
+        producer = "capsule"
     elif not (on_gpu and want.numpy_name is not None and producer in ("cupy", "cai")):
         return None
     shaped = ((t.ndim, t.layout) if form == "numba" else (t.ndim, "A", _tile_promises(t)) if form == "tile"
