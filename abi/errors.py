@@ -7,6 +7,8 @@ argument, tool log, driver code).  Messages read "subject: rule (got ...)".
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AbiMismatchError",
     "ArgumentError",
@@ -77,13 +79,16 @@ class LinkError(CompileError):
 
 
 class KernelRaisedError(PtxBridgeError, RuntimeError):
-    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception.
+    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception, or a
+    thread of a Rust kernel panicked.
 
     ``exception``: that exception (built-in types; None for others), ``tid`` / ``ctaid``:
-    the first raising thread, as numba-cuda's launcher reports them.
+    the first raising thread, as numba-cuda's launcher reports them; ``panic``: a Rust panic's
+    record (message, file, line, column; ``ptxbridge.abi.panic_record.PanicRecord``), else None.
     """
 
     exception: BaseException | None = None
+    panic: Any = None
     tid: tuple[int, int, int] = (0, 0, 0)
     ctaid: tuple[int, int, int] = (0, 0, 0)
 
