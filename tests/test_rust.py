@@ -52,7 +52,7 @@ def test_toolchain_is_debian_rustc_with_sources(toolchain):
 def test_sysroot_has_core_for_the_target(sysroot):
     lib = sysroot / f"lib/rustlib/{rust_toolchain.TARGET}/lib"
     libs = sorted(p.name for p in lib.iterdir())
-    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib"]
+    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib", "libptxbridge_panic.rlib"]
 
 
 @pytest.fixture
@@ -77,7 +77,9 @@ def test_missing_library_sources_say_what_to_install(monkeypatch, tmp_path, fres
 def test_rustc_options_are_a_pure_function():
     assert prust.rustc_options("sm_90", opt_level=2) == (
         "--target", "nvptx64-nvidia-cuda", "--crate-type", "cdylib", "--edition", "2021",
-        "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort", "--emit", "asm")
+        "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort",
+        "-C", "lto=fat", "-C", "linker=true", "-C", "llvm-args=-min-jump-table-entries=2147483647",
+        "--emit", "asm")
     assert prust.rustc_options("sm_100", emit="llvm-ir")[-2:] == ("--emit", "llvm-ir")
     with pytest.raises(ArgumentError, match=r"emit must be one of asm, llvm-ir \(got 'obj'\)"):
         prust.rustc_options("sm_80", emit="obj")
@@ -311,8 +313,9 @@ def test_reader_errors_name_file_and_line():
 
 
 def test_two_rust_artifacts_link_and_run_together(sysroot):
-    # Every rustc crate defines its panic handler under one fixed visible name; the frontend
-    # makes it module-local so several Rust artifacts link into one image.
+    # Every rustc crate defines its panic handler under one fixed name; no Rust artifact may export
+    # it (fat LTO internalizes it, the frontend localizes it in PTX built elsewhere), so several
+    # Rust artifacts link into one image.
     import numpy as np
 
     import ptxbridge
@@ -321,7 +324,7 @@ def test_two_rust_artifacts_link_and_run_together(sysroot):
     scale, affine = prust.compile(root / "scale.rs"), prust.compile(root / "affine.rs")
     for artifact in (scale, affine):
         handler = [f for f in read_ptx(artifact.code).functions if f.name.endswith("rust_begin_unwind")]
-        assert [f.linkage for f in handler] == [""]
+        assert all(f.linkage == "" for f in handler)
     module = ptxbridge.link([scale, affine]).load("cpu")
     x, y = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
     module.saxpy(2.0, x, y, 8, grid=1, block=8)

@@ -70,7 +70,7 @@ class Program:
         self.shared_static = RESERVED_SMEM if self.reserves else 0
         self.local_size = 0
         self._exported: dict[str, Symbol] = {}
-        self._fixups: list[tuple[np.ndarray, int, str, int]] = []
+        self._fixups: list[tuple[np.ndarray, int, str, int, int | None]] = []
         definitions = self._definitions(modules)
         for name in {fn.name for module in modules for fn in module.functions}:
             self._exported[name] = Symbol("func", name)  # declarations too: _check_calls names the missing
@@ -175,7 +175,7 @@ class Program:
 
     def _fix_addresses(self, scopes: list[dict[str, Symbol]]) -> None:
         """Write the generic address of each variable named in an initializer."""
-        for data, offset, target, addend in self._fixups:
+        for data, offset, target, addend, shift in self._fixups:
             found = next((scope[target] for scope in scopes if target in scope), None) or \
                 self._exported.get(target)
             if found is not None and found.space == "func" and found.value in self.function_addresses:
@@ -185,7 +185,10 @@ class Program:
                                 "function, global, constant or shared variable of the linked modules")
             else:
                 address = found.value + addend + (WINDOWS["shared"] if found.space == "shared" else 0)
-            data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
+            if shift is None:
+                data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
+            else:  # one byte of the address (a mask operator)
+                data[offset] = (address >> shift) & 0xFF
 
     def _module_variables(self, module: PtxModule) -> dict[str, Symbol]:
         scope: dict[str, Symbol] = {}
@@ -219,7 +222,7 @@ class Program:
             data = data[start:start + max(size, 1)]
             if initializer is not None:
                 data[:size], fixups = _initial_bytes(name, ptx_type, initializer, size)
-                self._fixups += [(data, offset, target, addend) for offset, target, addend in fixups]
+                self._fixups += [(data, *fixup) for fixup in fixups]
             region = Region(f"{space} variable {name}", data.ctypes.data, size, data, PER_GRID,
                             writable=space == "global")
             self.variables.append(region)
@@ -310,6 +313,7 @@ def _local_key(name: str, module_index: int) -> str:
 
 
 _ADDRESS_ITEM = re.compile(r"^(generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?$")
+_MASKED_ITEM = re.compile(r"^0[xX][fF]{2}(0*)\((?:generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?\)$")
 
 
 def _initial_bytes(name: str, ptx_type: str, text: str,
@@ -317,8 +321,10 @@ def _initial_bytes(name: str, ptx_type: str, text: str,
     """An initializer ``{1, 2, 3}`` / ``0f3F800000`` / nested braces as little-endian bytes.
 
     Items naming a variable (``x``, ``generic(x)``, ``x+8``: PTX ISA 5.4.4) are
-    returned as fixups ``(byte offset, name, addend)`` to fill in once every
-    variable has an address.
+    returned as fixups ``(byte offset, name, addend, None)`` to fill in once every
+    variable has an address; a byte of an address in a ``.b8``/``.u8`` array
+    (``0xFF00(generic(x))``, the mask operators of the same section, which
+    nvJitLink's LTO writes) is ``(byte offset, name, addend, bit shift)``.
     """
     dt = DTYPES[ptx_type]
     values, fixups = [], []
@@ -328,7 +334,12 @@ def _initial_bytes(name: str, ptx_type: str, text: str,
             if dt.itemsize != 8:
                 raise UnsupportedInstructionError(
                     f"initializer of {name!r}: an address needs a 64-bit element (got .{ptx_type})")
-            fixups.append((index * 8, address.group(2), int(address.group(3) or 0)))
+            fixups.append((index * 8, address.group(2), int(address.group(3) or 0), None))
+            values.append(dt.type(0))
+            continue
+        masked = _MASKED_ITEM.match(item)
+        if masked is not None and dt.itemsize == 1:
+            fixups.append((index, masked.group(2), int(masked.group(3) or 0), 4 * len(masked.group(1))))
             values.append(dt.type(0))
             continue
         try:

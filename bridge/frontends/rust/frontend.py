@@ -151,7 +151,8 @@ def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchai
 # (``_RNv..._7___rustc17rust_begin_unwind``) in every crate, so two Rust artifacts in one
 # link would define it twice.  Each crate's handler is only called from its own code, so
 # giving it internal linkage (no linkage directive, PTX ISA 11.6) keeps every crate's own
-# handler and lets any number of Rust artifacts link together.
+# handler and lets any number of Rust artifacts link together.  ``compile``'s fat LTO makes it
+# internal already; ``from_ptx`` takes PTX built without it.
 _PANIC_HANDLER = re.compile(rb"^\.visible\s+(\.func\s+[\w$]*___rustc17rust_begin_unwind\b)", re.MULTILINE)
 
 
@@ -246,7 +247,7 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
               "extra": tuple(options)}
     rustc_args = rustc_options(arch, **chosen)
     toolchain = rust_toolchain.find_toolchain()
-    code = localize_panic_handler(_run_rustc(crate, rustc_args, toolchain, progress))
+    code = _run_rustc(crate, rustc_args, toolchain, progress)
     module = read_ptx(code, crate.root)
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)

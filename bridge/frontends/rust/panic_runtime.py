@@ -80,7 +80,8 @@ fn panic(info: &core::panic::PanicInfo) -> ! {{
             record.block = [_block_idx_x() as u32, _block_idx_y() as u32, _block_idx_z() as u32];
             record.thread = [_thread_idx_x() as u32, _thread_idx_y() as u32, _thread_idx_z() as u32];
         }}
-        record.state.store({panic_record.WRITTEN}, Ordering::Release);
+        // a swap, not a store: libNVVM's LLVM 7 (LTO-IR below sm_100) has no atomic store
+        record.state.swap({panic_record.WRITTEN}, Ordering::Release);
     }}
     // end this thread only: the launch completes and the context stays usable
     unsafe {{ core::arch::asm!("exit;", options(noreturn)) }}
