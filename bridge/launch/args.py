@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import numbers
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,7 +29,7 @@ from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import ParamType
+from ptxbridge.abi.kinds import ParamType, Slice
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -181,7 +182,54 @@ def _check_aligned(info: TensorInfo, where: _Where) -> None:
                          "bytes; pass an aligned copy (numpy.array(x), x.copy())")
 
 
-def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
+def _fat_pointer(binder: Binder) -> Binder:
+    """A slice that plain rustc takes as one 16-byte ``{ptr, len}`` aggregate: the same two words as
+    bytes (the packed buffer is what cuda-oxide's two parameters make)."""
+    values = binder.values
+
+    def packed(arg: Any, stream: Any) -> tuple:
+        ptr, length = values(arg, stream)
+        return (_FAT_POINTER.pack(ptr, length),)
+    return Binder(packed, buffers=binder.buffers)
+
+
+_FAT_POINTER = struct.Struct("<QQ")
+
+
+def _slice_dict_binder(ctx: BindContext, where: _Where) -> Binder:
+    """``{"ptr": tensor, "len": n}`` for a slice: raw use of a prefix, ``n`` checked against the tensor."""
+    cache: dict[type, Binder] = {}
+
+    def parts(arg: Any) -> tuple[Any, Binder]:
+        if arg.keys() != {"ptr", "len"}:
+            raise where.fail(f"takes a tensor, or a dict with exactly the keys 'ptr' and 'len' "
+                             f"(got keys {sorted(map(str, arg))})")
+        tensor = arg["ptr"]
+        binder = cache.get(type(tensor))
+        if binder is None:
+            binder = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor), pack=False)
+        return tensor, binder
+
+    def values(arg: Any, stream: Any) -> tuple:
+        tensor, binder = parts(arg)
+        ptr, extent = binder.values(tensor, stream)
+        length = arg["len"]
+        if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= extent:
+            raise where.fail(f"'len' must be an int from 0 to the tensor's {extent} elements "
+                             f"(got {length!r})")
+        return (ptr, length)
+
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
+        tensor, binder = parts(arg)
+        return binder.buffers(tensor, stream) if binder.buffers else ()
+    return Binder(values, buffers=buffers)
+
+
+def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type, pack: bool = True) -> Binder:
+    if pack and isinstance(where.t, Slice) and lower_param(where.name, where.t, ctx.convention)[0].aggregate:
+        return _fat_pointer(_tensor_binder(ctx, where, arg_type, pack=False))
+    if isinstance(where.t, Slice) and issubclass(arg_type, dict):
+        return _slice_dict_binder(ctx, where)
     if where.null and (arg_type is type(None) or (arg_type is int and ctx.convention is Convention.C)):
         return _null_binder(where)
     extract = extractor_for(arg_type)
