@@ -155,19 +155,11 @@ def _slice_values(rule: Callable[..., tuple[int, ...]]) -> Callable[[Any, Any], 
     return values
 
 
-def _lower_slice(name: str, conv: Convention, source: int) -> list[FlatParam]:
-    """cuda-oxide passes a slice as a pointer and a u64 length; plain rustc as its fat pointer, one
-    ``.param .align 8 .b8 [16]`` holding the same two words (rustc 1.96's PTX)."""
-    if conv is Convention.C:
-        return aggregate(name, 16, 8, source)
-    return [u64(name, source), u64(f"{name}.len", source)]
-
-
 SLICE = KindEntry(
     Slice, "slice", {"dtype": "dtype", "mutable": "bool", "element": "opt_type"},
     syntax=Custom(("&",), _parse_reference,
                   lambda t, fmt: f"&{'mut ' if t.mutable else ''}[{_element_text(t, fmt)}]"),
-    lower=lambda name, t, conv, source: _lower_slice(name, conv, source),
+    lower=lambda name, t, conv, source: [u64(name, source), u64(f"{name}.len", source)],
     binding=always("tensor"), access=lambda t, conv: _WRITES if t.mutable else _READS,
     by_value=lambda t: (16, 8), member="address",
     children=lambda t: () if t.element is None else (("element", t.element),),

@@ -182,8 +182,8 @@ def test_indirect_calls_are_stated_in_llvm7_and_freeze_is_refused_naming_the_lin
     lines = rustc_ir(source, "sm_90", toolchain).decode().splitlines()
     number = next(n for n, line in enumerate(lines, 1) if "%f(" in line)
     typed = llvm7.downgrade("\n".join(lines).encode()).decode()
-    cast = re.search(r"(%\.pb\d+) = bitcast i8\* %f to float \(float, float, float\)\*\n.*call float \1\(", typed)
-    assert cast is not None
+    cast = r"(%\.pb\d+) = bitcast i8\* %f to float \(float, float, float\)\*\n.*call float \1\("
+    assert re.search(cast, typed) is not None
     frozen = [*lines[:number], "  %frozen = freeze i32 0", *lines[number:]]
     with pytest.raises(CompileError, match=rf"LLVM 7 NVVM IR .* cannot state 'freeze' of rustc's "
                                            rf"IR line {number + 1}: %frozen = freeze .* output='ptx'"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import numbers
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,7 +39,7 @@ from ptxbridge.launch.dlpack import (
     extractor_for,
     torch_dtype_map,
 )
-from ptxbridge.launch.members import members, read
+from ptxbridge.launch.members import members, read, tensor_of
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
@@ -182,52 +181,43 @@ def _check_aligned(info: TensorInfo, where: _Where) -> None:
                          "bytes; pass an aligned copy (numpy.array(x), x.copy())")
 
 
-def _fat_pointer(binder: Binder) -> Binder:
-    """A slice that plain rustc takes as one 16-byte ``{ptr, len}`` aggregate: the same two words as
-    bytes (the packed buffer is what cuda-oxide's two parameters make)."""
-    values = binder.values
-
-    def packed(arg: Any, stream: Any) -> tuple:
-        ptr, length = values(arg, stream)
-        return (_FAT_POINTER.pack(ptr, length),)
-    return Binder(packed, buffers=binder.buffers)
-
-
-_FAT_POINTER = struct.Struct("<QQ")
+def _slice_prefix(arg: dict, bind: Callable[[Any], tuple]) -> tuple[int, int]:
+    """``{"ptr": tensor, "len": n}`` for a slice (raw use: a prefix of the tensor): ``bind`` gives the
+    tensor's (pointer, length); ``n`` must not pass it (else :class:`ValueProblem`)."""
+    if arg.keys() != {"ptr", "len"}:
+        raise ValueProblem(f"takes a tensor, or a dict with exactly the keys 'ptr' and 'len' "
+                           f"(got keys {sorted(map(str, arg))})")
+    ptr, extent = bind(arg["ptr"])
+    length = arg["len"]
+    if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= extent:
+        raise ValueProblem(f"'len' must be an int from 0 to the tensor's {extent} elements (got {length!r})")
+    return ptr, length
 
 
 def _slice_dict_binder(ctx: BindContext, where: _Where) -> Binder:
-    """``{"ptr": tensor, "len": n}`` for a slice: raw use of a prefix, ``n`` checked against the tensor."""
+    """A slice given as ``{"ptr": tensor, "len": n}`` (:func:`_slice_prefix`)."""
     cache: dict[type, Binder] = {}
 
-    def parts(arg: Any) -> tuple[Any, Binder]:
-        if arg.keys() != {"ptr", "len"}:
-            raise where.fail(f"takes a tensor, or a dict with exactly the keys 'ptr' and 'len' "
-                             f"(got keys {sorted(map(str, arg))})")
-        tensor = arg["ptr"]
-        binder = cache.get(type(tensor))
-        if binder is None:
-            binder = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor), pack=False)
-        return tensor, binder
+    def binder(tensor: Any) -> Binder:
+        found = cache.get(type(tensor))
+        if found is None:
+            found = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor))
+        return found
 
     def values(arg: Any, stream: Any) -> tuple:
-        tensor, binder = parts(arg)
-        ptr, extent = binder.values(tensor, stream)
-        length = arg["len"]
-        if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= extent:
-            raise where.fail(f"'len' must be an int from 0 to the tensor's {extent} elements "
-                             f"(got {length!r})")
-        return (ptr, length)
+        try:
+            return _slice_prefix(arg, lambda tensor: binder(tensor).values(tensor, stream))
+        except ValueProblem as problem:
+            raise where.fail(str(problem)) from None
 
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
-        tensor, binder = parts(arg)
-        return binder.buffers(tensor, stream) if binder.buffers else ()
+        tensor = arg["ptr"]
+        found = binder(tensor).buffers
+        return found(tensor, stream) if found else ()
     return Binder(values, buffers=buffers)
 
 
-def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type, pack: bool = True) -> Binder:
-    if pack and isinstance(where.t, Slice) and lower_param(where.name, where.t, ctx.convention)[0].aggregate:
-        return _fat_pointer(_tensor_binder(ctx, where, arg_type, pack=False))
+def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     if isinstance(where.t, Slice) and issubclass(arg_type, dict):
         return _slice_dict_binder(ctx, where)
     if where.null and (arg_type is type(None) or (arg_type is int and ctx.convention is Convention.C)):
@@ -275,7 +265,7 @@ def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tup
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         found = []
         for path in nested:
-            value = read(arg, path)
+            value = tensor_of(read(arg, path))
             extract = extractor_for(type(value))
             if extract is not None:
                 found.append(_buffer(extract(value, stream)))
@@ -360,6 +350,8 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
             if not 0 <= value < 1 << 64:
                 raise ValueProblem(f"a raw address must fit u64 (got {value})")
             return (value,)  # a raw address inside a struct is the caller's business
+        if isinstance(t, Slice) and isinstance(value, dict):
+            return _slice_prefix(value, lambda tensor: resolve(tensor, t))
         extract = extractor_for(type(value))
         if extract is None:
             raise ValueProblem(f"a {format_type(t)} field takes a tensor (got {type(value).__name__})")

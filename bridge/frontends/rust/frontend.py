@@ -125,8 +125,8 @@ def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchai
     ours = not panic_runtime.handled_by_crate(crate.units)
     blobs = [part for rel, data in crate.files for part in (rel, data)]
     # the library sources pick the sysroot the PTX is built against, so they are part of the key
-    entry_key = cache.key(f"{namespace}-v2", toolchain.version, str(toolchain.library), crate.name, crate.root,
-                          *options, panic_runtime.SOURCE if ours else "own panic handler", *blobs)
+    entry_key = cache.key(f"{namespace}-v2", toolchain.version, str(toolchain.library), crate.name,
+                          crate.root, *options, panic_runtime.SOURCE if ours else "own panic handler", *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)

@@ -22,9 +22,10 @@ What LLVM 7 cannot state is refused with a :class:`CompileError` naming the
 line (``freeze``, ``byval``/``sret`` parameters, whose pointee type the byte
 pointer would lose, constant ``getelementptr`` on a non-byte type).  An
 indirect call (``core::fmt`` calls through ``dyn Write``) casts its byte
-pointer callee to the function type its arguments state; anything else libNVVM cannot read fails there, its log
-attached.  No instruction changes meaning: every rewrite is a cast or a
-dropped hint, and libNVVM's verifier type-checks the result.
+pointer callee to the function type its arguments state; anything else
+libNVVM cannot read fails there, its log attached.  No instruction changes
+meaning: every rewrite is a cast or a dropped hint, and libNVVM's verifier
+type-checks the result.
 """
 
 from __future__ import annotations
@@ -282,8 +283,7 @@ def downgrade(ir: bytes) -> bytes:
     # takes the next number, which is the one rustc's numbering gives it
     text = _NUMBERED_BLOCK.sub("", text)
     # `splat (i8 -65)` (LLVM 19) is the vector constant `<i8 -65, i8 -65, ...>` of the operand's type
-    text = _SPLAT.sub(lambda m: m.group(1) + m.group(3) + "<" + ", ".join([m.group(4)] * int(m.group(2))) + ">",
-                      text)
+    text = _SPLAT.sub(lambda m: f"{m.group(1)}{m.group(3)}<{', '.join([m.group(4)] * int(m.group(2)))}>", text)
     text = _PTR.sub(lambda m: f"i8 addrspace({m.group(1)})*" if m.group(1) else "i8*", text)
     for pattern, replacement in _FLAGS:
         text = pattern.sub(replacement, text)
