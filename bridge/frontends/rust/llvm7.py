@@ -268,6 +268,10 @@ class _Rewriter:
         return re.sub(r"(i8(?: addrspace\(\d+\))?\*) (@[-\w.$]+|@\x00\d+\x00)", cast, line)
 
 
+def _splat(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{m.group(3)}<{', '.join([m.group(4)] * int(m.group(2)))}>"
+
+
 def downgrade(ir: bytes) -> bytes:
     """rustc's LLVM IR text in libNVVM's LLVM 7 dialect (see the module docstring)."""
     literals: dict[str, str] = {}
@@ -283,7 +287,7 @@ def downgrade(ir: bytes) -> bytes:
     # takes the next number, which is the one rustc's numbering gives it
     text = _NUMBERED_BLOCK.sub("", text)
     # `splat (i8 -65)` (LLVM 19) is the vector constant `<i8 -65, i8 -65, ...>` of the operand's type
-    text = _SPLAT.sub(lambda m: f"{m.group(1)}{m.group(3)}<{', '.join([m.group(4)] * int(m.group(2)))}>", text)
+    text = _SPLAT.sub(_splat, text)
     text = _PTR.sub(lambda m: f"i8 addrspace({m.group(1)})*" if m.group(1) else "i8*", text)
     for pattern, replacement in _FLAGS:
         text = pattern.sub(replacement, text)
