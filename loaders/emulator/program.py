@@ -195,6 +195,9 @@ class Program:
         for var in module.globals:
             if var.linkage == "extern" and not (var.state_space == "shared" and var.array and 0 in var.array):
                 continue  # resolved through the exported table once defined
+            if var.linkage in ("weak", "common") and var.name in self._exported:
+                scope[var.name] = self._exported[var.name]  # one definition for all, as nvJitLink keeps
+                continue
             count = int(np.prod(var.array)) if var.array else 1
             symbol = self._place(var.name, var.state_space, var.type, var.align or TYPE_SIZES[var.type],
                                  count * TYPE_SIZES[var.type], var.initializer, dynamic=count == 0)

@@ -66,6 +66,7 @@ _FNEG = re.compile(_RESULT + r"fneg ((?:\w+ )*?)(half|float|double) (.*)$")
 _INDIRECT = re.compile(r"^(\s*(?:%[-\w.$]+ = )?(?:tail |musttail |notail )?call (?:fastcc |ccc )?)"
                        r"((?:zeroext |signext |inreg )*)([^%@(]+?) (%[-\w.$]+)\((.*)\)$")
 _SPLAT = re.compile(r"(<(\d+) x [^<>]+>)((?: [^,<>()]*,)? )splat \(([^()]+)\)")
+_SATURATING = re.compile(_RESULT + r"(?:tail )?call (i\d+) @llvm\.([us](?:add|sub))\.sat\.i\d+\((.*)\)$")
 _NUMBERED_BLOCK = re.compile(r"^\d+:(?=\s)", re.MULTILINE)
 _MINMAX = re.compile(_RESULT + r"(?:tail )?call (i\d+) @llvm\.(umin|umax|smin|smax|abs)\.i\d+\((.*)\)$")
 _DEFINE = re.compile(r"^(define|declare) (.*?)(@[-\w.$]+|@\x00\d+\x00)\((.*)\)(.*)$")
@@ -235,6 +236,8 @@ class _Rewriter:
                        f"{m.group(5)}")
         elif (m := _MINMAX.match(line)) is not None:
             out += self.min_max(m)
+        elif (m := _SATURATING.match(line)) is not None:
+            out += self.saturating(m)
         elif (m := _INDIRECT.match(line)) is not None:  # the callee is a byte pointer: cast it
             indent = re.match(r"\s*", line).group(0)
             kinds = ", ".join(_typed(a)[0] for a in _split(m.group(5)))
@@ -257,6 +260,32 @@ class _Rewriter:
         return [f"{indent}{test} = icmp {_SELECT[op]} {kind} {a}, {b}",
                 f"{indent}{result} = select i1 {test}, {kind} {a}, {kind} {b}"]
 
+    def saturating(self, m: re.Match[str]) -> list[str]:
+        """``llvm.{u,s}{add,sub}.sat`` (LLVM 8; Rust's ``saturating_add`` / ``saturating_sub``): the
+        wrapping operation, an overflow test in plain integer instructions (libNVVM's overflow
+        intrinsics take no i8), and a ``select`` of the bound it passed."""
+        indent, result, kind, op = m.group(1), m.group(2), m.group(3), m.group(4)
+        a, b = (_typed(x)[1] for x in _split(m.group(5))[:2])
+        bits = int(kind[1:])
+        value, over = self.name(), self.name()
+        lines = [f"{indent}{value} = {op[1:]} {kind} {a}, {b}"]
+        if op[0] == "u":  # a sum wrapped when it is below a; a difference when b > a
+            test = f"icmp ult {kind} {value}, {a}" if op == "uadd" else f"icmp ult {kind} {a}, {b}"
+            bound = _signed((1 << bits) - 1, bits) if op == "uadd" else 0
+            return [*lines, f"{indent}{over} = {test}",
+                    f"{indent}{result} = select i1 {over}, {kind} {bound}, {kind} {value}"]
+        # signed: overflow when the result's sign differs from a's and from b's (sub: b's flipped)
+        x, y, both, negative, bound = (self.name() for _ in range(5))
+        other = b if op == "sadd" else a
+        lines += [f"{indent}{x} = xor {kind} {a}, {value}",
+                  f"{indent}{y} = xor {kind} {other}, {value if op == 'sadd' else b}",
+                  f"{indent}{both} = and {kind} {x}, {y}", f"{indent}{over} = icmp slt {kind} {both}, 0",
+                  f"{indent}{negative} = icmp slt {kind} {a}, 0",
+                  f"{indent}{bound} = select i1 {negative}, {kind} {-(1 << (bits - 1))}, {kind} "
+                  f"{(1 << (bits - 1)) - 1}",
+                  f"{indent}{result} = select i1 {over}, {kind} {bound}, {kind} {value}"]
+        return lines
+
     def values_as_bytes(self, line: str) -> str:
         """Globals and functions used as byte pointers, cast to them (``i8* bitcast (T* @g to i8*)``)."""
         def cast(m: re.Match[str]) -> str:
@@ -266,6 +295,11 @@ class _Rewriter:
             return f"{m.group(1)} bitcast ({own} {m.group(2)} to {m.group(1)})"
 
         return re.sub(r"(i8(?: addrspace\(\d+\))?\*) (@[-\w.$]+|@\x00\d+\x00)", cast, line)
+
+
+def _signed(value: int, bits: int) -> int:
+    """``value`` as LLVM prints an integer constant of ``bits`` bits (two's complement, signed)."""
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
 
 
 def _splat(m: re.Match[str]) -> str:
@@ -306,7 +340,7 @@ def downgrade(ir: bytes) -> bytes:
         if line.startswith("define "):  # LLVM 7 numbers unnamed parameters itself and reads no "%0" there
             line = re.sub(r" %\d+(?=[,)])", "", line)
         if re.search(r"@llvm\.(?:lifetime\.|experimental\.noalias\.scope\.decl)|"
-                     r"^declare .*@llvm\.(?:umin|umax|smin|smax|abs)\.", line):
+                     r"^declare .*@llvm\.(?:umin|umax|smin|smax|abs|[us](?:add|sub)\.sat)\.", line):
             continue  # lifetime and scope markers are hints (LLVM 12+); min/max/abs are lowered
         line = _INTRINSIC.sub(lambda m: f"@{_LIBDEVICE.get(m.group(1), 'llvm.' + m.group(1))}", line)
         if (declared := _DEFINE.match(line)) is not None and declared.group(1) == "declare":
