@@ -36,6 +36,7 @@ Modules::
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
     errors.py          PtxBridgeError and its subclasses
+    panic_record.py    the record a Rust kernel's panic is written to (read after the launch)
 """
 
 from .check import DeclaredParam, check, check_layout, find_entry

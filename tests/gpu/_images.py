@@ -328,10 +328,21 @@ def _debug() -> list:
                        options=pn.NumbaOptions(debug=True, opt=False))]
 
 
+def _rust_panics(output: str) -> Callable[[], list]:
+    """Idiomatic Rust (slices, iterators, no panic handler): ptxbridge's handler records a panic in
+    ``__ptxbridge_panic`` (saved images keep the global) and the call raises after the launch."""
+    def build() -> list:
+        import ptxbridge.rust
+
+        return [ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch=ARCH, output=output, progress=False)]
+    return build
+
+
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
     "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
     "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar, "debug": _debug,
+    "rust_panics": _rust_panics("ptx"), "rust_panics_lto": _rust_panics("ltoir"),
 }
 
 
