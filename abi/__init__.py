@@ -52,6 +52,7 @@ from .errors import (
     EmulatorError,
     FormatError,
     KernelRaisedError,
+    KernelTrapError,
     LinkError,
     MemoryAccessError,
     OptionError,
@@ -96,7 +97,7 @@ __all__ = [
     "NumbaRecordArray", "OptionError", "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
-    "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",
+    "UnsupportedInstructionError", "KernelTrapError", "dtype", "field_offsets", "layout_of", "lower_param",
     "lower_params", "memory_layout",
     # the access trait (what a kernel may do to a parameter's memory)
     "Access", "Memory", "Promise", "access",

@@ -18,6 +18,7 @@ __all__ = [
     "EmulatorError",
     "FormatError",
     "KernelRaisedError",
+    "KernelTrapError",
     "LinkError",
     "MemoryAccessError",
     "PtxBridgeError",
@@ -103,6 +104,11 @@ class CudaError(PtxBridgeError, RuntimeError):
 
 class EmulatorError(PtxBridgeError, RuntimeError):
     """The CPU PTX interpreter cannot run a kernel."""
+
+
+class KernelTrapError(EmulatorError):
+    """A thread executed PTX ``trap`` on the CPU loader (cuda-oxide lowers a panic to it); the message
+    names the kernel, the thread and, where the PTX has line info, the source line."""
 
 
 class UnsupportedInstructionError(EmulatorError):

@@ -17,6 +17,7 @@ from ptxbridge.abi import (
     EmulatorError,
     FormatError,
     KernelRaisedError,
+    KernelTrapError,
     LinkError,
     MemoryAccessError,
     OptionError,
@@ -33,6 +34,6 @@ __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
     "KernelRaisedError", "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
-    "MemoryAccessError", "Kernel", "Module",
+    "MemoryAccessError", "Kernel", "Module", "KernelTrapError",
 ]
 __version__ = "0.1.0"

@@ -99,7 +99,7 @@ class Program:
             if isinstance(declared, UnsupportedInstructionError):
                 self.functions[name] = _refused(fn, declared)
             else:
-                self.functions[name] = self._translate(fn, *declared, scopes[index])
+                self.functions[name] = self._translate(fn, *declared, scopes[index], texts[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
         self._add_builtins(modules)
@@ -257,7 +257,7 @@ class Program:
         return body, local
 
     def _translate(self, fn: PtxFunction, body: Body, local: dict[str, Symbol],
-                   module_scope: dict[str, Symbol]) -> Function:
+                   module_scope: dict[str, Symbol], text: str | bytes = "") -> Function:
         if any(sym.value is None for sym in local.values()):
             dynamic = Symbol("shared", self.dynamic_offset)
             local = {k: dynamic if v.value is None else v for k, v in local.items()}
@@ -287,7 +287,7 @@ class Program:
         _unmask(body, steps, written)
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
-                        tuple(p.name for p in fn.returns), needs=frozenset(needs))
+                        tuple(p.name for p in fn.returns), needs=frozenset(needs), text=text)
 
 
 def _unmask(body: Body, steps: list[Step], written: list[list[tuple[str, list[bool]]]]) -> None:
