@@ -9,6 +9,7 @@ Modules::
     machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
     liveness           block-local registers (masked writes that need no mask)
     heap               device malloc/free (new/delete)
+    lines              source lines from the PTX line table (where a trap is)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter
 """
 
