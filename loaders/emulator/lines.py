@@ -12,9 +12,9 @@ import re
 
 __all__ = ["source_location"]
 
-_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
-_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
-_FUNCTION = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)?\.(?:entry|func)\b")
+_FILE = re.compile(r'^[ \t]*\.file[ \t]+(\d+)[ \t]+"([^"\n]*)"', re.MULTILINE)
+_LOC = re.compile(r"^[ \t]*\.loc[ \t]+(\d+)[ \t]+(\d+)[ \t]+(\d+)")
+_FUNCTION = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)?\.(?:entry|func)\b")
 
 
 def source_location(ptx: str | bytes, line: int) -> str | None:
