@@ -228,3 +228,19 @@ def test_a_torch_op_over_slices_runs_under_torch_compile_and_reports_panics():
                                                 r"out of bounds: the len is 10 but the index is 10"):
         compiled(x[:10].clone(), y.clone())
     assert torch.equal(compiled(x, y.clone()), (3 * x + 1) * 2)  # and it works after
+
+
+def test_a_jax_op_over_slices_runs_under_jit_and_reports_panics():
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
+    import ptxbridge.jax as pj
+
+    image = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, progress=False)], arch=ARCH)
+    axpy = pj.op(image, "axpy", grid=lambda y: -(-y.shape[0] // 32), block=32)
+    x, y = np.arange(50, dtype=np.float32), np.ones(50, np.float32)
+    out = jax.jit(lambda x, y: axpy(3.0, x, y) * 2)(x, y)
+    np.testing.assert_array_equal(out, (3 * x + 1) * 2)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"KernelRaisedError: axpy: thread .* panicked at "
+                                                         r".*idiomatic\.rs:\d+:\d+: index out of bounds"):
+        jax.block_until_ready(jax.jit(lambda x, y: axpy(3.0, x, y))(x[:10], y))
+    np.testing.assert_array_equal(jax.jit(lambda x, y: axpy(1.0, x, y))(x, y), x + 1)
