@@ -2,8 +2,8 @@
 
 One custom call target, ``ptxbridge_launch``, is registered for XLA's CPU and CUDA platforms.
 Its attributes fix one launch at trace time (:class:`Packed`: the packed parameter buffer with
-the pointer slots left zero, where each buffer's address goes, the geometry); they differ per
-platform only in *what is called*:
+the pointer slots left zero, where each buffer's address goes, the geometry); what is called,
+``entry(function, ...)``, is what :func:`resolve` answers for the platform:
 
 ========== =============================================== ========================================
 platform   ``entry(function, ...)``                        failure text
