@@ -25,11 +25,12 @@ __all__ = ["IMAGE_MAGIC", "IMAGE_VERSION", "ImageFile", "image_file_sections", "
            "read_image_file", "write_image_file"]
 
 IMAGE_MAGIC = b"\x89PTXBIMG"
-IMAGE_VERSION = 2
+IMAGE_VERSION = 3
 _FIXED = struct.Struct("<8sII32s")  # magic, format version, header length, SHA-256 of the rest
 _V1_KEYS = frozenset({"arch", "sections", "signatures", "created_by"})
 _FACTS = ("unusable", "cpu_unavailable")  # kernel name -> why (version 2 on)
-_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS)}  # the keys of each version the reader knows
+_NAMES = "name_expressions"  # C++ name expression -> kernel symbol (version 3 on)
+_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS), 3: _V1_KEYS | set(_FACTS) | {_NAMES}}  # per version
 _SECTION_KINDS = ("cubin", "ptx")
 _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 
@@ -38,7 +39,8 @@ _ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 class ImageFile:
     """What a saved-image file holds: ``kernels`` and ``device_functions`` map names to signatures;
     ``unusable`` and ``cpu_unavailable`` map kernel names to why no signature could be made / why the
-    CPU loader cannot run them (empty in a version 1 file, which did not keep them)."""
+    CPU loader cannot run them (empty in a version 1 file, which did not keep them);
+    ``name_expressions`` maps NVRTC name expressions to kernel symbols (empty before version 3)."""
 
     arch: str | None
     cubin: bytes | None
@@ -49,6 +51,7 @@ class ImageFile:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     version: int = IMAGE_VERSION
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
     offsets: tuple[int, ...] = ()  # where each section (cubin first, then PTX) starts in the file; read only
 
 
@@ -69,6 +72,7 @@ def write_image_file(image: ImageFile) -> bytes:
         "signatures": to_manifest([*image.kernels.values(), *image.device_functions.values()]),
         "unusable": dict(image.unusable),
         "cpu_unavailable": dict(image.cpu_unavailable),
+        _NAMES: dict(image.name_expressions),
     }
     body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for _, d in sections)
     header_size = len(body) - sum(len(d) for _, d in sections)
@@ -128,12 +132,12 @@ def _header(raw: bytes, keys: frozenset[str], source: str) -> dict[str, Any]:
     return header
 
 
-def _reasons(header: dict[str, Any], key: str, source: str) -> dict[str, str]:
-    """A version 2 kernel -> reason object; absent (empty) in version 1."""
+def _strings(header: dict[str, Any], key: str, source: str,
+             what: str = "kernel name -> reason") -> dict[str, str]:
+    """An object of strings (a kernel's reason, an expression's symbol); absent (empty) in older versions."""
     value = header.get(key, {})
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise _fail(key, f"must be an object of kernel name -> reason string (got {reprlib.repr(value)})",
-                    source)
+        raise _fail(key, f"must be an object of {what} string (got {reprlib.repr(value)})", source)
     return value
 
 
@@ -150,9 +154,12 @@ def _parse(header: dict[str, Any], payload: bytes, source: str, start: int, vers
     signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
     kernels = {s.name: s for s in signatures if s.kind == "kernel"}
     device = {s.name: s for s in signatures if s.kind == "device"}
-    unusable, cpu_unavailable = (_reasons(header, key, source) for key in _FACTS)
+    unusable, cpu_unavailable = (_strings(header, key, source) for key in _FACTS)
+    names = _strings(header, _NAMES, source, "name expression -> kernel symbol")
+    if unknown := sorted(set(names.values()) - set(kernels)):
+        raise _fail(_NAMES, f"names no kernel of the image (got {reprlib.repr(unknown[0])})", source)
     return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"], unusable, cpu_unavailable,
-                     version, offsets=tuple(start + offset for offset in offsets))
+                     version, names, offsets=tuple(start + offset for offset in offsets))
 
 
 def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...], list[int]]:

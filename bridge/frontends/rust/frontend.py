@@ -23,7 +23,8 @@ from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import ArgumentError, FormatError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
-from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance, layout_only
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import layout_only
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import ltoir, panic_runtime
 from ptxbridge.rust import toolchain as rust_toolchain
