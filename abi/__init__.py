@@ -34,6 +34,7 @@ Modules::
     sniff.py           format detection by content
     cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
+    rust_names.py      Rust v0 symbols as paths (core::panicking::panic_bounds_check)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
     errors.py          PtxBridgeError and its subclasses
     raised.py          the exception table of a numba debug kernel (what each stored error code means)

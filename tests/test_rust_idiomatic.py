@@ -244,3 +244,26 @@ def test_a_jax_op_over_slices_runs_under_jit_and_reports_panics():
                                                          r".*idiomatic\.rs:\d+:\d+: index out of bounds"):
         jax.block_until_ready(jax.jit(lambda x, y: axpy(3.0, x, y))(x[:10], y))
     np.testing.assert_array_equal(jax.jit(lambda x, y: axpy(1.0, x, y))(x, y), x + 1)
+
+
+def test_ptx_built_without_core_names_the_missing_core_function(toolchain, sysroot, tmp_path):
+    # rustc's PTX as `rustc --emit asm` writes it without LTO: indexing calls core, which is not there
+    from ptxbridge.rust import toolchain as rust_toolchain
+
+    source = tmp_path / "plain.rs"
+    source.write_text("#![no_std]\n#![feature(abi_ptx)]\n#[panic_handler]\n"
+                      "fn p(_: &core::panic::PanicInfo) -> ! { loop {} }\n#[unsafe(no_mangle)]\n"
+                      "pub extern \"ptx-kernel\" fn at(x: &[u32], i: u32, out: &mut [u32]) {\n"
+                      "    out[0] = x[i as usize];\n}\n")
+    ptx = tmp_path / "plain.ptx"
+    plain = ("--target", rust_toolchain.TARGET, "--crate-type", "cdylib", "-C", f"target-cpu={ARCH}",
+             "-C", "opt-level=3", "-C", "panic=abort", "--emit", "asm")
+    rust_toolchain.run_rustc(toolchain, ["--sysroot", str(sysroot), *plain, "-o", str(ptx), str(source)],
+                             what="plain rustc")
+    art = prust.from_ptx(ptx, source)
+    assert any(name.endswith("panic_bounds_check") for name in art.imports)
+    with pytest.raises(LinkError, match=r"device function '_RNv\w+panic_bounds_check' \(the Rust function "
+                                        r"core::panicking::panic_bounds_check; rustc's PTX calls into core, "
+                                        r"which no input holds: ptxbridge.rust.compile links core into the "
+                                        r"kernel's module\)"):
+        ptxbridge.link([art], arch=ARCH)
