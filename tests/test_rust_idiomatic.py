@@ -267,3 +267,21 @@ def test_ptx_built_without_core_names_the_missing_core_function(toolchain, sysro
                                         r"which no input holds: ptxbridge.rust.compile links core into the "
                                         r"kernel's module\)"):
         ptxbridge.link([art], arch=ARCH)
+
+
+def test_only_kernels_that_can_panic_are_checked_after_their_launch():
+    from ptxbridge import nvrtc
+    from ptxbridge.launch.panics import recording_kernels
+
+    cpp = nvrtc.compile('extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }',
+                        arch=ARCH, output="ptx")
+    image = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, progress=False), cpp], arch=ARCH)
+    writers = recording_kernels(image.ptx)
+    assert writers == set(image.kernels) - {"axpy_unchecked", "twice"}  # get_unchecked, and C++: no panic
+    with image.load("cpu") as module:
+        x = np.ones(4, np.float32)
+        module.twice(x, grid=1, block=4)
+        module.axpy_unchecked(1.0, x, x.copy(), grid=1, block=4)
+        error = raised(lambda: module.axpy(1.0, x[:2], x.copy(), grid=1, block=4))
+        assert "the len is 2 but the index is 2" in str(error)
+        assert x.tolist() == [2.0] * 4
