@@ -52,7 +52,8 @@ def test_toolchain_is_debian_rustc_with_sources(toolchain):
 def test_sysroot_has_core_for_the_target(sysroot):
     lib = sysroot / f"lib/rustlib/{rust_toolchain.TARGET}/lib"
     libs = sorted(p.name for p in lib.iterdir())
-    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib", "libptxbridge_panic.rlib"]
+    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib", "libptxbridge_mem.rlib",
+                    "libptxbridge_panic.rlib"]
 
 
 @pytest.fixture

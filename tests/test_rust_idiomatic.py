@@ -95,6 +95,13 @@ def test_iterators_and_arithmetic_agree_with_numpy(module):
     np.testing.assert_array_equal(got, np.minimum(np.maximum(np.clip(f, -1, 1), -0.5), 0.75) * scale)
 
 
+def test_slice_equality_links_memcmp(module):
+    rows = np.array([[1, 2, 3], [1, 2, 3], [1, 2, 4], [0, 2, 3]], np.uint8)
+    out = np.full(4, 7, np.uint32)
+    module.same_as_first(rows.ravel(), 3, out, grid=1, block=4)
+    assert out.tolist() == [int((row == rows[0]).all()) for row in rows]
+
+
 def raised(call) -> KernelRaisedError:
     with pytest.raises(KernelRaisedError) as caught:
         call()
@@ -278,6 +285,7 @@ def test_only_kernels_that_can_panic_are_checked_after_their_launch():
     image = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, progress=False), cpp], arch=ARCH)
     writers = recording_kernels(image.ptx)
     assert writers == set(image.kernels) - {"axpy_unchecked", "twice"}  # get_unchecked, and C++: no panic
+    assert "same_as_first" in writers  # its subslices are bounds-checked
     with image.load("cpu") as module:
         x = np.ones(4, np.float32)
         module.twice(x, grid=1, block=4)

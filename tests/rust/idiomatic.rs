@@ -76,6 +76,15 @@ pub extern "ptx-kernel" fn first_even(m: &[u32], width: usize, out: &mut [u32]) 
     }
 }
 
+/// out[i] = whether row i equals row 0 (slice equality: rustc calls memcmp).
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn same_as_first(m: &[u8], width: usize, out: &mut [u32]) {
+    let i = global_id();
+    if i < out.len() {
+        out[i] = (m[i * width..(i + 1) * width] == m[..width]) as u32;
+    }
+}
+
 /// The same axpy without the bounds check, for the benchmark (bench/panic_cost.py).
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn axpy_unchecked(a: f32, x: &[f32], y: &mut [f32]) {

@@ -127,16 +127,18 @@ def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchai
     blobs = [part for rel, data in crate.files for part in (rel, data)]
     # the library sources pick the sysroot the PTX is built against, so they are part of the key
     entry_key = cache.key(f"{namespace}-v2", toolchain.version, str(toolchain.library), crate.name,
-                          crate.root, *options, panic_runtime.SOURCE if ours else "own panic handler", *blobs)
+                          crate.root, *options, panic_runtime.MEM_SOURCE,
+                          panic_runtime.SOURCE if ours else "own panic handler", *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)
         with tempfile.TemporaryDirectory(prefix="ptxbridge-rustc-") as work:
             out = Path(work) / f"{crate.name}.{suffix}"
             emit = (*options[:at], f"{options[at]}={out},link={Path(work) / 'linked'}", *options[at + 1:])
-            runtime = (("-Z", "unstable-options", "--extern",
-                        f"force:{panic_runtime.CRATE}={rust_toolchain.panic_runtime_rlib(root)}")
-                       if ours else ())
+            crates = (panic_runtime.MEM_CRATE, *((panic_runtime.CRATE,) if ours else ()))
+            runtime = ["-Z", "unstable-options"]
+            for linked in crates:  # `force`: linked although the kernel never names the crate
+                runtime += ["--extern", f"force:{linked}={rust_toolchain.runtime_rlib(root, linked)}"]
             source = crate.root  # a panic reports this path (a relative one for source text)
             if not Path(source).is_file():  # source text: write it out for rustc
                 (Path(work) / crate.root).write_bytes(crate.files[0][1])

@@ -1,4 +1,5 @@
-"""ptxbridge's ``#[panic_handler]`` for Rust kernels: the crate ``ptxbridge_panic``.
+"""The crates ptxbridge links into Rust kernels: its ``#[panic_handler]`` (``ptxbridge_panic``) and the C
+memory routines rustc calls (``ptxbridge_mem``).
 
 A crate with no panic handler of its own is compiled with ``--extern force:ptxbridge_panic=...``
 (:func:`ptxbridge.rust.frontend.compile`), which links this crate although the kernel never names it.
@@ -17,9 +18,35 @@ from __future__ import annotations
 from ptxbridge.abi import panic_record
 from ptxbridge.rust.syntax import RustSource
 
-__all__ = ["CRATE", "SOURCE", "handled_by_crate"]
+__all__ = ["CRATE", "MEM_CRATE", "MEM_SOURCE", "SOURCE", "handled_by_crate"]
 
 CRATE = "ptxbridge_panic"
+MEM_CRATE = "ptxbridge_mem"
+
+MEM_SOURCE = """\
+#![no_std]
+#![feature(linkage)]
+// C's memcmp and bcmp, which rustc calls for slice and str comparisons (see panic_runtime.py)
+#[unsafe(no_mangle)]
+#[linkage = "weak"]
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    let mut i = 0;
+    while i < n {
+        let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
+        if x != y {
+            return x as i32 - y as i32;
+        }
+        i += 1;
+    }
+    0
+}
+
+#[unsafe(no_mangle)]
+#[linkage = "weak"]
+pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    unsafe { memcmp(a, b, n) }
+}
+"""
 
 SOURCE = f"""\
 #![no_std]

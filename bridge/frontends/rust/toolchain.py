@@ -4,7 +4,7 @@ Debian's ``rustc-web`` package has a rustc whose LLVM includes the NVPTX
 backend, and ``rust-web-src`` the library sources, but no prebuilt ``core``
 for the target.  :func:`sysroot` builds ``core`` and ``compiler_builtins``
 once per (rustc, sources) into the ptxbridge cache (docs/conventions.md, "c"), with
-ptxbridge's panic handler crate beside them (:mod:`ptxbridge.rust.panic_runtime`).  All three
+ptxbridge's runtime crates beside them (:mod:`ptxbridge.rust.panic_runtime`).  All three
 keep their LLVM bitcode (``-C embed-bitcode=yes``; the target's objects are bitcode anyway),
 which a kernel crate's ``-C lto=fat`` links into one module with the kernels.  A rustup
 rustc (``~/.cargo/bin``, ``~/.rustup``) is never picked up implicitly: its
@@ -28,7 +28,7 @@ from ptxbridge import cache
 from ptxbridge.abi.errors import CompileError, ToolchainError
 from ptxbridge.rust import panic_runtime
 
-__all__ = ["TARGET", "RustToolchain", "find_toolchain", "sysroot", "panic_runtime_rlib", "run_rustc"]
+__all__ = ["TARGET", "RustToolchain", "find_toolchain", "sysroot", "runtime_rlib", "run_rustc"]
 
 TARGET = "nvptx64-nvidia-cuda"
 _INSTALL = "apt-get install rustc-web rust-web-src"
@@ -195,7 +195,7 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
     rebuilt (it used to fail every later compile).
     """
     entry_key = cache.key("rust-sysroot-v3", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS,
-                          panic_runtime.SOURCE)
+                          panic_runtime.SOURCE, panic_runtime.MEM_SOURCE)
 
     def build(root: Path) -> None:
         out = root / _SYSROOT_LAYOUT
@@ -213,16 +213,18 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
                                   "--cfg", 'feature="compiler-builtins"', "--cfg", 'feature="mem"',
                                   "-A", "warnings", str(_builtins_root(toolchain.library))],
                       what=f"building compiler_builtins for {TARGET}", cwd=Path(work))
-            runtime = Path(work) / f"{panic_runtime.CRATE}.rs"
-            runtime.write_text(panic_runtime.SOURCE, encoding="utf-8")
-            run_rustc(toolchain, ["--crate-name", panic_runtime.CRATE, *common, "--sysroot", str(root),
-                                  str(runtime)], what=f"building ptxbridge's panic handler for {TARGET}",
-                      cwd=Path(work))
+            for crate, source in ((panic_runtime.CRATE, panic_runtime.SOURCE),
+                                  (panic_runtime.MEM_CRATE, panic_runtime.MEM_SOURCE)):
+                runtime = Path(work) / f"{crate}.rs"
+                runtime.write_text(source, encoding="utf-8")
+                run_rustc(toolchain, ["--crate-name", crate, *common, "--sysroot", str(root), str(runtime)],
+                          what=f"building ptxbridge's {crate} for {TARGET}", cwd=Path(work))
         _progress(f"Rust sysroot ready in {time.monotonic() - started:.0f} s", progress)
 
     return cache.cached_dir("rust-sysroot", entry_key, build)
 
 
-def panic_runtime_rlib(root: Path) -> Path:
-    """The ``ptxbridge_panic`` rlib in the sysroot ``root`` (:func:`sysroot`)."""
-    return root / _SYSROOT_LAYOUT / f"lib{panic_runtime.CRATE}.rlib"
+def runtime_rlib(root: Path, crate: str) -> Path:
+    """The rlib of ptxbridge's runtime ``crate`` (``ptxbridge_panic``, ``ptxbridge_mem``) in the sysroot
+    ``root`` (:func:`sysroot`)."""
+    return root / _SYSROOT_LAYOUT / f"lib{crate}.rlib"
