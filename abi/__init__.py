@@ -35,6 +35,7 @@ Modules::
     cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
+    targets.py         GPU targets (sm_90a, compute_90, (9, 0)): the one parser and compatibility rules
     errors.py          PtxBridgeError and its subclasses
 """
 
@@ -56,6 +57,7 @@ from .errors import (
     OptionError,
     PtxBridgeError,
     SignatureSyntaxError,
+    TargetError,
     ToolchainError,
     UnsupportedInstructionError,
 )
@@ -87,6 +89,7 @@ from .ptx import PtxFunction, PtxGlobal, PtxModule, PtxParam, read_ptx
 from .signature import Convention, LaunchMeta, Param, Signature
 from .sniff import sniff
 from .syntax import format_signature, format_type, parse_signature, parse_signatures, parse_type
+from .targets import Target, parse_target
 
 __all__ = [
     "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
@@ -94,9 +97,10 @@ __all__ = [
     "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray",
     "NumbaRecordArray", "OptionError", "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
-    "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
+    "Struct", "StructField", "Target", "TargetError", "TileArray", "TileList", "TileTensor",
+    "ToolchainError", "Tuple",
     "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",
-    "lower_params", "memory_layout",
+    "lower_params", "memory_layout", "parse_target",
     # the access trait (what a kernel may do to a parameter's memory)
     "Access", "Memory", "Promise", "access",
     # readers, checks and the text/JSON forms

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import reprlib
 import struct
 from collections.abc import Iterable, Mapping
@@ -20,6 +19,7 @@ from typing import Any
 from .errors import FormatError
 from .manifest import from_manifest, to_manifest
 from .signature import Signature
+from .targets import known_target
 
 __all__ = ["IMAGE_MAGIC", "IMAGE_VERSION", "ImageFile", "image_file_sections", "is_image_file",
            "read_image_file", "write_image_file"]
@@ -31,7 +31,6 @@ _V1_KEYS = frozenset({"arch", "sections", "signatures", "created_by"})
 _FACTS = ("unusable", "cpu_unavailable")  # kernel name -> why (version 2 on)
 _HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS)}  # the keys of each version the reader knows
 _SECTION_KINDS = ("cubin", "ptx")
-_ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +58,7 @@ def is_image_file(data: bytes) -> bool:
 
 def write_image_file(image: ImageFile) -> bytes:
     """The bytes of ``image`` in format :data:`IMAGE_VERSION` (``docs/image-format.md``)."""
-    if image.arch is not None and not _ARCH.fullmatch(image.arch):
+    if image.arch is not None and not _is_sm_name(image.arch):
         raise ValueError(f"arch must look like 'sm_90' or 'sm_90a' (got {image.arch!r})")
     sections = list(image_file_sections(image))
     header = {
@@ -108,6 +107,12 @@ def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
     return _parse(header, body[header_size:], source, _FIXED.size + header_size, version)
 
 
+def _is_sm_name(arch: Any) -> bool:
+    """``arch`` is a target's ``sm_`` name as written (``sm_90a``; not ``compute_90`` or ``90``)."""
+    target = known_target(arch)
+    return target is not None and target.sm == arch
+
+
 def _fail(path: str, message: str, source: str) -> FormatError:
     return FormatError(message, source=source, where=f"header.{path}")
 
@@ -139,7 +144,7 @@ def _reasons(header: dict[str, Any], key: str, source: str) -> dict[str, str]:
 
 def _parse(header: dict[str, Any], payload: bytes, source: str, start: int, version: int) -> ImageFile:
     arch = header["arch"]
-    if arch is not None and not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
+    if arch is not None and not _is_sm_name(arch):
         raise _fail("arch", f"must be null or look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
                     source)
     if not isinstance(header["created_by"], str):

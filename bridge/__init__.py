@@ -22,6 +22,7 @@ from ptxbridge.abi import (
     OptionError,
     PtxBridgeError,
     Signature,
+    TargetError,
     ToolchainError,
 )
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
@@ -32,7 +33,7 @@ from ptxbridge.linker import LinkOptions, link, load
 __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
-    "KernelRaisedError", "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
-    "MemoryAccessError", "Kernel", "Module",
+    "KernelRaisedError", "PtxBridgeError", "Signature", "TargetError", "ToolchainError", "LinkOptions",
+    "link", "load", "MemoryAccessError", "Kernel", "Module",
 ]
 __version__ = "0.1.0"

@@ -12,17 +12,14 @@ driver states: version, GPUs, archs), ``cuda`` (the CUDA driver through cuda-pyt
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from ptxbridge.abi.errors import ArgumentError, CudaError
+from ptxbridge.abi.targets import known_target
 
 from .base import Backend, LoadableImage
 
 __all__ = ["cubin_runs_on", "open_backend", "parse_device"]
-
-_ARCH = re.compile(r"sm_([0-9]+)([0-9])([af]?)")
-
 
 def parse_device(device: Any) -> tuple[str, int] | None:
     """``("cpu", 0)`` / ``("cuda", N)`` for a device spec, or None for "pick one".
@@ -68,6 +65,8 @@ def cubin_runs_on(built: str, device: str) -> bool:
     """Whether a cubin built for ``built`` runs on a GPU of arch ``device`` (CUDA Programming Guide,
     "Binary Compatibility").
 
+    The rule is :meth:`ptxbridge.abi.targets.Target.cubin_runs_on`:
+
     ==================  ==========================================
     cubin               runs on
     ==================  ==========================================
@@ -76,12 +75,10 @@ def cubin_runs_on(built: str, device: str) -> bool:
     ``sm_XYa``          ``sm_XY`` only (arch-specific features)
     ==================  ==========================================
     """
-    have, want = _ARCH.fullmatch(device), _ARCH.fullmatch(built)
+    have, want = known_target(device), known_target(built)
     if have is None or want is None:
         return True  # not an arch name this rule knows: let the driver decide
-    if want[3] == "a":
-        return (want[1], want[2]) == (have[1], have[2])
-    return want[1] == have[1] and int(want[2]) <= int(have[2])
+    return want.cubin_runs_on(have)
 
 
 def _check_gpu(image: LoadableImage, index: int) -> None:

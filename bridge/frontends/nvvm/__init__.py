@@ -24,27 +24,23 @@ full debug                ``-g -opt=0``                           ``-g``
 from __future__ import annotations
 
 import functools
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ptxbridge import cache
-from ptxbridge.abi.errors import CompileError, OptionError, ToolchainError
+from ptxbridge.abi.errors import CompileError, ToolchainError
 from ptxbridge.abi.oxart import OxartOptions
+from ptxbridge.abi.targets import parse_target
 
 __all__ = ["compile_to_ltoir", "ir_version", "libdevice_path", "link_options", "llvm_major", "nvvm_options",
            "policy_of"]
 
-_ARCH = re.compile(r"(?:sm|compute)_(\d{2,3}[af]?)")
 _INSTALL = "pip install nvidia-nvvm cuda-bindings (libNVVM and libdevice come with nvidia-nvvm)"
 
 
 def _compute(arch: str) -> str:
-    match = _ARCH.fullmatch(arch)
-    if match is None:
-        raise OptionError(f"NVVM IR needs a target like 'sm_90' or 'compute_90' (got {arch!r})")
-    return f"compute_{match.group(1)}"
+    return parse_target(arch, who="NVVM IR", like="'sm_90' or 'compute_90'").compute
 
 
 def nvvm_options(policy: OxartOptions, arch: str) -> list[str]:
