@@ -27,6 +27,7 @@ Modules::
     elf.py, nvinfo.py  ELF sections and .nv.info records (KPARAM, REQNTID, cluster...)
     cubin.py           cubin reader (kernels, launch facts, Tile IR marker, embedded PTX)
     fatbin.py          fatbin containers (lz4, zstd)
+    ltoir.py           the target an LTO-IR file records in its header
     archive.py         ar archives (.a static libraries: GNU and BSD member names)
     oxart.py           cuda-oxide .oxart bundles (and the .options policy files)
     cutile_cache.py    cutile-rs JIT cache entries (CUTILECUBIN header + cubin)

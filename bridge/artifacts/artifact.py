@@ -35,6 +35,7 @@ from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, L
 from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.abi.image_file import is_image_file
 from ptxbridge.abi.kinds import Opaque, ParamType, Scalar
+from ptxbridge.abi.ltoir import read_ltoir_target
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, PtxParam, read_ptx
 from ptxbridge.abi.signature import Convention, LaunchMeta, Param, Signature
 from ptxbridge.abi.sniff import sniff
@@ -183,6 +184,7 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
     elif kind in (CodeKind.FATBIN, CodeKind.OBJECT):  # a host object's .nv_fatbin reads the same
         arch, kernels, exports = _fatbin_signatures(data, given, source)
     else:  # LTO-IR, NVVM IR, archives: nothing to read parameters from
+        arch = _ltoir_arch(data, source) if kind is CodeKind.LTOIR else None
         kernels = {n: s for n, s in given.items() if s.kind == "kernel"}
         exports = {n: s for n, s in given.items() if s.kind == "device"}
     defined = {*kernels, *exports, *imports}
@@ -192,6 +194,14 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
                                f"such kernel (has {sorted(kernels) or 'none'})")
     return Artifact(code=bytes(data), kind=kind, arch=arch, kernels=kernels, device_functions=exports,
                     imports=imports, provenance=Provenance(f"file {name}", arch=arch), name=name)
+
+
+def _ltoir_arch(data: bytes, source: str) -> str | None:
+    """The target LTO-IR records; None for a header of a layout not measured (nvJitLink reads it)."""
+    try:
+        return read_ltoir_target(data, source).sm
+    except FormatError:
+        return None
 
 
 def _kind(data: bytes, source: str) -> CodeKind:

@@ -33,7 +33,7 @@ from ptxbridge.artifacts.artifact import (
 from ptxbridge.artifacts.image import Image
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
-from ptxbridge.linker.finalize import as_ltoir, policy_args
+from ptxbridge.linker.finalize import as_ltoir, check_ltoir_targets, policy_args
 from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
 from ptxbridge.linker.target import (
@@ -171,6 +171,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
                      cpu_unavailable=_machine_code_only(artifacts), raises=raises)
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
+    check_ltoir_targets(artifacts, arch)
     lto = use_lto(artifacts) if lto is None else lto
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     args += policy_args(artifacts, options)

@@ -20,7 +20,9 @@ Two ways cuda-oxide leaves device code behind:
 NVVM IR and LTO-IR are target-specific: the target is the bundle's or the
 ``.target`` file's; the legacy bundle targets ``libdevice`` / ``nvvm-ir`` and
 loose files without ``.target`` need it from the caller (cuda-host's
-``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.
+``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.  LTO-IR
+also records its target in its own header (:mod:`ptxbridge.abi.ltoir`), so it
+needs neither, and one that disagrees with the header is refused.
 """
 
 from __future__ import annotations
