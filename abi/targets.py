@@ -14,6 +14,19 @@ suffix  features                           code built for ``X.Y`` runs on
 ``f``   family-specific (CUDA 12.9+)       cubin and PTX: ``X.Z``, Z >= Y (same family)
 ``a``   architecture-specific (``wgmma``)  cubin and PTX: ``X.Y`` only
 ======  =================================  ===============================================
+
+PTX ISA releases by CUDA version (PTX ISA manual, "Release Notes"):
+
+=========  =====  =========  =====
+CUDA       ISA    CUDA       ISA
+=========  =====  =========  =====
+11.0-11.8  7.0-7.8 (minor = minor)
+12.0-12.5  8.0-8.5 (minor = minor)
+12.6       8.5    12.8       8.7
+12.9       8.8    13.x       9.x
+=========  =====  =========  =====
+
+A driver newer than the table is assumed to accept at least the newest ISA listed.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ from typing import Any
 
 from .errors import TargetError
 
-__all__ = ["SPELLINGS", "Target", "known_target", "parse_target"]
+__all__ = ["SPELLINGS", "Target", "known_target", "max_ptx_isa", "parse_target"]
 
 SPELLINGS = "'sm_90', 'sm_90a', 'sm_100f', 'compute_90', 'lto_90', '90' or (9, 0)"
 _NAME = re.compile(r"(?:(sm|compute|lto)_)?([1-9][0-9]?)([0-9])([af]?)")
@@ -145,3 +158,18 @@ def known_target(value: Any) -> Target | None:
         return parse_target(value)
     except TargetError:
         return None
+
+
+_SPECIAL = {(12, 6): (8, 5), (12, 7): (8, 6), (12, 8): (8, 7), (12, 9): (8, 8)}
+
+
+def max_ptx_isa(cuda_version: tuple[int, int]) -> tuple[int, int]:
+    """The newest PTX ISA the driver of ``cuda_version`` (major, minor) can JIT."""
+    major, minor = cuda_version
+    if cuda_version in _SPECIAL:
+        return _SPECIAL[cuda_version]
+    if major == 11 or (major == 12 and minor <= 5) or major == 13:
+        return major - 4, minor
+    if major > 13:
+        return 9, 9
+    raise ValueError(f"CUDA {major}.{minor} is older than ptxbridge supports (needs 11.0 or newer)")

@@ -21,8 +21,9 @@ from typing import Any
 
 from ptxbridge import cache
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import LinkError, ToolchainError
+from ptxbridge.abi.errors import LinkError, OptionError, ToolchainError
 from ptxbridge.abi.signature import Signature
+from ptxbridge.abi.targets import Target, parse_target
 from ptxbridge.artifacts.artifact import (
     Artifact,
     CodeKind,
@@ -122,8 +123,9 @@ def as_artifact(item: Artifact | bytes | str | os.PathLike[str], index: int = 0)
     raise TypeError(f"link inputs must be Artifacts, paths or bytes (got {type(item).__name__})")
 
 
-def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str | None = None,
-         lto: bool | None = None, *, options: LinkOptions | None = None) -> Image:
+def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
+         arch: str | tuple[int, int] | Sequence[str] | None = None, lto: bool | None = None, *,
+         options: LinkOptions | None = None) -> Image:
     """Link artifacts from any frontend into one :class:`Image`.
 
     Parameters
@@ -134,7 +136,11 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         libraries (recognised by content).
     arch
         Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
-        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).
+        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).  A
+        list of targets (``["sm_80", "sm_90", "sm_100"]``) links a cubin for
+        each (``Image.cubins``); the PTX is the oldest target's, so a GPU with
+        none of them can JIT-compile it (``Image.load``).  Inputs must then be
+        built for the oldest target (PTX and LTO-IR link for newer ones).
     lto
         Link-time optimisation; ``None`` turns it on when any input is or holds LTO-IR (:func:`use_lto`).
     options
@@ -147,6 +153,9 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         a PTX input is newer than nvJitLink reads, or nvJitLink failed (its
         log is ``.log``).
     """
+    targets = _targets(arch)
+    if targets is not None:
+        return _link_targets([as_artifact(item, i) for i, item in enumerate(inputs)], targets, lto, options)
     options = options or LinkOptions()
     artifacts = _with_libraries([as_artifact(item, i) for i, item in enumerate(inputs)])
     if not artifacts:
@@ -196,6 +205,26 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
     return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
                  cpu_unavailable=cpu_unavailable, raises=raises)
+
+
+def _targets(arch: Any) -> list[Target] | None:
+    """The targets of a list of them (``(9, 0)`` is one target, not a list); None for one target."""
+    if not isinstance(arch, (list, tuple)) or (len(arch) == 2 and all(isinstance(v, int) for v in arch)):
+        return None
+    if not arch:
+        raise OptionError("link: arch= lists no target (got an empty list); give one or more, e.g. "
+                          "['sm_80', 'sm_90']")
+    return sorted({parse_target(a, like="'sm_90', 'sm_90a' or (9, 0)") for a in arch})
+
+
+def _link_targets(artifacts: list[Artifact], targets: list[Target], lto: bool | None,
+                  options: LinkOptions | None) -> Image:
+    """One link per target, oldest first: its image, with every target's cubin (two targets an
+    input raises to one ``a`` arch are one)."""
+    images = [link(artifacts, target.sm, lto, options=options) for target in targets]
+    cubins = {image.arch: image.cubin for image in images if image.cubin is not None}
+    log = "\n".join(f"{image.arch}: {image.log}" for image in images if image.log)
+    return replace(images[0], cubins=cubins, log=log)
 
 
 def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:

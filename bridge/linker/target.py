@@ -4,45 +4,20 @@ Every frontend and the linker default to :func:`default_arch`: the first GPU's a
 reports one, else ``sm_90`` (:data:`DEFAULT_ARCH`).  Driver facts come from
 :mod:`ptxbridge.loaders.driver`, the one module that asks the driver.
 
-PTX ISA releases by CUDA version (PTX ISA manual, "Release Notes"):
-
-=========  =====  =========  =====
-CUDA       ISA    CUDA       ISA
-=========  =====  =========  =====
-11.0-11.8  7.0-7.8 (minor = minor)
-12.0-12.5  8.0-8.5 (minor = minor)
-12.6       8.5    12.8       8.7
-12.9       8.8    13.x       9.x
-=========  =====  =========  =====
-
-A driver newer than the table is assumed to accept at least the newest ISA listed.
+Which PTX ISA a driver reads is :func:`ptxbridge.abi.targets.max_ptx_isa` (re-exported here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ptxbridge.abi.targets import Target, known_target, parse_target
+from ptxbridge.abi.targets import Target, known_target, max_ptx_isa, parse_target
 from ptxbridge.loaders import driver
 
 __all__ = ["DEFAULT_ARCH", "choose_arch", "default_arch", "device_arch", "driver_version",
            "max_ptx_isa", "needs_cubin", "normalize_arch", "ptx_isa_supported"]
 
 DEFAULT_ARCH = "sm_90"
-
-_SPECIAL = {(12, 6): (8, 5), (12, 7): (8, 6), (12, 8): (8, 7), (12, 9): (8, 8)}
-
-
-def max_ptx_isa(cuda_version: tuple[int, int]) -> tuple[int, int]:
-    """The newest PTX ISA the driver of ``cuda_version`` (major, minor) can JIT."""
-    major, minor = cuda_version
-    if cuda_version in _SPECIAL:
-        return _SPECIAL[cuda_version]
-    if major == 11 or (major == 12 and minor <= 5) or major == 13:
-        return major - 4, minor
-    if major > 13:
-        return 9, 9
-    raise ValueError(f"CUDA {major}.{minor} is older than ptxbridge supports (needs 11.0 or newer)")
 
 
 def needs_cubin(ptx_version: tuple[int, int], cuda_version: tuple[int, int]) -> bool:
@@ -99,7 +74,7 @@ def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:
     """The newest PTX ISA a driver, or an nvJitLink, of ``cuda_version`` reads.
 
     ``cuda_version`` is ``(13, 0)`` or ``cuDriverGetVersion``'s ``13000``.
-    The table is :func:`ptxbridge.linker.target.max_ptx_isa` (PTX ISA release notes).
+    The table is :func:`ptxbridge.abi.targets.max_ptx_isa` (PTX ISA release notes).
     """
     if isinstance(cuda_version, int):
         cuda_version = (cuda_version // 1000, cuda_version % 1000 // 10)
