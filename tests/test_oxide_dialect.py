@@ -16,6 +16,7 @@ from _rust_fixtures import RUST_DIR
 import ptxbridge
 import ptxbridge.oxide as ox
 from ptxbridge import CodeKind, nvvm
+from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import CompileError
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.nvvm import dialect
@@ -47,6 +48,7 @@ def test_opaque_nvvm_ir_with_libdevice_compiles_for_every_target_and_runs(tmp_pa
     assert image.arch == arch
     entries = {e.name: e for e in read_ptx(image.ptx[0]).entries}
     assert entries["powscale"].maxntid == (256, 1, 1)  # the launch bound survived the rewrite
+    assert read_cubin(image.cubin).kernel("powscale").maxntid == (256, 1, 1)
     x, soft, power = run(image.load("cpu"))
     np.testing.assert_allclose(soft, np.log1p(np.exp(x)), rtol=3e-6, atol=1e-7)
     np.testing.assert_allclose(power, np.abs(x) ** np.float32(1.7) * 0.25, rtol=3e-6, atol=1e-7)
@@ -76,3 +78,11 @@ def test_the_rewrite_states_what_libnvvm_needs():
     assert dialect.for_libnvvm(modern.encode(), 22, version).decode() == modern
     bitcode = b"BC\xc0\xde" + ir
     assert dialect.for_libnvvm(bitcode, 7, version) == bitcode
+
+
+def test_what_llvm_7_cannot_state_is_refused_naming_the_line():
+    frozen = b"%v8f = freeze float %v8\n  %v9 = call float @__nv_log1pf(float %v8f)"
+    ir = OPAQUE_LL.read_bytes().replace(b"%v9 = call float @__nv_log1pf(float %v8)", frozen)
+    with pytest.raises(CompileError, match=r"could not be rewritten in the LLVM 7 dialect .*'freeze'"):
+        nvvm.compile_to_ltoir(ir, "frozen.ll", "sm_90")
+    assert nvvm.compile_to_ltoir(ir, "frozen.ll", "sm_100")[:4] == b"\xedCN\x7f"  # sm_100 reads it

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from ptxbridge.abi.errors import CompileError
 from ptxbridge.rust import llvm7
 
 __all__ = ["LEGACY_DATALAYOUT", "for_libnvvm"]
@@ -79,7 +80,12 @@ def _legacy(ir: bytes) -> bytes:
     annotated = _annotations(ir)
     kernels = {name for name, pairs in annotated.items() if (b"kernel", b"i32 1") in pairs}
     lines = [_mark_kernel(line, kernels) for line in ir.split(b"\n")]
-    text = llvm7.downgrade(b"\n".join(lines))
+    try:
+        text = llvm7.downgrade(b"\n".join(lines))
+    except CompileError as exc:  # its words are rustc's: say what it means for this IR
+        raise CompileError(f"NVVM IR with opaque pointers could not be rewritten in the LLVM 7 dialect "
+                           f"libNVVM reads below compute_100 ({exc}); compile it for sm_100 or newer"
+                           ) from None
     text = _LAYOUT.sub(b'target datalayout = "' + LEGACY_DATALAYOUT + b'"', text, count=1)
     return _restate(text, annotated)
 
