@@ -29,7 +29,8 @@ IMAGE_VERSION = 3
 _FIXED = struct.Struct("<8sII32s")  # magic, format version, header length, SHA-256 of the rest
 _V1_KEYS = frozenset({"arch", "sections", "signatures", "created_by"})
 _FACTS = ("unusable", "cpu_unavailable")  # kernel name -> why (version 2 on)
-_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS), 3: _V1_KEYS | set(_FACTS)}  # keys each version has
+_NAMES = "name_expressions"  # C++ name expression -> kernel symbol (version 3 on)
+_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS), 3: _V1_KEYS | set(_FACTS) | {_NAMES}}  # per version
 _MULTI = 3  # from this version on: several cubins, each section of them naming its arch
 _SECTION_KINDS = ("cubin", "ptx")
 
@@ -40,7 +41,8 @@ class ImageFile:
     order, ``arch`` / ``cubin`` are the first (None: none; a version 1 or 2 file has at most one);
     ``kernels`` and ``device_functions`` map names to signatures; ``unusable`` and
     ``cpu_unavailable`` map kernel names to why no signature could be made / why the CPU loader
-    cannot run them (empty in a version 1 file, which did not keep them).  Given ``arch`` and
+    cannot run them (empty in a version 1 file, which did not keep them); ``name_expressions`` maps
+    NVRTC name expressions to kernel symbols (empty before version 3).  Given ``arch`` and
     ``cubin`` alone, ``cubins`` is that one."""
 
     arch: str | None
@@ -52,6 +54,7 @@ class ImageFile:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     version: int = IMAGE_VERSION
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
     offsets: tuple[int, ...] = ()  # where each section (cubins first, then PTX) starts in the file; read only
     cubins: Mapping[str, bytes] = field(default_factory=dict)
 
@@ -82,6 +85,7 @@ def write_image_file(image: ImageFile) -> bytes:
         "signatures": to_manifest([*image.kernels.values(), *image.device_functions.values()]),
         "unusable": dict(image.unusable),
         "cpu_unavailable": dict(image.cpu_unavailable),
+        _NAMES: dict(image.name_expressions),
     }
     body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for *_, d in sections)
     header_size = len(body) - sum(len(d) for *_, d in sections)
@@ -147,12 +151,12 @@ def _header(raw: bytes, keys: frozenset[str], source: str) -> dict[str, Any]:
     return header
 
 
-def _reasons(header: dict[str, Any], key: str, source: str) -> dict[str, str]:
-    """A version 2 kernel -> reason object; absent (empty) in version 1."""
+def _strings(header: dict[str, Any], key: str, source: str,
+             what: str = "kernel name -> reason") -> dict[str, str]:
+    """An object of strings (a kernel's reason, an expression's symbol); absent (empty) in older versions."""
     value = header.get(key, {})
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise _fail(key, f"must be an object of kernel name -> reason string (got {reprlib.repr(value)})",
-                    source)
+        raise _fail(key, f"must be an object of {what} string (got {reprlib.repr(value)})", source)
     return value
 
 
@@ -165,25 +169,27 @@ def _parse(header: dict[str, Any], payload: bytes, source: str, start: int, vers
         raise _fail("created_by", f"must be a string (got {reprlib.repr(header['created_by'])})", source)
     cubins, ptx, offsets = _sections(header["sections"], payload, source, version)
     cubin = next(iter(cubins.values()), None)
-    if version < _MULTI and cubin is not None:
-        cubins = {arch: cubin} if arch is not None else {}
     if not isinstance(header["signatures"], dict):
         raise _fail("signatures", "must be a signature manifest object (docs/manifest.md)", source)
     signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
     kernels = {s.name: s for s in signatures if s.kind == "kernel"}
     device = {s.name: s for s in signatures if s.kind == "device"}
-    unusable, cpu_unavailable = (_reasons(header, key, source) for key in _FACTS)
-    if version >= _MULTI and arch != next(iter(cubins), None):
+    unusable, cpu_unavailable = (_strings(header, key, source) for key in _FACTS)
+    names = _strings(header, _NAMES, source, "name expression -> kernel symbol")
+    if unknown := sorted(set(names.values()) - set(kernels)):
+        raise _fail(_NAMES, f"names no kernel of the image (got {reprlib.repr(unknown[0])})", source)
+    if "" not in cubins and arch != next(iter(cubins), None):
         raise _fail("arch", f"must be the first cubin's arch, {next(iter(cubins), None)!r} "
                             f"(got {reprlib.repr(arch)})", source)
+    cubins = ({arch: cubin} if arch is not None else {}) if "" in cubins else cubins
     return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"], unusable, cpu_unavailable,
-                     version, offsets=tuple(start + offset for offset in offsets), cubins=cubins)
+                     version, names, offsets=tuple(start + offset for offset in offsets), cubins=cubins)
 
 
 def _sections(table: Any, payload: bytes, source: str, version: int
               ) -> tuple[dict[str, bytes], tuple[bytes, ...], list[int]]:
-    """The cubins by arch (at most one before version 3, which keys it ``""``), the PTX modules, and
-    where each starts in ``payload`` (cubins first, as :func:`image_file_sections` orders them)."""
+    """The cubins by arch (a section without one, the only cubin, keys it ``""``), the PTX modules,
+    and where each starts in ``payload`` (cubins first, as :func:`image_file_sections` orders them)."""
     if not isinstance(table, list):
         raise _fail("sections", f"must be a list (got {reprlib.repr(table)})", source)
     cubins: dict[str, bytes] = {}
@@ -193,7 +199,7 @@ def _sections(table: Any, payload: bytes, source: str, version: int
         where = f"sections[{i}]"
         kind = entry.get("kind") if isinstance(entry, dict) else None
         keys = {"kind", "size", "arch"} if version >= _MULTI and kind == "cubin" else {"kind", "size"}
-        if not isinstance(entry, dict) or set(entry) != keys:
+        if not isinstance(entry, dict) or not {"kind", "size"} <= set(entry) <= keys:
             raise _fail(where, f"must be an object with keys {', '.join(sorted(keys))} "
                                f"(got {reprlib.repr(entry)})", source)
         size = entry["size"]
@@ -210,13 +216,14 @@ def _sections(table: Any, payload: bytes, source: str, version: int
         if kind == "ptx":
             ptx.append(data)
             continue
-        arch = entry.get("arch", "")
-        if version >= _MULTI and not _is_sm_name(arch):
+        arch = entry.get("arch", "")  # none: the header's (before version 3, and its first writers)
+        if "arch" in entry and not _is_sm_name(arch):
             raise _fail(f"{where}.arch", f"must look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
                         source)
-        if arch in cubins:
-            raise _fail(where, f"a second cubin for {arch} (an image has one per target)" if arch
-                        else "a second cubin section (an image has at most one)", source)
+        if arch in cubins or (cubins and "" in (arch, *cubins)):
+            raise _fail(where, f"a second cubin for {arch} (an image has one per target)" if arch in cubins
+                        and arch else "a second cubin section (one without arch is the image's only one)",
+                        source)
         if version >= _MULTI and len(starts["ptx"]):
             raise _fail(where, "a cubin section after a ptx section (cubins come first)", source)
         cubins[arch] = data

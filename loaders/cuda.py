@@ -355,6 +355,7 @@ class CudaBackend(Backend):
         entry = ctypes.c_void_p
         return {"launch_entry": ctypes.cast(self._lib.cuLaunchKernel, entry).value,
                 "set_current_entry": ctypes.cast(self._lib.cuCtxSetCurrent, entry).value,
+                "pointer_attribute_entry": ctypes.cast(self._lib.cuPointerGetAttribute, entry).value,
                 "function": function.handle, "context": int(self._context),
                 "pointer_offsets": function.param_offsets if pointers else None,
                 "max_shared": function.max_dynamic_shared, "function_obj": function,

@@ -77,8 +77,10 @@ def test_save_then_open_gives_the_same_image_and_runs(image, tmp_path):
 
 def test_the_file_is_laid_out_as_documented(image, saved):
     header, payload = _parts(saved)
-    assert set(header) == {"arch", "sections", "signatures", "created_by", "unusable", "cpu_unavailable"}
+    assert set(header) == {"arch", "sections", "signatures", "created_by", "unusable", "cpu_unavailable",
+                           "name_expressions"}
     assert header["unusable"] == header["cpu_unavailable"] == {}  # every kernel usable, each has PTX
+    assert header["name_expressions"] == {}  # extern "C" kernels: no name expressions
     assert header["arch"] == "sm_90" and header["created_by"].startswith("ptxbridge")
     assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin), "arch": "sm_90"},
                                   {"kind": "ptx", "size": len(image.ptx[0])}]
@@ -124,16 +126,21 @@ def test_damaged_files_are_format_errors(saved, mangle, message):
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda h, p: ({**h, "extra": 1}, p),
-     "<f>:header.$: unknown key 'extra' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: unknown key 'extra' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({k: v for k, v in h.items() if k != "arch"}, p),
-     "<f>:header.$: missing key 'arch' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: missing key 'arch' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({k: v for k, v in h.items() if k != "unusable"}, p),
-     "<f>:header.$: missing key 'unusable' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: missing key 'unusable' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({**h, "cpu_unavailable": {"k": 1}}, p),
      "<f>:header.cpu_unavailable: must be an object of kernel name -> reason string (got {'k': 1})"),
+    (lambda h, p: ({**h, "name_expressions": {"f<1>": 2}}, p),
+     "<f>:header.name_expressions: must be an object of name expression -> kernel symbol string (got "
+     "{'f<1>': 2})"),
+    (lambda h, p: ({**h, "name_expressions": {"f<1>": "_Z1fILi1EEvv"}}, p),
+     "<f>:header.name_expressions: names no kernel of the image (got '_Z1fILi1EEvv')"),
     (lambda h, p: ({**h, "arch": "gfx90a"}, p),
      "<f>:header.arch: must be null or look like 'sm_90' or 'sm_90a' (got 'gfx90a')"),
     (lambda h, p: (h, p + b"x"), "<f>:header.sections: sections cover 0 bytes but 1 follow the header"),
@@ -180,11 +187,24 @@ def _before_version_3(header: dict) -> dict:
     return {**header, "sections": [{k: v for k, v in e.items() if k != "arch"} for e in header["sections"]]}
 
 
+def test_a_version_2_file_still_opens(image, saved):
+    """Version 2 had no name_expressions key: such a file reads with none, and a version 2 header
+    that has one is refused as version 2 always refused it."""
+    header, payload = _parts(saved)
+    header = _before_version_3(header)
+    del header["name_expressions"]
+    opened = ptxbridge.Image.from_bytes(_build(header, payload, version=2), "<v2>")
+    assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
+    assert opened.name_expressions == {} and read_image_file(_build(header, payload, version=2)).version == 2
+    with pytest.raises(FormatError, match=r"unknown key 'name_expressions' \(keys: arch, cpu_unavailable, "):
+        read_image_file(_build({**header, "name_expressions": {}}, payload, version=2), "<v2>")
+
+
 def test_a_version_1_file_still_opens(image, saved):
     """Version 1 had no unusable / cpu_unavailable keys: such a file reads with none."""
     header, payload = _parts(saved)
     header = _before_version_3(header)
-    del header["unusable"], header["cpu_unavailable"]
+    del header["unusable"], header["cpu_unavailable"], header["name_expressions"]
     opened = ptxbridge.Image.from_bytes(_build(header, payload, version=1), "<v1>")
     assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
     assert opened.unusable == opened.cpu_unavailable == {}

@@ -18,7 +18,8 @@ from typing import Any
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
 from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_file
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import describe_code, with_cubin_facts
+from ptxbridge.artifacts.artifact import describe_code
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.launch.module import Module
 from ptxbridge.launch.raised import RaisedException
 from ptxbridge.loaders import open_backend
@@ -51,7 +52,9 @@ class Image:
     be made for, each with the reason; ``cpu_unavailable``: kernels without
     PTX for the CPU loader, each with the reason; ``raises``: the exception
     tables of numba kernels compiled with ``debug=True`` (not kept by
-    :meth:`save`: such a kernel of a saved image reports an exception by its code).
+    :meth:`save`: such a kernel of a saved image reports an exception by its code);
+    ``name_expressions``: the NVRTC name expressions of its kernels, each to its symbol
+    (``module["block_sum<int, 64, true>"]`` finds the kernel by it; kept by :meth:`save`).
     """
 
     cubin: bytes | None
@@ -63,6 +66,7 @@ class Image:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
     cubins: Mapping[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -95,7 +99,8 @@ class Image:
         """The image as one saved-image file (``docs/image-format.md``); the link log is not kept, the
         reasons kernels are unusable or not for the CPU loader are."""
         found = ImageFile(self.arch, self.cubin, self.ptx, self.kernels, self.device_functions, _created_by(),
-                          self.unusable, self.cpu_unavailable, cubins=self.cubins)
+                          self.unusable, self.cpu_unavailable, name_expressions=self.name_expressions,
+                          cubins=self.cubins)
         return write_image_file(found)
 
     @classmethod
@@ -119,7 +124,8 @@ class Image:
                 raise FormatError(f"the signatures do not match the cubin: {exc}", source=source) from None
             kernels = {name: checked[name] for name in found.kernels}
         return cls(found.cubin, found.arch, kernels, found.device_functions, found.ptx,
-                   unusable=found.unusable, cpu_unavailable=found.cpu_unavailable, cubins=found.cubins)
+                   unusable=found.unusable, cpu_unavailable=found.cpu_unavailable,
+                   name_expressions=found.name_expressions, cubins=found.cubins)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the image to ``path`` (replaced atomically); ``Image.open(path)`` reads it back.

@@ -34,7 +34,8 @@ from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifacts.artifact import Artifact, coerce_signatures, sidecar_signatures
+from ptxbridge.artifacts.artifact import Artifact
+from ptxbridge.artifacts.signatures import coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
 from ptxbridge.oxide.payloads import bundle_choice, load_rule
 

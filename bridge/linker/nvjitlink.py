@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,14 +24,9 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import LinkError, OptionError, ToolchainError
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.targets import Target, parse_target
-from ptxbridge.artifacts.artifact import (
-    Artifact,
-    CodeKind,
-    artifact_from_bytes,
-    artifact_from_file,
-    with_cubin_facts,
-)
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file
 from ptxbridge.artifacts.image import Image
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, check_ltoir_targets, policy_args
@@ -177,7 +172,8 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
     if executable is not None:
         facts = _usable(with_cubin_facts(kernels, executable.code, executable.name), unusable)
         return Image(executable.code, executable.arch, facts, device_functions, unusable=unusable,
-                     cpu_unavailable=_machine_code_only(artifacts), raises=raises)
+                     cpu_unavailable=_machine_code_only(artifacts), raises=raises,
+                     name_expressions=_name_expressions(artifacts, facts))
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
     check_ltoir_targets(artifacts, arch)
@@ -204,7 +200,8 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
                  if not name.startswith("__nv_static_") and name not in hidden}
     ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
     return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
-                 cpu_unavailable=cpu_unavailable, raises=raises)
+                 cpu_unavailable=cpu_unavailable, raises=raises,
+                 name_expressions=_name_expressions(artifacts, facts))
 
 
 def _targets(arch: Any) -> list[Target] | None:
@@ -239,6 +236,18 @@ def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -
         parts += [artifact.name, artifact.code]
     blob = cache.cached("ltoir-ptx", cache.key(*parts), lambda: _run_nvjitlink(full, inputs))
     return blob.partition(b"\n")[2]
+
+
+def _name_expressions(artifacts: Sequence[Artifact], kernels: Mapping[str, Signature]) -> dict[str, str]:
+    """The inputs' NVRTC name expressions of linked kernels; an expression two inputs lowered to
+    different symbols is left out (the module then finds neither by it, only by symbol)."""
+    found: dict[str, str] = {}
+    clashing: set[str] = set()
+    for artifact in artifacts:
+        for expression, symbol in artifact.name_expressions.items():
+            if found.setdefault(expression, symbol) != symbol:
+                clashing.add(expression)
+    return {e: symbol for e, symbol in found.items() if e not in clashing and symbol in kernels}
 
 
 def _usable(facts: dict[str, Signature], unusable: dict[str, str]) -> dict[str, Signature]:

@@ -35,17 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch_abi.h" /* bridge/launch/: cuLaunchKernel, its extra keys, the no-alias test */
 #include "xla/ffi/api/c_api.h"
 
-typedef int (*launch_fn)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
-                         unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_mem,
-                         void *stream, void **kernel_params, void **extra);
 typedef int (*describe_fn)(int code, const char **text);
-
-#define STACK_PARAMS 4096
-#define BUFFER_POINTER ((void *)1) /* CU_LAUNCH_PARAM_BUFFER_POINTER (cuda.h) */
-#define BUFFER_SIZE ((void *)2)    /* CU_LAUNCH_PARAM_BUFFER_SIZE */
-#define PARAM_END ((void *)0)      /* CU_LAUNCH_PARAM_END */
 
 static XLA_FFI_Error *fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *message) {
     XLA_FFI_Error_Create_Args args = {XLA_FFI_Error_Create_Args_STRUCT_SIZE, NULL, message, code};
@@ -133,11 +126,10 @@ static XLA_FFI_Error *check_no_alias(const XLA_FFI_Api *api, const XLA_FFI_CallF
         if (i < 0 || j < 0 || (size_t)i >= bytes->size || (size_t)j >= bytes->size ||
             !buffer_address(frame, source[2 * i + 1], &a) || !buffer_address(frame, source[2 * j + 1], &b))
             return fail(api, XLA_FFI_Error_Code_INVALID_ARGUMENT, "ptxbridge_launch: a no_alias pair names no slot");
-        uintptr_t lo_a = (uintptr_t)a, lo_b = (uintptr_t)b;
-        uintptr_t lo = lo_a > lo_b ? lo_a : lo_b;
-        uintptr_t hi_a = lo_a + (uintptr_t)size[i], hi_b = lo_b + (uintptr_t)size[j];
-        uintptr_t hi = hi_a < hi_b ? hi_a : hi_b;
-        if (lo < hi) return overlapped(api, text, (int64_t)(k / 2), lo, hi);
+        uint64_t lo_a = (uintptr_t)a, lo_b = (uintptr_t)b;
+        uint64_t hi_a = lo_a + (uint64_t)size[i], hi_b = lo_b + (uint64_t)size[j];
+        if (ranges_overlap(lo_a, hi_a, lo_b, hi_b))
+            return overlapped(api, text, (int64_t)(k / 2), lo_a > lo_b ? lo_a : lo_b, hi_a < hi_b ? hi_a : hi_b);
     }
     return NULL;
 }
@@ -176,8 +168,8 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
     const int64_t *g = geometry->data;
     const int64_t *pairs = slots->data;
     size_t size = params->size;
-    unsigned char stack[STACK_PARAMS];
-    unsigned char *buffer = size <= STACK_PARAMS ? stack : malloc(size);
+    unsigned char stack[STACK_PARAM_BYTES];
+    unsigned char *buffer = size <= STACK_PARAM_BYTES ? stack : malloc(size);
     if (buffer == NULL) return fail(api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "ptxbridge_launch: out of memory");
     memcpy(buffer, params->data, size);
     XLA_FFI_Error *error = NULL;
@@ -198,8 +190,8 @@ static XLA_FFI_Error *ptxbridge_launch(XLA_FFI_CallFrame *frame) {
         stream = args.stream;
     }
     if (error == NULL) {
-        void *extra[] = {BUFFER_POINTER, buffer, BUFFER_SIZE, &size, PARAM_END};
-        int code = ((launch_fn)(uintptr_t)entry)((void *)(uintptr_t)function, (unsigned)g[0], (unsigned)g[1],
+        void *extra[] = {LAUNCH_PARAM_BUFFER_POINTER, buffer, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
+        int code = ((LaunchFn)(uintptr_t)entry)((void *)(uintptr_t)function, (unsigned)g[0], (unsigned)g[1],
                                                  (unsigned)g[2], (unsigned)g[3], (unsigned)g[4], (unsigned)g[5],
                                                  (unsigned)g[6], stream, NULL, extra);
         if (code != 0) error = launch_failed(api, kernel, describe, code, g);

@@ -29,7 +29,8 @@ from ptxbridge.abi.kinds import Opaque, ParamType
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
 from ptxbridge.abi.targets import parse_target
-from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import layout_only, ptx_launch
 from ptxbridge.cache.fingerprint import fingerprint, referenced_values
 from ptxbridge.launch.raised import RaisedException, table_from_json, table_to_json
 from ptxbridge.linker.device_runtime import runtime_calls

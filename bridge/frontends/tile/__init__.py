@@ -7,7 +7,7 @@ checked against the cubin's ``EIATTR_KPARAM_INFO`` records.  Launch demands
 come from the cubin: block (1,1,1), or exactly its ``REQNTID``; no cluster.
 cutile-rs kernels (``<kernel>_entry``) carry no signature in their names, so
 :func:`load` takes one from the caller (signature text, a manifest or
-Signature objects, see :func:`ptxbridge.artifacts.artifact.coerce_signatures`).
+Signature objects, see :func:`ptxbridge.artifacts.signatures.coerce_signatures`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from ptxbridge.artifacts.artifact import (
     Provenance,
     artifact_from_bytes,
     artifact_from_file,
-    coerce_signatures,
-    sidecar_signatures,
 )
+from ptxbridge.artifacts.signatures import coerce_signatures, sidecar_signatures
 from ptxbridge.cache.fingerprint import fingerprint
 from ptxbridge.linker.target import default_arch
 
