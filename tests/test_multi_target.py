@@ -220,3 +220,23 @@ def test_the_facts_of_an_images_ptx(image):
     assert facts.target == "sm_80" and facts.missing == ()
     assert facts.isa == read_ptx(image.ptx[0]).version
     assert ptx_facts(ptxbridge.Image(image.cubin, image.arch, image.kernels)) is None
+
+
+def test_the_loader_asks_the_driver_and_decides_before_the_cuda_loader_starts(image, monkeypatch):
+    """open_backend's facts from the driver (here set as an sm_90 GPU's) reach choose_code: the
+    oldest target's PTX is JIT-compiled when the driver reads its ISA, refused when it does not."""
+    from ptxbridge.loaders import _check_gpu, driver
+
+    isa = read_ptx(image.ptx[0]).version
+    monkeypatch.setattr(driver, "driver_problem", lambda: None)
+    monkeypatch.setattr(driver, "device_arch", lambda index: "sm_90")
+    monkeypatch.setattr(driver, "driver_version", lambda: (13, isa[1]))  # reads ISA 9.<minor>: the PTX's
+    assert _check_gpu(image, 0) == CodeChoice("cubin", "sm_90")
+    only = ptxbridge.Image(image.cubin, image.arch, image.kernels, ptx=image.ptx, cubins={
+        arch: code for arch, code in image.cubins.items() if arch != "sm_90"})
+    assert _check_gpu(only, 0) == CodeChoice("ptx", "sm_80")
+    monkeypatch.setattr(driver, "driver_version", lambda: (13, isa[1] - 1))
+    refused = (r"cuda:0 is sm_90 but the image's cubins are built for sm_80, sm_100, none of which it can "
+               rf"run, and its PTX \(ISA 9\.{isa[1]}\) is newer")
+    with pytest.raises(CudaError, match=refused):
+        only.load(0)
