@@ -46,6 +46,7 @@ _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h
 _DEFAULT_STREAMS = (0, 1, 2)  # NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
 _OLD_PARAM_BYTES, _LARGE_PARAMS_DRIVER = 4096, (12, 1)  # the limit before CUDA 12.1, and since
 _INIT = threading.Lock()
+_JIT_LOG_BYTES = 16 * 1024  # the driver JIT's error log, attached to a failed JIT
 _state: dict[str, Any] = {}
 
 
@@ -196,8 +197,13 @@ def _callers_of(elf: Any, name: str) -> set[str]:
 
 def _jit(modules: tuple[bytes, ...], device_id: int, target: str | None) -> bytes:
     """A cubin for the current GPU from PTX ``modules``, compiled and linked by the driver's JIT
-    linker (``cuLinkCreate``: one program, as nvJitLink would have linked it)."""
-    state = _call("cuLinkCreate", cu.cuLinkCreate, 0, [], [])
+    linker (``cuLinkCreate``: one program, as nvJitLink would have linked it); a failure is a
+    CudaError carrying the JIT's error log."""
+    log = bytearray(_JIT_LOG_BYTES)
+    option = cu.CUjit_option
+    state = _call("cuLinkCreate", cu.cuLinkCreate, 2, [option.CU_JIT_ERROR_LOG_BUFFER,
+                                                     option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                  [log, len(log)])
     try:
         for i, ptx in enumerate(modules):
             data = ptx if ptx.endswith(b"\0") else ptx + b"\0"
@@ -206,6 +212,9 @@ def _jit(modules: tuple[bytes, ...], device_id: int, target: str | None) -> byte
                   f"ptx{i}".encode(), 0, [], [])
         cubin, size = _call(f"cuda:{device_id}: linking the JIT-compiled PTX", cu.cuLinkComplete, state)
         return ctypes.string_at(int(cubin), size)  # copied: the cubin is the link state's
+    except CudaError as exc:
+        text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
+        raise CudaError(f"{exc}\n{text}".rstrip(), code=exc.code) from None
     finally:
         cu.cuLinkDestroy(state)
 
