@@ -26,6 +26,7 @@ from ptxbridge.abi.errors import (
     MemoryAccessError,
     OptionError,
     PtxBridgeError,
+    TargetError,
     ToolchainError,
 )
 
@@ -38,7 +39,8 @@ _LAZY = {  # public name -> the module that defines it, imported on first use
 }
 __all__ = [
     "AbiMismatchError", "ArgumentError", "CompileError", "CudaError", "EmulatorError", "FormatError",
-    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "ToolchainError",
+    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "TargetError",
+    "ToolchainError",
     *_LAZY,
 ]
 __version__ = "0.1.0"
