@@ -27,6 +27,7 @@ from ptxbridge.abi.errors import (
     MemoryAccessError,
     OptionError,
     PtxBridgeError,
+    TargetError,
     ToolchainError,
 )
 
@@ -39,8 +40,9 @@ _LAZY = {  # public name -> the module that defines it, imported on first use
 }
 __all__ = [
     "AbiMismatchError", "ArgumentError", "CompileError", "CudaError", "EmulatorError", "FormatError",
-    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "ToolchainError",
-    "KernelTrapError", *_LAZY,
+    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "TargetError",
+    "ToolchainError", "KernelTrapError",
+    *_LAZY,
 ]
 __version__ = "0.1.0"
 
