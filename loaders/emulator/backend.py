@@ -92,7 +92,8 @@ class EmulatorBackend(Backend):
         addresses = {address: key for key, address in self.program.function_addresses.items()}
         self._machine = Machine(self.program.functions, addresses)
         self.tier = tier
-        self._run = CompiledTier(self.program).launch if tier == "compiled" else run_kernel
+        self.compiled_tier = CompiledTier(self.program) if tier == "compiled" else None
+        self._run = self.compiled_tier.launch if self.compiled_tier is not None else run_kernel
         self._heap = Heap()
         self.cooperative_kernels = frozenset(
             name for name, fn in self.program.functions.items()

@@ -65,6 +65,11 @@ class CompiledTier:
             self.kernels[name] = found
         return found if isinstance(found, Compiled) else None
 
+    def why_interpreted(self, name: str) -> str | None:
+        """None when kernel ``name`` runs compiled, else why it runs on the interpreter."""
+        found = self.compiled(name)
+        return None if found is not None else str(self.kernels[name])
+
     def launch(self, program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
                max_threads: int, max_steps: int, heap: Heap) -> int:
