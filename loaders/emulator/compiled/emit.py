@@ -29,7 +29,13 @@ FAULT, TRAP_CODE, STEPS_CODE = 2, 4, 3
 SPECIALS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",
             "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid", "%nwarpid", "%warpsize")
 _CONSTANTS = {"WARP_SZ": 32}
+_MASK = vec("i1")
 LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
+
+
+def _signed(value: int) -> int:
+    """A u64 as LLVM's i64 literal."""
+    return value - (1 << 64) if value >> 63 else value
 
 
 class Emitter:
@@ -49,6 +55,9 @@ class Emitter:
         self.param_size = 0  # bytes of parameters the kernel declares
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
+        self.spans: dict[tuple[str, str], tuple[str, ...]] = {}  # (base register, mask) -> lo, hi, OR this block
+        self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
+        self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -157,6 +166,7 @@ class Emitter:
         width = self.registers[operand.name]
         if (width == 1) != (ptx_type == "pred"):
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
+        self.spans = {key: span for key, span in self.spans.items() if key[0] != operand.name}
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if self.defining and operand.name in self.local:  # the other lanes never read this value
             self.emit(f"store {self.reg_type(operand.name)} {bits}, ptr {self.slot(operand.name)}")
@@ -198,9 +208,62 @@ class Emitter:
         if width != 64:
             value = self.op(f"zext {vec('i32')} {value} to {vec('i64')}")
         offset = (mem.offset + window) % (1 << 64)
+        self.base = (base.name, value, offset)
         if not offset:
             return value
-        return self.op(f"add {vec('i64')} {value}, splat (i64 {offset - (1 << 64) if offset >> 63 else offset})")
+        return self.op(f"add {vec('i64')} {value}, splat (i64 {_signed(offset)})")
+
+    def move(self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int) -> list[str] | None:
+        """Check and carry out ``count`` elements of ``bits`` at ``[mem]`` for the lanes of ``mask``:
+        a store takes its values from ``%val``, a load returns them (zero in lanes that ran none).
+        Through a register base several accesses of the block share, the span of the register's
+        active lanes is computed once (:mod:`.access`); the full check decides whatever the hoisted
+        one cannot."""
+        whole = bits // 8 * count
+        self.base = None
+        address = self.address(mem, space)
+        done, skip = self.label("moved"), self.label("skip")
+        arrived: list[tuple[str, str]] = []
+        if self.base is not None and self.base[2] % whole == 0 and self.base[0] in self.reused:
+            name, value, offset = self.base
+            key = (name, mask)
+            if key not in self.spans:
+                self.emit(f"store {vec('i64')} {value}, ptr %spanin")
+                self.emit(f"call void @span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
+                          "ptr %spanout)")
+                self.spans[key] = tuple(self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
+                                    for k in range(3))
+            lo, hi, bits_or = self.spans[key]
+            low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
+            delta = self.op(f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
+                            f"i1 {'true' if kind == 'store' else 'false'})")
+            fast, slow = self.label("hoisted"), self.label("checked")
+            self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
+            self.put_label(fast)
+            pointers = self.op(f"add {vec('i64')} {value}, {self.spread(self.op(f'add i64 {delta}, {_signed(offset)}'), 'i64')}")
+            self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
+            lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+            self.emit(f"call void @{'fetch' if kind == 'load' else 'put'}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, "
+                      "ptr %val)")
+            self.emit(f"br label %{done}")
+            arrived.append((fast, "true"))
+            self.put_label(slow)
+        _, ok = self.access(kind, address, mask, bits, whole, count, skip)
+        self.emit(f"br label %{done}")
+        arrived.append((ok, "true"))
+        self.put_label(skip)
+        self.emit(f"br label %{done}")
+        arrived.append((skip, "false"))
+        self.put_label(done)
+        if kind != "load":
+            return None
+        ran = self.op("phi i1 " + ", ".join(f"[{flag}, %{label}]" for label, flag in arrived))
+        t = vec(int_elem(bits))
+        values = []
+        for i in range(count):
+            loaded = self.op(f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8")
+            values.append(self.op(f"select i1 {ran}, {t} {loaded}, {t} zeroinitializer"))
+        return values
 
     def access(self, kind: str, address: str, mask: str, bits: int, whole: int, count: int,
                skip: str) -> tuple[str, str]:

@@ -21,7 +21,8 @@ from ..parse import Instruction, Mem, Pair, Reg, Vec
 from . import convert, mem  # noqa: F401  (lowerings)
 from .emit import LANE_IDS, SPECIALS, STEPS_CODE, TRAP_CODE, Emitter
 from .ops import LOWER
-from .runtime import DECLARATIONS, helper_ir, launch_ir, shared_ir
+from .access import COMMON, helper_ir
+from .runtime import DECLARATIONS, launch_ir, shared_ir
 from .values import Unsupported, vec
 
 __all__ = ["kernel_ir", "STATE_HEADER", "SLOT"]
@@ -101,9 +102,13 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     body = "\n".join(e.lines)
     params = "ptr %ctx, ptr %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
     state = STATE_HEADER + SLOT * max(len(registers), 1)
-    helpers = [helper_ir(kind, bits) for kind, bits in sorted(e.helpers | {("access", 0)})]
+    helpers = [COMMON, *(helper_ir(kind, bits) for kind, bits in sorted(e.helpers - {("access", 0)}))]
     for kind, bits in e.helpers - {("access", 0)}:
-        t = vec(f"i{bits}")
+        t, t8 = vec(f"i{bits}"), f"<8 x i{bits}>"
+        if kind == "load":
+            e.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
+            e.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
+            e.intrinsic("declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)")
         e.intrinsic(f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})" if kind == "load" else
                     f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})")
         e.intrinsic(f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})" if kind == "load"
@@ -118,7 +123,8 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         e.emit(f"{e.slot(name)} = alloca {e.reg_type(name)}")
     for name, t in (("%mask", vec("i1")), ("%live", vec("i1")), ("%blocked", vec("i1")), ("%pcs", vec("i32")),
                     ("%conv", "i1"), ("%steps", "i64"), ("%tsteps", "i64"), ("%rc", "i32"), ("%out", vec("i64")),
-                    ("%addr", vec("i64")), ("%linp", vec("i64")), ("%val", f"[8 x {vec('i64')}]")):
+                    ("%addr", vec("i64")), ("%linp", vec("i64")), ("%val", f"[8 x {vec('i64')}]"),
+                    ("%spanin", vec("i64")), ("%spanout", "[3 x i64]")):
         e.emit(f"{name} = alloca {t}")
     e.emit("store i64 0, ptr %tsteps")
     scalars = {}
@@ -181,6 +187,10 @@ def _kept(e: Emitter) -> list[str]:
 def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int]) -> None:
     e.put_label(f"B{k}")
     m = e.mask = f"%m{k}"
+    e.spans = {}
+    bases = [o.base.name for s in fn.steps[start:end] for o in s.ins.operands
+             if isinstance(o, Mem) and isinstance(o.base, Reg)]
+    e.reused = {name for name in bases if bases.count(name) > 1}
     e.emit(f"{m} = load {vec('i1')}, ptr %mask")
     e.insn = start
     length = end - start

@@ -82,14 +82,8 @@ def _ld(e: Emitter, ins: Instruction, m: str) -> None:
             e.write(item, e.from_bits(e.op(f"shufflevector {it} {head}, {it} poison, {vec('i32')} "
                                            "zeroinitializer"), t), t, m)
         return
-    skip = e.label("skip")
-    before, ok = e.access("load", e.address(src, space), m, 8 * size, size * count, count, skip)
-    loaded = [e.op(f"load {it}, ptr {e.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8")
-              for i in range(count)]
-    e.emit(f"br label %{skip}")
-    e.put_label(skip)
-    values = [e.op(f"phi {it} [{v}, %{ok}], [zeroinitializer, %{before}]") for v in loaded]
-    for item, value in zip(items, values, strict=True):  # the other lanes keep their registers: any value
+    values = e.move("load", src, space, m, 8 * size, count)
+    for item, value in zip(items, values, strict=True):  # lanes that ran none keep their registers
         e.write(item, e.from_bits(value, t), t, m)
 
 
@@ -104,10 +98,7 @@ def _st(e: Emitter, ins: Instruction, m: str) -> None:
     for i, value in enumerate(values):
         e.emit(f"store {vec(int_elem(8 * size))} {value}, ptr {e.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, "
                "align 8")
-    skip = e.label("skip")
-    e.access("store", e.address(dst, space), m, 8 * size, size * count, count, skip)
-    e.emit(f"br label %{skip}")
-    e.put_label(skip)
+    e.move("store", dst, space, m, 8 * size, count)
 
 
 @lower("atom", "red")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .emit import CTX
 
-__all__ = ["shared_ir", "launch_ir", "helper_ir", "REASONS", "DECLARATIONS"]
+__all__ = ["shared_ir", "launch_ir", "REASONS", "DECLARATIONS", "field"]
 
 DECLARATIONS = frozenset((
     "declare i1 @llvm.vector.reduce.or.v32i1(<32 x i1>)", "declare i64 @llvm.vector.reduce.umin.v32i64(<32 x i64>)",
@@ -29,7 +29,7 @@ REASONS = {1: "misaligned {size}-byte access", 2: "outside every buffer and vari
            3: "store to read-only memory"}
 
 
-def _field(name: str) -> str:
+def field(name: str) -> str:
     return str(CTX[name])
 
 
@@ -37,12 +37,12 @@ def shared_ir() -> str:
     return f"""
 define internal i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size) {{
 entry:
-  %np = getelementptr i64, ptr %ctx, i64 {_field("nregions")}
+  %np = getelementptr i64, ptr %ctx, i64 {field("nregions")}
   %n = load i64, ptr %np
-  %tp = getelementptr i64, ptr %ctx, i64 {_field("regions")}
+  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
   %ti = load i64, ptr %tp
   %tab = inttoptr i64 %ti to ptr
-  %hp = getelementptr i64, ptr %ctx, i64 {_field("hint")}
+  %hp = getelementptr i64, ptr %ctx, i64 {field("hint")}
   %h = load i64, ptr %hp
   %hrow = mul i64 %h, 4
   %hb = getelementptr i64, ptr %tab, i64 %hrow
@@ -86,20 +86,20 @@ none:
 }}
 
 define internal void @fault(ptr %ctx, i64 %address, i64 %reason, i64 %size, i64 %lane) {{
-  %a = getelementptr i64, ptr %ctx, i64 {_field("err_addr")}
+  %a = getelementptr i64, ptr %ctx, i64 {field("err_addr")}
   store i64 %address, ptr %a
-  %r = getelementptr i64, ptr %ctx, i64 {_field("err_reason")}
+  %r = getelementptr i64, ptr %ctx, i64 {field("err_reason")}
   store i64 %reason, ptr %r
-  %s = getelementptr i64, ptr %ctx, i64 {_field("err_size")}
+  %s = getelementptr i64, ptr %ctx, i64 {field("err_size")}
   store i64 %size, ptr %s
-  %t = getelementptr i64, ptr %ctx, i64 {_field("err_thread")}
+  %t = getelementptr i64, ptr %ctx, i64 {field("err_thread")}
   store i64 %lane, ptr %t
   ret void
 }}
 
 ; the row's pointer offset for a lane (plus its instance for per-thread memory), or -1: read-only
 define internal i64 @delta(ptr %ctx, i64 %row, i1 %write, i64 %lin) alwaysinline {{
-  %tp = getelementptr i64, ptr %ctx, i64 {_field("regions")}
+  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
   %ti = load i64, ptr %tp
   %tab = inttoptr i64 %ti to ptr
   %r4 = mul i64 %row, 4
@@ -117,7 +117,7 @@ readonly:
 ok:
   %per = and i64 %flags, 2
   %isper = icmp ne i64 %per, 0
-  %sp = getelementptr i64, ptr %ctx, i64 {_field("local_stride")}
+  %sp = getelementptr i64, ptr %ctx, i64 {field("local_stride")}
   %stride = load i64, ptr %sp
   %inst = mul i64 %lin, %stride
   %extra = select i1 %isper, i64 %inst, i64 0
@@ -216,28 +216,28 @@ def launch_ir(state_bytes: int) -> str:
 define i32 @launch(ptr %ctx) {{
 entry:
   %status = alloca [32 x i8]
-  %fp = getelementptr i64, ptr %ctx, i64 {_field("first_block")}
+  %fp = getelementptr i64, ptr %ctx, i64 {field("first_block")}
   %first = load i64, ptr %fp
-  %ep = getelementptr i64, ptr %ctx, i64 {_field("end_block")}
+  %ep = getelementptr i64, ptr %ctx, i64 {field("end_block")}
   %end = load i64, ptr %ep
-  %gxp = getelementptr i64, ptr %ctx, i64 {_field("gx")}
+  %gxp = getelementptr i64, ptr %ctx, i64 {field("gx")}
   %gx = load i64, ptr %gxp
-  %gyp = getelementptr i64, ptr %ctx, i64 {_field("gy")}
+  %gyp = getelementptr i64, ptr %ctx, i64 {field("gy")}
   %gy = load i64, ptr %gyp
-  %nwp = getelementptr i64, ptr %ctx, i64 {_field("nwarps")}
+  %nwp = getelementptr i64, ptr %ctx, i64 {field("nwarps")}
   %nw64 = load i64, ptr %nwp
   %nw = trunc i64 %nw64 to i32
-  %shp = getelementptr i64, ptr %ctx, i64 {_field("shared")}
+  %shp = getelementptr i64, ptr %ctx, i64 {field("shared")}
   %shi = load i64, ptr %shp
   %sh = inttoptr i64 %shi to ptr
-  %shsp = getelementptr i64, ptr %ctx, i64 {_field("shared_size")}
+  %shsp = getelementptr i64, ptr %ctx, i64 {field("shared_size")}
   %shs = load i64, ptr %shsp
-  %lop = getelementptr i64, ptr %ctx, i64 {_field("local")}
+  %lop = getelementptr i64, ptr %ctx, i64 {field("local")}
   %loi = load i64, ptr %lop
   %lo = inttoptr i64 %loi to ptr
-  %losp = getelementptr i64, ptr %ctx, i64 {_field("local_size")}
+  %losp = getelementptr i64, ptr %ctx, i64 {field("local_size")}
   %los = load i64, ptr %losp
-  %stp = getelementptr i64, ptr %ctx, i64 {_field("state")}
+  %stp = getelementptr i64, ptr %ctx, i64 {field("state")}
   %sti = load i64, ptr %stp
   %gxy = mul i64 %gx, %gy
   br label %block
@@ -284,9 +284,9 @@ notdone:
   %atbar = icmp eq i32 %rc, 1
   br i1 %atbar, label %warpnext, label %error
 error:
-  %ebp = getelementptr i64, ptr %ctx, i64 {_field("err_block")}
+  %ebp = getelementptr i64, ptr %ctx, i64 {field("err_block")}
   store i64 %b, ptr %ebp
-  %etp = getelementptr i64, ptr %ctx, i64 {_field("err_thread")}
+  %etp = getelementptr i64, ptr %ctx, i64 {field("err_thread")}
   %et = load i64, ptr %etp
   ret i32 %rc
 skip:
@@ -304,124 +304,3 @@ blockdone:
 }}
 """
 
-
-_ACCESS = """
-; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
-define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, ptr %linp, ptr %out) noinline {
-  %addr = load <32 x i64>, ptr %addrp
-  %lin = load <32 x i64>, ptr %linp
-  %m = bitcast i32 %bits to <32 x i1>
-  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, <32 x i64> %lin, ptr %out)
-  ret i32 %r
-}
-"""
-
-
-def helper_ir(kind: str, bits: int) -> str:
-    """``@load_iN`` / ``@store_iN``: ``count`` consecutive elements per lane after one check of
-    ``whole`` bytes; each element is one masked vector access when the lanes point at consecutive
-    elements, else a gather / scatter.  Values travel through ``%val`` (256 bytes per element)."""
-    size, t = bits // 8, f"<32 x i{bits}>"
-    steps = ", ".join(f"i64 {k * size}" for k in range(32))
-    if kind == "access":
-        return _ACCESS
-    plain, spread = (("call {t} @llvm.masked.load.v32i{b}.p0(ptr align {s} %p0, <32 x i1> %m, {t} zeroinitializer)",
-                      "call {t} @llvm.masked.gather.v32i{b}.v32p0(<32 x ptr> align {s} %each, <32 x i1> %m, "
-                      "{t} zeroinitializer)") if kind == "load" else
-                     ("call void @llvm.masked.store.v32i{b}.p0({t} %v, ptr align {s} %p0, <32 x i1> %m)",
-                      "call void @llvm.masked.scatter.v32i{b}.v32p0({t} %v, <32 x ptr> align {s} %each, "
-                      "<32 x i1> %m)"))
-    fill = dict(t=t, b=bits, s=size)
-    plain, spread = plain.format(**fill), spread.format(**fill)
-    value = "" if kind == "load" else f"  %v = load {t}, ptr %vp, align 8\n"
-    result = "%a = " if kind == "load" else ""
-    result_b = "%g = " if kind == "load" else ""
-    fast = (f"  %vf = load {t}, ptr %ptrf, align {size}\n  store {t} %vf, ptr %val, align 8" if kind == "load" else
-            f"  %vf = load {t}, ptr %val, align 8\n  store {t} %vf, ptr %ptrf, align {size}")
-    keep = (f"  %r = phi {t} [%a, %vl], [%g, %gl]\n  store {t} %r, ptr %vp, align 8\n" if kind == "load" else "")
-    return f"""
-define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, ptr %linp,
-                                    ptr %val) noinline {{
-entry:
-  %ptrs = alloca <32 x i64>
-  %addr0 = load <32 x i64>, ptr %addrp
-  %full = icmp eq i32 %bits, -1
-  %single = icmp eq i64 %count, 1
-  %lead = extractelement <32 x i64> %addr0, i32 0
-  %hl = insertelement <32 x i64> poison, i64 %lead, i32 0
-  %spreadl = shufflevector <32 x i64> %hl, <32 x i64> poison, <32 x i32> zeroinitializer
-  %expectl = add <32 x i64> %spreadl, <{steps}>
-  %samel = icmp eq <32 x i64> %addr0, %expectl
-  %consl = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %samel)
-  %f1 = and i1 %full, %single
-  %f2 = and i1 %f1, %consl
-  br i1 %f2, label %fast, label %general
-fast:  ; every lane, one element each, consecutive: the span is the first and the last lane's
-  %misf = and i64 %lead, {size - 1}
-  %alignedf = icmp eq i64 %misf, 0
-  %lastf = add i64 %lead, {31 * size}
-  %rowf = call i64 @find(ptr %ctx, i64 %lead, i64 %lastf, i64 {size})
-  %foundf = icmp sge i64 %rowf, 0
-  %okf = and i1 %alignedf, %foundf
-  br i1 %okf, label %fastrow, label %general
-fastrow:
-  %deltaf = call i64 @delta(ptr %ctx, i64 %rowf, i1 {"true" if kind == "store" else "false"}, i64 0)
-  %tpf = getelementptr i64, ptr %ctx, i64 {_field("regions")}
-  %tif = load i64, ptr %tpf
-  %tabf = inttoptr i64 %tif to ptr
-  %r4f = mul i64 %rowf, 4
-  %rpf = getelementptr i64, ptr %tabf, i64 %r4f
-  %fpf = getelementptr i64, ptr %rpf, i64 3
-  %flagsf = load i64, ptr %fpf
-  %perf = and i64 %flagsf, 2
-  %plainf = icmp eq i64 %perf, 0
-  %rwf = icmp ne i64 %deltaf, -1
-  %usef = and i1 %plainf, %rwf
-  br i1 %usef, label %fastgo, label %general
-fastgo:
-  %pf = add i64 %lead, %deltaf
-  %ptrf = inttoptr i64 %pf to ptr
-{fast}
-  ret i32 0
-general:
-  %st = call i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {"true" if kind == "store" else "false"},
-                         ptr %linp, ptr %ptrs)
-  %ok = icmp eq i32 %st, 0
-  br i1 %ok, label %go, label %out
-out:
-  ret i32 %st
-go:
-  %m = bitcast i32 %bits to <32 x i1>
-  %base = load <32 x i64>, ptr %ptrs
-  br label %elem
-elem:
-  %c = phi i64 [0, %go], [%c1, %join]
-  %off = mul i64 %c, {size}
-  %h = insertelement <32 x i64> poison, i64 %off, i32 0
-  %offs = shufflevector <32 x i64> %h, <32 x i64> poison, <32 x i32> zeroinitializer
-  %pv = add <32 x i64> %base, %offs
-  %first = extractelement <32 x i64> %pv, i32 0
-  %h0 = insertelement <32 x i64> poison, i64 %first, i32 0
-  %spread0 = shufflevector <32 x i64> %h0, <32 x i64> poison, <32 x i32> zeroinitializer
-  %expect = add <32 x i64> %spread0, <{steps}>
-  %same = icmp eq <32 x i64> %pv, %expect
-  %cons = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %same)
-  %voff = mul i64 %c, 256
-  %vp = getelementptr i8, ptr %val, i64 %voff
-{value}  br i1 %cons, label %vl, label %gl
-vl:
-  %p0 = inttoptr i64 %first to ptr
-  {result}{plain}
-  br label %join
-gl:
-  %each = inttoptr <32 x i64> %pv to <32 x ptr>
-  {result_b}{spread}
-  br label %join
-join:
-{keep}  %c1 = add i64 %c, 1
-  %more = icmp ult i64 %c1, %count
-  br i1 %more, label %elem, label %done
-done:
-  ret i32 0
-}}
-"""
