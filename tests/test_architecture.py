@@ -1,7 +1,7 @@
 """The README's architecture section lists the source tree file for file.
 
 Each line of the block names files of the folder it sits in: ``abi/`` (top folder) or ``  rust/``
-(a sub-package, whose own ``__init__.py`` the folder line stands for); more-indented lines continue
+(a sub-package, whose own ``__init__.py`` the folder line stands for; ``    compiled/`` one level deeper); more-indented lines continue
 the folder above them.  Every ``.py`` / ``.c`` file must be named, and every name must exist.
 """
 
@@ -18,18 +18,20 @@ TOPS = ("abi", "bridge", "loaders")
 def _listed() -> set[str]:
     text = (ROOT / "README.md").read_text()
     block = text.split("## Architecture", 1)[1].split("```", 2)[1]
-    listed, top, sub = set(), "", ""
+    listed, top, sub, inner = set(), "", "", ""
     for line in block.splitlines():
         if not line.strip():
             continue
         indent = len(line) - len(line.lstrip())
         first = line.split()[0]
         if indent == 0:
-            top, sub = first.rstrip("/"), ""
+            top, sub, inner = first.rstrip("/"), "", ""
             continue
         if indent == 2:
-            sub = first.rstrip("/") if first.endswith("/") else ""
-        folder = f"{top}/{sub}" if sub else top
+            sub, inner = (first.rstrip("/") if first.endswith("/") else ""), ""
+        elif indent == 4 and sub:  # a sub-package of a sub-package (loaders/emulator/compiled/)
+            inner = first.rstrip("/") if first.endswith("/") else ""
+        folder = "/".join(part for part in (top, sub, inner) if part)
         listed |= {f"{folder}/{name}" for name in re.findall(r"(?<![\w/])[\w*]+\.(?:py|c)\b", line)}
     return listed
 

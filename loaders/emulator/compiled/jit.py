@@ -4,7 +4,7 @@ Objects are keyed by the kernel's IR (which the PTX determines), llvmlite's and 
 and the host CPU's name and features, so a second process, or a second backend over the same
 PTX, loads the object instead of compiling.  The directory is the ptxbridge cache's
 (``$PTXBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxbridge``, else ``~/.cache/ptxbridge``),
-subfolder ``cpu-tier``; each file carries a SHA-256 over its key and payload and is rejected
+namespace ``cpu-tier``, laid out as the cache's own entries; each file carries a SHA-256 over its key and payload and is rejected
 (and rebuilt) when they do not match, so a truncated or copied-over entry is never loaded.  A
 cache that cannot be written is skipped silently: the object is then kept in the process only.
 """
@@ -17,6 +17,7 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,9 @@ def _target() -> tuple[Any, Any, str]:
 
 
 def _path(key: str) -> Path:
-    return cache_root() / f"{key}.o"
+    """``cpu-tier/xx/key``: the layout of the ptxbridge cache's entries, which ``ptxbridge cache info``
+    counts and ``ptxbridge cache clear`` removes."""
+    return cache_root() / key[:2] / key
 
 
 def _read(key: str) -> bytes | None:
@@ -78,13 +81,15 @@ def _read(key: str) -> bytes | None:
         return None
     head = len(_MAGIC) + 32
     if not data.startswith(_MAGIC) or hashlib.sha256(key.encode() + data[head:]).digest() != data[len(_MAGIC):head]:
+        with suppress(OSError):
+            _path(key).unlink()
         return None
     return data[head:]
 
 
 def _write(key: str, payload: bytes) -> None:
     try:
-        root = cache_root()
+        root = _path(key).parent
         root.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=root, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
