@@ -15,55 +15,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # NumPy's BLAS on one thread, as the issue measures
 
-import numpy as np  # noqa: E402
-from numba import cuda  # noqa: E402
+import numpy as np
+from numba import cuda
 
-import ptxbridge  # noqa: E402
-from ptxbridge import nvrtc  # noqa: E402
+import ptxbridge
+from ptxbridge import nvrtc
 
-MATMUL = r'''
-#define TPB 16
-extern "C" __global__ void matmul(const float* A, const float* B, float* C, int n) {
-  __shared__ float sA[TPB][TPB];
-  __shared__ float sB[TPB][TPB];
-  int x = blockIdx.x * TPB + threadIdx.x, y = blockIdx.y * TPB + threadIdx.y;
-  float tmp = 0.0f;
-  for (int t = 0; t < n / TPB; ++t) {
-    sA[threadIdx.y][threadIdx.x] = A[y * n + t * TPB + threadIdx.x];
-    sB[threadIdx.y][threadIdx.x] = B[(t * TPB + threadIdx.y) * n + x];
-    __syncthreads();
-    for (int k = 0; k < TPB; ++k) tmp += sA[threadIdx.y][k] * sB[k][threadIdx.x];
-    __syncthreads();
-  }
-  C[y * n + x] = tmp;
-}
-'''
-HISTOGRAM = r'''
-extern "C" __global__ void histogram(const unsigned char* data, unsigned int* bins, int n) {
-  __shared__ unsigned int local[256];
-  for (int i = threadIdx.x; i < 256; i += blockDim.x) local[i] = 0;
-  __syncthreads();
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-    atomicAdd(&local[data[i]], 1u);
-  __syncthreads();
-  for (int i = threadIdx.x; i < 256; i += blockDim.x) atomicAdd(&bins[i], local[i]);
-}
-'''
-COLLATZ = r'''
-extern "C" __global__ void collatz(const unsigned int* start, unsigned int* steps, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  unsigned long long v = start[i]; unsigned int s = 0;
-  while (v > 1) { v = (v & 1) ? 3 * v + 1 : v >> 1; ++s; }
-  steps[i] = s;
-}
-'''
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import emulator_kernels as fx
 
 
 def _saxpy(a, x, y, out):
@@ -111,29 +78,50 @@ def cases() -> list[tuple[str, Any, Callable[[Any], Any], Callable[[], Any], Cal
     n = 1 << 20
     x, y, out = rng.random(n, np.float32), rng.random(n, np.float32), np.zeros(n, np.float32)
     size = 512
-    a, b, c = rng.random((size, size), np.float32), rng.random((size, size), np.float32), np.zeros((size, size),
-                                                                                                     np.float32)
+    a, b, c = (
+        rng.random((size, size), np.float32),
+        rng.random((size, size), np.float32),
+        np.zeros((size, size), np.float32),
+    )
     data, bins = rng.integers(0, 256, 1 << 22, dtype=np.uint8), np.zeros(256, np.uint32)
     starts, steps = np.arange(1, (1 << 16) + 1, dtype=np.uint32), np.zeros(1 << 16, np.uint32)
-    saxpy = pn.compile(_saxpy, "void(float32, float32[::1], float32[::1], float32[::1])", arch="sm_90", name="saxpy")
+    saxpy = pn.compile(
+        _saxpy, "void(float32, float32[::1], float32[::1], float32[::1])", arch="sm_90", name="saxpy"
+    )
 
     def histogram(m: Any) -> None:
         bins[:] = 0
         m.histogram(data, bins, data.size, grid=256, block=256)
 
     return [
-        ("saxpy (numba-cuda), 2^20 float32", saxpy,
-         lambda m: m.saxpy(np.float32(2.0), x, y, out, grid=n // 256, block=256), lambda: np.float32(2.0) * x + y,
-         lambda m: np.array_equal(out, np.float32(2.0) * x + y)),
-        ("16x16-tiled shared-memory matmul (NVRTC), n=512", nvrtc.compile(MATMUL, arch="sm_90", output="ptx"),
-         lambda m: m.matmul(a, b, c, size, grid=(size // 16, size // 16), block=(16, 16)), lambda: a @ b,
-         lambda m: np.allclose(c, a @ b, rtol=1e-4)),
-        ("shared-memory atomic histogram, 256 bins of 2^22 bytes", nvrtc.compile(HISTOGRAM, arch="sm_90", output="ptx"),
-         histogram, lambda: np.bincount(data, minlength=256),
-         lambda m: np.array_equal(bins, np.bincount(data, minlength=256))),
-        ("Collatz steps of 2^16 starts (divergent loop)", nvrtc.compile(COLLATZ, arch="sm_90", output="ptx"),
-         lambda m: m.collatz(starts, steps, starts.size, grid=starts.size // 256, block=256),
-         lambda: _collatz_numpy(starts), lambda m: np.array_equal(steps, _collatz_numpy(starts))),
+        (
+            "saxpy (numba-cuda), 2^20 float32",
+            saxpy,
+            lambda m: m.saxpy(np.float32(2.0), x, y, out, grid=n // 256, block=256),
+            lambda: np.float32(2.0) * x + y,
+            lambda m: np.array_equal(out, np.float32(2.0) * x + y),
+        ),
+        (
+            "16x16-tiled shared-memory matmul (NVRTC), n=512",
+            nvrtc.compile(fx.MATMUL, arch="sm_90", output="ptx"),
+            lambda m: m.matmul(a, b, c, size, grid=(size // 16, size // 16), block=(16, 16)),
+            lambda: a @ b,
+            lambda m: np.allclose(c, a @ b, rtol=1e-4),
+        ),
+        (
+            "shared-memory atomic histogram, 256 bins of 2^22 bytes",
+            nvrtc.compile(fx.HISTOGRAM, arch="sm_90", output="ptx"),
+            histogram,
+            lambda: np.bincount(data, minlength=256),
+            lambda m: np.array_equal(bins, np.bincount(data, minlength=256)),
+        ),
+        (
+            "Collatz steps of 2^16 starts (divergent loop)",
+            nvrtc.compile(fx.COLLATZ, arch="sm_90", output="ptx"),
+            lambda m: m.collatz(starts, steps, starts.size, grid=starts.size // 256, block=256),
+            lambda: _collatz_numpy(starts),
+            lambda m: np.array_equal(steps, _collatz_numpy(starts)),
+        ),
     ]
 
 
@@ -142,23 +130,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--interp", action="store_true", help="also time the interpreter")
     args = parser.parse_args()
-    print("| kernel | first launch (s) | compiled (s) | NumPy (s) | compiled / NumPy |"
-          + (" interpreter (s) | interpreter / compiled |" if args.interp else ""))
+    print(
+        "| kernel | first launch (s) | compiled (s) | NumPy (s) | compiled / NumPy |"
+        + (" interpreter (s) | interpreter / compiled |" if args.interp else "")
+    )
     print("|---|---:|---:|---:|---:|" + ("---:|---:|" if args.interp else ""))
     for name, artifact, run, numpy, check in cases():
         module = _load(artifact, "compiled")
-        first = _first(lambda m=module: run(m))
+        first = _first(lambda m=module, r=run: r(m))
         why = module.backend.compiled_tier.why_interpreted(next(iter(module.image.kernels)))
         if why is not None:
             raise AssertionError(f"{name}: runs on the interpreter: {why}")
-        compiled = _best(lambda m=module: run(m), args.repeat)
+        compiled = _best(lambda m=module, r=run: r(m), args.repeat)
         if not check(module):
             raise AssertionError(f"{name}: the compiled tier's result differs from NumPy's")
         reference = _best(numpy, args.repeat)
         row = f"| {name} | {first:.3f} | {compiled:.4f} | {reference:.4f} | {compiled / reference:.2f}x |"
         if args.interp:
             slow = _load(artifact, "interp")
-            interp = _best(lambda m=slow: run(m), 1)
+            interp = _best(lambda m=slow, r=run: r(m), 1)
             row += f" {interp:.3f} | {interp / compiled:.0f}x |"
         print(row, flush=True)
 

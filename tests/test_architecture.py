@@ -1,8 +1,9 @@
 """The README's architecture section lists the source tree file for file.
 
 Each line of the block names files of the folder it sits in: ``abi/`` (top folder) or ``  rust/``
-(a sub-package, whose own ``__init__.py`` the folder line stands for; ``    compiled/`` one level deeper); more-indented lines continue
-the folder above them.  Every ``.py`` / ``.c`` file must be named, and every name must exist.
+(a sub-package, whose own ``__init__.py`` the folder line stands for; ``    compiled/`` one level
+deeper); more-indented lines continue the folder above them.  Every ``.py`` / ``.c`` file must be
+named, and every name must exist.
 """
 
 from __future__ import annotations

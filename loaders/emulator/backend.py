@@ -82,7 +82,8 @@ class EmulatorBackend(Backend):
             raise ArgumentError(f"max_steps must be a positive int or None for no limit (got {max_steps!r})")
         tier = tier or os.environ.get("PTXBRIDGE_CPU_TIER") or "compiled"
         if tier not in TIERS:
-            raise ArgumentError(f"tier (or $PTXBRIDGE_CPU_TIER) must be one of {', '.join(TIERS)} (got {tier!r})")
+            raise ArgumentError(f"tier (or $PTXBRIDGE_CPU_TIER) must be one of {', '.join(TIERS)} "
+                                f"(got {tier!r})")
         self.image = image
         self.device_id = device_id
         self.max_batch_threads = max_batch_threads
@@ -133,8 +134,9 @@ class EmulatorBackend(Backend):
                                 f"memory (sm_90); this launch needs {asked} ({static} static + {shared_mem} "
                                 "dynamic)")
         steps = self.max_steps if self.max_steps is not None else 1 << 62
-        self.thread_instructions += self._run(self.program, self._machine, function, grid, block, shared_mem,
-                                              bytes(params), buffers, self.max_batch_threads, steps, self._heap)
+        self.thread_instructions += self._run(self.program, self._machine, function, grid, block,
+                                              shared_mem, bytes(params), buffers, self.max_batch_threads,
+                                              steps, self._heap)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""

@@ -19,11 +19,13 @@ __all__ = ["helper_ir", "COMMON"]
 
 COMMON = f"""
 ; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
-define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, ptr %linp, ptr %out) noinline {{
+define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, ptr %linp,
+                            ptr %out) noinline {{
   %addr = load <32 x i64>, ptr %addrp
   %lin = load <32 x i64>, ptr %linp
   %m = bitcast i32 %bits to <32 x i1>
-  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, <32 x i64> %lin, ptr %out)
+  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write,
+                         <32 x i64> %lin, ptr %out)
   ret i32 %r
 }}
 
@@ -102,7 +104,8 @@ def _chunk_load(bits: int, j: int) -> str:
   br i1 %cn{j}, label %vl{j}, label %nu{j}
 vl{j}:
   %fp{j} = inttoptr i64 %f{j} to ptr
-  %a{j} = call {t} @llvm.masked.load.v8i{bits}.p0(ptr align {size} %fp{j}, <8 x i1> %m{j}, {t} zeroinitializer)
+  %a{j} = call {t} @llvm.masked.load.v8i{bits}.p0(ptr align {size} %fp{j}, <8 x i1> %m{j},
+                                                 {t} zeroinitializer)
   br label %j{j}
 nu{j}:
   %ue{j} = icmp eq <8 x i64> %p{j}, %fs{j}
@@ -118,7 +121,8 @@ bl{j}:
   br label %j{j}
 gl{j}:
   %each{j} = inttoptr <8 x i64> %p{j} to <8 x ptr>
-  %g{j} = call {t} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align {size} %each{j}, <8 x i1> %m{j}, {t} zeroinitializer)
+  %g{j} = call {t} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align {size} %each{j}, <8 x i1> %m{j},
+                                                     {t} zeroinitializer)
   br label %j{j}
 j{j}:
   %r{j} = phi {t} [%a{j}, %vl{j}], [%b{j}, %bl{j}], [%g{j}, %gl{j}]"""
@@ -128,21 +132,24 @@ def _move(kind: str, bits: int) -> str:
     """``@fetch_iN`` / ``@put_iN``: ``count`` elements per lane at checked pointers."""
     size, t = bits // 8, f"<32 x i{bits}>"
     steps = ", ".join(f"i64 {k * size}" for k in range(32))
-    offsets = """  %off = mul i64 %c, {size}
+    offsets = f"""  %off = mul i64 %c, {size}
   %h = insertelement <32 x i64> poison, i64 %off, i32 0
   %offs = shufflevector <32 x i64> %h, <32 x i64> poison, <32 x i32> zeroinitializer
   %pv = add <32 x i64> %base, %offs
   %voff = mul i64 %c, 256
-  %vp = getelementptr i8, ptr %val, i64 %voff""".format(size=size)
+  %vp = getelementptr i8, ptr %val, i64 %voff"""
     if kind == "load":
         half = ", ".join(f"i32 {k}" for k in range(16))
         whole = ", ".join(f"i32 {k}" for k in range(32))
-        body = "".join(_chunk_load(bits, j) for j in range(4)) + f"""
+        body = (
+            "".join(_chunk_load(bits, j) for j in range(4))
+            + f"""
   %lo = shufflevector <8 x i{bits}> %r0, <8 x i{bits}> %r1, <16 x i32> <{half}>
   %hi = shufflevector <8 x i{bits}> %r2, <8 x i{bits}> %r3, <16 x i32> <{half}>
   %r = shufflevector <16 x i{bits}> %lo, <16 x i{bits}> %hi, <32 x i32> <{whole}>
   store {t} %r, ptr %vp, align 8
   br label %next"""
+        )
         name = "fetch"
     else:
         body = f"""
@@ -192,7 +199,9 @@ def helper_ir(kind: str, bits: int) -> str:
         fast = f"  %vf = load {t}, ptr %ptrf, align {size}\n  store {t} %vf, ptr %val, align 8"
     else:
         fast = f"  %vf = load {t}, ptr %val, align 8\n  store {t} %vf, ptr %ptrf, align {size}"
-    return _move(kind, bits) + f"""
+    return (
+        _move(kind, bits)
+        + f"""
 define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, ptr %linp,
                                     ptr %val) noinline {{
 entry:
@@ -230,3 +239,4 @@ go:
   ret i32 0
 }}
 """
+    )

@@ -88,8 +88,12 @@ def _cvt(e: Emitter, ins: Instruction, m: str) -> None:
     if rounding:  # cvt.rni.f32.f32: round to an integer value in float
         if flags - rounding or len(rounding) > 1 or src != dst:
             raise Unsupported(f"cvt.{'.'.join(mods)}")
-        e.write(d, _intrinsic(e, f"{ROUND_TO_INT[rounding.pop()]}.{_suffix(src)}", elem(src), elem(src), x),
-                dst, m)
+        e.write(
+            d,
+            _intrinsic(e, f"{ROUND_TO_INT[rounding.pop()]}.{_suffix(src)}", elem(src), elem(src), x),
+            dst,
+            m,
+        )
         return
     if flags - {"rn"}:
         raise Unsupported(f"cvt.{'.'.join(mods)}")
@@ -106,8 +110,11 @@ def _cvta(e: Emitter, ins: Instruction, m: str) -> None:
     flags = set(ins.mods[:-1])
     t = ins.mods[-1] if ins.mods else ""
     spaces = flags - {"to"}
-    if t not in ("u32", "u64") or len(spaces) != 1 or spaces - {"global", "shared", "local", "const", "param",
-                                                                  "shared::cta"}:
+    if (
+        t not in ("u32", "u64")
+        or len(spaces) != 1
+        or spaces - {"global", "shared", "local", "const", "param", "shared::cta"}
+    ):
         raise Unsupported(f"cvta.{'.'.join(ins.mods)}")
     space = spaces.pop().split("::")[0]
     d, a = ins.operands
@@ -122,4 +129,3 @@ def _cvta(e: Emitter, ins: Instruction, m: str) -> None:
         signed = delta - (1 << width) if delta >> (width - 1) else delta
         x = e.op(f"add {_v(t)} {x}, splat (i{width} {signed})")
     e.write(d, x, t, m)
-

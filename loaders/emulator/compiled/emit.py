@@ -21,13 +21,61 @@ from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, 
 __all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "SPECIALS", "LANE_IDS"]
 
 # the launch context, an array of i64 the runtime fills (see .runtime)
-CTX = {name: i for i, name in enumerate((
-    "gx", "gy", "gz", "bx", "by", "bz", "param", "nregions", "regions", "shared", "shared_size", "local",
-    "local_stride", "local_size", "state", "max_steps", "first_block", "end_block", "threads", "nwarps",
-    "err_insn", "err_addr", "err_thread", "err_block", "err_reason", "err_size", "thread_steps", "tids", "hint"))}
+CTX = {
+    name: i
+    for i, name in enumerate(
+        (
+            "gx",
+            "gy",
+            "gz",
+            "bx",
+            "by",
+            "bz",
+            "param",
+            "nregions",
+            "regions",
+            "shared",
+            "shared_size",
+            "local",
+            "local_stride",
+            "local_size",
+            "state",
+            "max_steps",
+            "first_block",
+            "end_block",
+            "threads",
+            "nwarps",
+            "err_insn",
+            "err_addr",
+            "err_thread",
+            "err_block",
+            "err_reason",
+            "err_size",
+            "thread_steps",
+            "tids",
+            "hint",
+        )
+    )
+}
 FAULT, TRAP_CODE, STEPS_CODE = 2, 4, 3
-SPECIALS = ("%tid.x", "%tid.y", "%tid.z", "%ntid.x", "%ntid.y", "%ntid.z", "%ctaid.x", "%ctaid.y", "%ctaid.z",
-            "%nctaid.x", "%nctaid.y", "%nctaid.z", "%laneid", "%warpid", "%nwarpid", "%warpsize")
+SPECIALS = (
+    "%tid.x",
+    "%tid.y",
+    "%tid.z",
+    "%ntid.x",
+    "%ntid.y",
+    "%ntid.z",
+    "%ctaid.x",
+    "%ctaid.y",
+    "%ctaid.z",
+    "%nctaid.x",
+    "%nctaid.y",
+    "%nctaid.z",
+    "%laneid",
+    "%warpid",
+    "%nwarpid",
+    "%warpsize",
+)
 _CONSTANTS = {"WARP_SZ": 32}
 _MASK = vec("i1")
 LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
@@ -54,8 +102,11 @@ class Emitter:
         self.reads: frozenset[str] = frozenset()  # registers some instruction reads (see .kernel)
         self.param_size = 0  # bytes of parameters the kernel declares
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
+        self.uniform: frozenset[str] = frozenset()  # registers every lane of a warp holds the same value in
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
-        self.spans: dict[tuple[str, str], tuple[str, ...]] = {}  # (base register, mask) -> lo, hi, OR this block
+        self.spans: dict[
+            tuple[str, str], tuple[str, ...]
+        ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
 
@@ -92,8 +143,13 @@ class Emitter:
     def reg_type(self, name: str) -> str:
         return vec(int_elem(self.registers[name]))
 
+    def slot_type(self, name: str) -> str:
+        """A uniform register (:func:`.kernel.uniform_registers`) is kept as one scalar."""
+        return int_elem(self.registers[name]) if name in self.uniform else self.reg_type(name)
+
     def load_reg(self, name: str) -> str:
-        return self.op(f"load {self.reg_type(name)}, ptr {self.slot(name)}")
+        value = self.op(f"load {self.slot_type(name)}, ptr {self.slot(name)}")
+        return self.spread(value, int_elem(self.registers[name])) if name in self.uniform else value
 
     def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
         """Integer vector width change: truncate, or sign/zero-extend."""
@@ -130,8 +186,9 @@ class Emitter:
                 bits = self.convert(self.load_reg(operand.name), width, bits_of(ptx_type), False)
                 return self.from_bits(bits, ptx_type)
             if operand.name in SPECIALS:
-                return self.from_bits(self.convert(f"%S.{operand.name[1:]}", 32, bits_of(ptx_type), False),
-                                      ptx_type)
+                return self.from_bits(
+                    self.convert(f"%S.{operand.name[1:]}", 32, bits_of(ptx_type), False), ptx_type
+                )
             raise Unsupported(f"special register {operand.name}")
         if isinstance(operand, Imm):
             return self.constant(constant_bits(operand.text, ptx_type), ptx_type)
@@ -168,12 +225,18 @@ class Emitter:
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
         self.spans = {key: span for key, span in self.spans.items() if key[0] != operand.name}
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
+        if operand.name in self.uniform:  # every lane computed the same value
+            first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
+            self.emit(f"store {self.slot_type(operand.name)} {first}, ptr {self.slot(operand.name)}")
+            return
         if self.defining and operand.name in self.local:  # the other lanes never read this value
             self.emit(f"store {self.reg_type(operand.name)} {bits}, ptr {self.slot(operand.name)}")
             return
         old = self.load_reg(operand.name)
-        kept = self.op(f"select {vec('i1')} {mask}, {self.reg_type(operand.name)} {bits}, "
-                       f"{self.reg_type(operand.name)} {old}")
+        kept = self.op(
+            f"select {vec('i1')} {mask}, {self.reg_type(operand.name)} {bits}, "
+            f"{self.reg_type(operand.name)} {old}"
+        )
         self.emit(f"store {self.reg_type(operand.name)} {kept}, ptr {self.slot(operand.name)}")
 
     def guard(self, ins: Instruction) -> str:
@@ -229,22 +292,29 @@ class Emitter:
             key = (name, mask)
             if key not in self.spans:
                 self.emit(f"store {vec('i64')} {value}, ptr %spanin")
-                self.emit(f"call void @span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
-                          "ptr %spanout)")
-                self.spans[key] = tuple(self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
-                                    for k in range(3))
+                self.emit(
+                    f"call void @span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
+                    "ptr %spanout)"
+                )
+                self.spans[key] = tuple(
+                    self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
+                    for k in range(3)
+                )
             lo, hi, bits_or = self.spans[key]
             low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
-            delta = self.op(f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
-                            f"i1 {'true' if kind == 'store' else 'false'})")
+            delta = self.op(
+                f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
+                f"i1 {'true' if kind == 'store' else 'false'})"
+            )
             fast, slow = self.label("hoisted"), self.label("checked")
             self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
             self.put_label(fast)
-            pointers = self.op(f"add {vec('i64')} {value}, {self.spread(self.op(f'add i64 {delta}, {_signed(offset)}'), 'i64')}")
+            moved = self.spread(self.op(f"add i64 {delta}, {_signed(offset)}"), "i64")
+            pointers = self.op(f"add {vec('i64')} {value}, {moved}")
             self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
             lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-            self.emit(f"call void @{'fetch' if kind == 'load' else 'put'}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, "
-                      "ptr %val)")
+            helper = "fetch" if kind == "load" else "put"
+            self.emit(f"call void @{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
             self.emit(f"br label %{done}")
             arrived.append((fast, "true"))
             self.put_label(slow)
@@ -261,12 +331,15 @@ class Emitter:
         t = vec(int_elem(bits))
         values = []
         for i in range(count):
-            loaded = self.op(f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8")
+            loaded = self.op(
+                f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8"
+            )
             values.append(self.op(f"select i1 {ran}, {t} {loaded}, {t} zeroinitializer"))
         return values
 
-    def access(self, kind: str, address: str, mask: str, bits: int, whole: int, count: int,
-               skip: str) -> tuple[str, str]:
+    def access(
+        self, kind: str, address: str, mask: str, bits: int, whole: int, count: int, skip: str
+    ) -> tuple[str, str]:
         """Call ``@load_iN`` / ``@store_iN`` (:mod:`.runtime`) for ``count`` elements of ``bits`` at
         ``address``, checked as one ``whole``-byte access; values travel through ``%val``.  No
         active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
@@ -274,8 +347,10 @@ class Emitter:
         self.helpers.add((kind, bits))
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-        status = self.op(f"call i32 @{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
-                         "ptr %linp, ptr %val)")
+        status = self.op(
+            f"call i32 @{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
+            "ptr %linp, ptr %val)"
+        )
         return self._checked(status, skip)
 
     def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
@@ -283,8 +358,9 @@ class Emitter:
         self.helpers.add(("access", 0))
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-        status = self.op(f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, ptr %linp, "
-                         "ptr %out)")
+        status = self.op(
+            f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, ptr %linp, ptr %out)"
+        )
         self._checked(status, skip)
         return self.op(f"load {vec('i64')}, ptr %out")
 
@@ -311,8 +387,9 @@ class Emitter:
     def spread(self, scalar: str, element: str) -> str:
         """A run-time scalar in every lane."""
         head = self.op(f"insertelement {vec(element)} poison, {element} {scalar}, i32 0")
-        return self.op(f"shufflevector {vec(element)} {head}, {vec(element)} poison, {vec('i32')} "
-                       "zeroinitializer")
+        return self.op(
+            f"shufflevector {vec(element)} {head}, {vec(element)} poison, {vec('i32')} zeroinitializer"
+        )
 
     def reduce(self, how: str, value: str, element: str) -> str:
         name = f"llvm.vector.reduce.{how}.v32{element}"

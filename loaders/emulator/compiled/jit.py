@@ -4,7 +4,8 @@ Objects are keyed by the kernel's IR (which the PTX determines), llvmlite's and 
 and the host CPU's name and features, so a second process, or a second backend over the same
 PTX, loads the object instead of compiling.  The directory is the ptxbridge cache's
 (``$PTXBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxbridge``, else ``~/.cache/ptxbridge``),
-namespace ``cpu-tier``, laid out as the cache's own entries; each file carries a SHA-256 over its key and payload and is rejected
+namespace ``cpu-tier``, laid out as the cache's own entries; each file carries a SHA-256 over its
+key and payload and is rejected
 (and rebuilt) when they do not match, so a truncated or copied-over entry is never loaded.  A
 cache that cannot be written is skipped silently: the object is then kept in the process only.
 """
@@ -62,7 +63,8 @@ def _target() -> tuple[Any, Any, str]:
         llvm.initialize_native_asmprinter()
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
         machine = llvm.Target.from_default_triple().create_target_machine(
-            cpu=cpu, features=features, opt=3, codemodel="jitdefault")
+            cpu=cpu, features=features, opt=3, codemodel="jitdefault"
+        )
         identity = f"{llvmlite.__version__}|{llvm.llvm_version_info}|{cpu}|{features}"
         _llvm = (llvm, machine, identity)
     return _llvm
@@ -80,7 +82,10 @@ def _read(key: str) -> bytes | None:
     except OSError:
         return None
     head = len(_MAGIC) + 32
-    if not data.startswith(_MAGIC) or hashlib.sha256(key.encode() + data[head:]).digest() != data[len(_MAGIC):head]:
+    if (
+        not data.startswith(_MAGIC)
+        or hashlib.sha256(key.encode() + data[head:]).digest() != data[len(_MAGIC) : head]
+    ):
         with suppress(OSError):
             _path(key).unlink()
         return None

@@ -19,9 +19,9 @@ from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 from . import convert, mem  # noqa: F401  (lowerings)
+from .access import COMMON, helper_ir
 from .emit import LANE_IDS, SPECIALS, STEPS_CODE, TRAP_CODE, Emitter
 from .ops import LOWER
-from .access import COMMON, helper_ir
 from .runtime import DECLARATIONS, launch_ir, shared_ir
 from .values import Unsupported, vec
 
@@ -62,6 +62,85 @@ def read_registers(instructions: list[Instruction]) -> frozenset[str]:
     return frozenset(found)
 
 
+_UNIFORM_OPS = frozenset(
+    (
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "div",
+        "rem",
+        "abs",
+        "neg",
+        "min",
+        "max",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "cnot",
+        "shl",
+        "shr",
+        "popc",
+        "clz",
+        "brev",
+        "setp",
+        "selp",
+        "mov",
+        "cvt",
+        "cvta",
+        "fma",
+    )
+)
+_UNIFORM_SPECIALS = frozenset(
+    (*(f"%{r}.{c}" for r in ("ntid", "ctaid", "nctaid") for c in "xyz"), "%warpid", "%nwarpid", "%warpsize")
+)
+
+
+def uniform_registers(fn: Function, first: tuple[int, int], local: frozenset[str]) -> frozenset[str]:
+    """Registers every lane of a warp holds the same value in, kept as scalars: each write is an
+    unguarded instruction of uniform operands (constants, kernel parameters, ``%ctaid``, ``%ntid``,
+    uniform registers) that either every live lane runs together (in the first block, which no
+    branch enters again) or whose value no other lane reads (a block's temporary, ``local``)."""
+    steps = fn.steps
+    entered = any(s.kind == BRA and s.target == 0 for s in steps)
+    writes: dict[str, list[int]] = {}
+    for i, step in enumerate(steps):
+        ins = step.ins
+        if ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
+            continue
+        for name in _regs(ins.operands[0]):
+            writes.setdefault(name, []).append(i)
+
+    def fit(i: int) -> bool:
+        step, ins = steps[i], steps[i].ins
+        if step.kind != PLAIN or ins.guard is not None:
+            return False
+        parameter = (
+            ins.opcode == "ld"
+            and "param" in ins.mods
+            and isinstance(ins.operands[1], Mem)
+            and not isinstance(ins.operands[1].base, Reg)
+        )
+        return ins.opcode in _UNIFORM_OPS or parameter
+
+    found = {
+        name
+        for name, at in writes.items()
+        if all(fit(i) for i in at)
+        and (name in local or (not entered and all(first[0] <= i < first[1] for i in at)))
+    }
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(found):
+            sources = {r for i in writes[name] for o in steps[i].ins.operands[1:] for r in _regs(o)}
+            if any(r not in found and r not in _UNIFORM_SPECIALS for r in sources):
+                found.discard(name)
+                changed = True
+    return frozenset(found)
+
+
 def _blocks(fn: Function) -> list[tuple[int, int]]:
     """``(start, end)`` of each basic block: cut at branch targets and after control instructions."""
     steps = fn.steps
@@ -82,10 +161,16 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
             raise Unsupported(f"`{step.ins.text}` (calls run on the interpreter)")
         if step.kind == BAR and step.target is not None:
             raise Unsupported(f"`{step.ins.text}` (barrier reductions and grid sync)")
-        if step.kind == PLAIN and step.ins.opcode not in LOWER and step.ins.opcode not in _NOOPS \
-                and not (step.ins.opcode in ("bar", "barrier") and "warp" in step.ins.mods):
+        if (
+            step.kind == PLAIN
+            and step.ins.opcode not in LOWER
+            and step.ins.opcode not in _NOOPS
+            and not (step.ins.opcode in ("bar", "barrier") and "warp" in step.ins.mods)
+        ):
             raise Unsupported(f"`{step.ins.text}`")
-    registers = {name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()}
+    registers = {
+        name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()
+    }
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
@@ -93,6 +178,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     instructions = [s.ins for s in fn.steps]
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
+    e.uniform = uniform_registers(fn, blocks[0], e.local)
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
     _entry(e, blocks)
@@ -109,22 +195,49 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
             e.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
             e.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
             e.intrinsic("declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)")
-        e.intrinsic(f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})" if kind == "load" else
-                    f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})")
-        e.intrinsic(f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})" if kind == "load"
-                    else f"declare void @llvm.masked.scatter.v32i{bits}.v32p0({t}, {vec('ptr')}, {_M})")
-    return "\n".join([*sorted(e.declarations | DECLARATIONS), shared_ir(), *helpers,
-                      f"define internal i32 @warp({params}) {{", body, "}", launch_ir(state)])
+        e.intrinsic(
+            f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})"
+            if kind == "load"
+            else f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})"
+        )
+        e.intrinsic(
+            f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})"
+            if kind == "load"
+            else f"declare void @llvm.masked.scatter.v32i{bits}.v32p0({t}, {vec('ptr')}, {_M})"
+        )
+    return "\n".join(
+        [
+            *sorted(e.declarations | DECLARATIONS),
+            shared_ir(),
+            *helpers,
+            f"define internal i32 @warp({params}) {{",
+            body,
+            "}",
+            launch_ir(state),
+        ]
+    )
 
 
 def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.put_label("entry")
     for name in e.slots:
-        e.emit(f"{e.slot(name)} = alloca {e.reg_type(name)}")
-    for name, t in (("%mask", vec("i1")), ("%live", vec("i1")), ("%blocked", vec("i1")), ("%pcs", vec("i32")),
-                    ("%conv", "i1"), ("%steps", "i64"), ("%tsteps", "i64"), ("%rc", "i32"), ("%out", vec("i64")),
-                    ("%addr", vec("i64")), ("%linp", vec("i64")), ("%val", f"[8 x {vec('i64')}]"),
-                    ("%spanin", vec("i64")), ("%spanout", "[3 x i64]")):
+        e.emit(f"{e.slot(name)} = alloca {e.slot_type(name)}")
+    for name, t in (
+        ("%mask", vec("i1")),
+        ("%live", vec("i1")),
+        ("%blocked", vec("i1")),
+        ("%pcs", vec("i32")),
+        ("%conv", "i1"),
+        ("%steps", "i64"),
+        ("%tsteps", "i64"),
+        ("%rc", "i32"),
+        ("%out", vec("i64")),
+        ("%addr", vec("i64")),
+        ("%linp", vec("i64")),
+        ("%val", f"[8 x {vec('i64')}]"),
+        ("%spanin", vec("i64")),
+        ("%spanout", "[3 x i64]"),
+    ):
         e.emit(f"{name} = alloca {t}")
     e.emit("store i64 0, ptr %tsteps")
     scalars = {}
@@ -132,15 +245,19 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         scalars[field] = e.op(f"load i64, ptr {e.ctx(field)}")
     e.emit(f"%param = inttoptr i64 {scalars['param']} to ptr")
     e.emit(f"%maxsteps = or i64 {scalars['max_steps']}, 0")
-    small = {f: e.op(f"trunc i64 {scalars[f]} to i32") for f in ("bx", "by", "bz", "gx", "gy", "gz", "threads",
-                                                                  "nwarps")}
+    small = {
+        f: e.op(f"trunc i64 {scalars[f]} to i32")
+        for f in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps")
+    }
     first = e.op("mul i32 %w, 32")
     e.emit(f"%lin = add {_I32} {e.spread(first, 'i32')}, {LANE_IDS}")
     e.emit(f"%lin64 = zext {_I32} %lin to {vec('i64')}")
     e.emit(f"store {vec('i64')} %lin64, ptr %linp")
     table = e.op(f"inttoptr i64 {scalars['tids']} to ptr")
-    values = {"laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
-              "warpsize": f"or {_I32} splat (i32 32), zeroinitializer"}
+    values = {
+        "laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
+        "warpsize": f"or {_I32} splat (i32 32), zeroinitializer",
+    }
     padded = e.op(f"mul i32 {small['nwarps']}, 32")
     for axis, c in enumerate("xyz"):  # the launch's table of thread indices (a division per lane otherwise)
         at = e.op(f"add i32 {first}, {e.op(f'mul i32 {padded}, {axis}')}")
@@ -157,7 +274,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit("br i1 %resume, label %restore, label %fresh")
     e.put_label("fresh")
     for name in _kept(e):
-        e.emit(f"store {e.reg_type(name)} zeroinitializer, ptr {e.slot(name)}")
+        e.emit(f"store {e.slot_type(name)} zeroinitializer, ptr {e.slot(name)}")
     for name, value in (("%live", live), ("%mask", live)):
         e.emit(f"store {vec('i1')} {value}, ptr {name}")
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
@@ -168,7 +285,8 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.put_label("restore")
     for name in _kept(e):
         at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
-        e.emit(f"store {e.reg_type(name)} {e.op(f'load {e.reg_type(name)}, ptr {at}, align 8')}, ptr {e.slot(name)}")
+        saved = e.op(f"load {e.slot_type(name)}, ptr {at}, align 8")
+        e.emit(f"store {e.slot_type(name)} {saved}, ptr {e.slot(name)}")
     e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
     live_at = e.op("getelementptr i8, ptr %st, i64 128")
     e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
@@ -188,8 +306,12 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
     e.put_label(f"B{k}")
     m = e.mask = f"%m{k}"
     e.spans = {}
-    bases = [o.base.name for s in fn.steps[start:end] for o in s.ins.operands
-             if isinstance(o, Mem) and isinstance(o.base, Reg)]
+    bases = [
+        o.base.name
+        for s in fn.steps[start:end]
+        for o in s.ins.operands
+        if isinstance(o, Mem) and isinstance(o.base, Reg)
+    ]
     e.reused = {name for name in bases if bases.count(name) > 1}
     e.emit(f"{m} = load {vec('i1')}, ptr %mask")
     e.insn = start
@@ -250,7 +372,8 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
 
 def _set_pcs(e: Emitter, lanes: str, block: int) -> None:
     pcs = e.op(f"load {vec('i32')}, ptr %pcs")
-    e.emit(f"store {vec('i32')} {e.op(f'select {_M} {lanes}, {_I32} splat (i32 {block}), {_I32} {pcs}')}, ptr %pcs")
+    chosen = e.op(f"select {_M} {lanes}, {_I32} splat (i32 {block}), {_I32} {pcs}")
+    e.emit(f"store {_I32} {chosen}, ptr %pcs")
 
 
 def _goto(e: Emitter, lanes: str, block: int) -> None:
@@ -298,7 +421,10 @@ def _scheduler(e: Emitter, count: int) -> None:
     lowest = e.reduce("umin", candidates, "i32")
     here = e.op(f"icmp eq {i32} {candidates}, {e.spread(lowest, 'i32')}")
     e.emit(f"store {mask} {here}, ptr %mask")
-    here_bits, runnable_bits = e.op(f"bitcast {mask} {here} to i32"), e.op(f"bitcast {mask} {runnable} to i32")
+    here_bits, runnable_bits = (
+        e.op(f"bitcast {mask} {here} to i32"),
+        e.op(f"bitcast {mask} {runnable} to i32"),
+    )
     same = e.op(f"icmp eq i32 {here_bits}, {runnable_bits}")
     e.emit(f"store i1 {same}, ptr %conv")
     cases = " ".join(f"i32 {k}, label %B{k}" for k in range(count))
@@ -313,10 +439,13 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.put_label("save")
     for name in _kept(e):
         at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
-        e.emit(f"store {e.reg_type(name)} {e.op(f'load {e.reg_type(name)}, ptr {e.slot(name)}')}, ptr {at}, align 8")
+        value = e.op(f"load {e.slot_type(name)}, ptr {e.slot(name)}")
+        e.emit(f"store {e.slot_type(name)} {value}, ptr {at}, align 8")
     e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
     e.emit(f"store {mask} {live}, ptr {e.op('getelementptr i8, ptr %st, i64 128')}, align 8")
-    e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {e.op('getelementptr i8, ptr %st, i64 136')}, align 8")
+    e.emit(
+        f"store i64 {e.op('load i64, ptr %steps')}, ptr {e.op('getelementptr i8, ptr %st, i64 136')}, align 8"
+    )
     e.emit("store i32 1, ptr %rc")
     e.emit("br label %exit")
     e.put_label("done")
@@ -327,4 +456,3 @@ def _scheduler(e: Emitter, count: int) -> None:
     before, mine = e.op(f"load i64, ptr {total}"), e.op("load i64, ptr %tsteps")
     e.emit(f"store i64 {e.op(f'add i64 {before}, {mine}')}, ptr {total}")
     e.emit(f"ret i32 {e.op('load i32, ptr %rc')}")
-

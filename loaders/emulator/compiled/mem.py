@@ -79,8 +79,12 @@ def _ld(e: Emitter, ins: Instruction, m: str) -> None:
             at = e.op(f"getelementptr i8, ptr %param, i64 {offset + i * size}")
             value = e.op(f"load i{8 * size}, ptr {at}, align {size}")
             head = e.op(f"insertelement {it} poison, i{8 * size} {value}, i32 0")
-            e.write(item, e.from_bits(e.op(f"shufflevector {it} {head}, {it} poison, {vec('i32')} "
-                                           "zeroinitializer"), t), t, m)
+            e.write(
+                item,
+                e.from_bits(e.op(f"shufflevector {it} {head}, {it} poison, {vec('i32')} zeroinitializer"), t),
+                t,
+                m,
+            )
         return
     values = e.move("load", src, space, m, 8 * size, count)
     for item, value in zip(items, values, strict=True):  # lanes that ran none keep their registers
@@ -96,8 +100,8 @@ def _st(e: Emitter, ins: Instruction, m: str) -> None:
     size = bits_of(t) // 8
     values = [e.to_bits(e.read(item, t), t) for item in _items(src, count)]
     for i, value in enumerate(values):
-        e.emit(f"store {vec(int_elem(8 * size))} {value}, ptr {e.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, "
-               "align 8")
+        at = e.op(f"getelementptr i8, ptr %val, i64 {256 * i}")
+        e.emit(f"store {vec(int_elem(8 * size))} {value}, ptr {at}, align 8")
     e.move("store", dst, space, m, 8 * size, count)
 
 
@@ -109,8 +113,9 @@ def _atom(e: Emitter, ins: Instruction, m: str) -> None:
         raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)} (only integer add/and/or/xor/min/max)")
     returns = ins.opcode == "atom"
     if returns and isinstance(ins.operands[0], Reg) and ins.operands[0].name in e.reads:
-        raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)} whose old value is read (the order of "
-                          "lanes would show)")
+        raise Unsupported(
+            f"{ins.opcode}.{'.'.join(ins.mods)} whose old value is read (the order of lanes would show)"
+        )
     rest = ins.operands[1:] if returns else ins.operands
     if len(rest) != 2:
         raise Unsupported(f"{ins.opcode} with {len(ins.operands)} operands")

@@ -33,15 +33,16 @@ def lower(*names: str) -> Callable[[Lower], Lower]:
     return register
 
 
-def _mods(ins: Instruction, allowed: set[str], types: frozenset[str], ntypes: int = 1) -> tuple[set[str],
-                                                                                               list[str]]:
+def _mods(
+    ins: Instruction, allowed: set[str], types: frozenset[str], ntypes: int = 1
+) -> tuple[set[str], list[str]]:
     mods = ins.mods
-    if len(mods) < ntypes or any(t not in types for t in mods[len(mods) - ntypes:]):
+    if len(mods) < ntypes or any(t not in types for t in mods[len(mods) - ntypes :]):
         raise Unsupported(f"{ins.opcode} with modifiers {mods}")
-    flags = set(mods[:len(mods) - ntypes])
+    flags = set(mods[: len(mods) - ntypes])
     if flags - allowed:
         raise Unsupported(f"{ins.opcode} with .{'.'.join(sorted(flags - allowed))}")
-    return flags, list(mods[len(mods) - ntypes:])
+    return flags, list(mods[len(mods) - ntypes :])
 
 
 def _v(t: str) -> str:
@@ -60,13 +61,21 @@ def _operands(ins: Instruction, count: int) -> tuple:
     return ins.operands
 
 
-def _binary(e: Emitter, ins: Instruction, m: str, t: str, build: Callable[[str, str], str],
-            out: str | None = None, b_type: str | None = None) -> None:
+def _binary(
+    e: Emitter,
+    ins: Instruction,
+    m: str,
+    t: str,
+    build: Callable[[str, str], str],
+    out: str | None = None,
+    b_type: str | None = None,
+) -> None:
     d, a, b = _operands(ins, 3)
     e.write(d, build(e.read(a, t), e.read(b, b_type or t)), out or t, m)
 
 
 # -- integer ------------------------------------------------------------------------------------------
+
 
 def _wide_type(t: str) -> str:
     return f"{t[0]}{2 * bits_of(t)}"
@@ -197,8 +206,10 @@ def _float_min_max(e: Emitter, name: str, t: str, a: str, b: str) -> str:
     a_nan, b_nan = e.op(f"fcmp uno {vt} {a}, {a}"), e.op(f"fcmp uno {vt} {b}, {b}")
     smaller = e.op(f"fcmp {'olt' if name == 'min' else 'ogt'} {vt} {a}, {b}")
     pick = e.op(f"select {mask} {smaller}, {vt} {a}, {vt} {b}")
-    zeros = e.op(f"and {mask} {e.op(f'fcmp oeq {vt} {a}, zeroinitializer')}, "
-                 f"{e.op(f'fcmp oeq {vt} {b}, zeroinitializer')}")
+    zeros = e.op(
+        f"and {mask} {e.op(f'fcmp oeq {vt} {a}, zeroinitializer')}, "
+        f"{e.op(f'fcmp oeq {vt} {b}, zeroinitializer')}"
+    )
     a_bits = e.to_bits(a, t)
     negative = e.op(f"icmp slt {vec(int_elem(bits_of(t)))} {a_bits}, zeroinitializer")
     take_a = negative if name == "min" else e.op(f"xor {mask} {negative}, splat (i1 true)")
@@ -263,8 +274,22 @@ def _bits(e: Emitter, ins: Instruction, m: str) -> None:
 # -- comparisons, selects, moves ----------------------------------------------------------------------
 
 _INT_CMP = {"eq": "eq", "ne": "ne", "lo": "ult", "ls": "ule", "hi": "ugt", "hs": "uge"}
-_FLOAT_CMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "equ": "ueq",
-              "neu": "une", "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge", "num": "ord", "nan": "uno"}
+_FLOAT_CMP = {
+    "eq": "oeq",
+    "ne": "one",
+    "lt": "olt",
+    "le": "ole",
+    "gt": "ogt",
+    "ge": "oge",
+    "equ": "ueq",
+    "neu": "une",
+    "ltu": "ult",
+    "leu": "ule",
+    "gtu": "ugt",
+    "geu": "uge",
+    "num": "ord",
+    "nan": "uno",
+}
 
 
 def compare(e: Emitter, cmp: str, t: str, a: str, b: str) -> str:

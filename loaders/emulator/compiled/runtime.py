@@ -20,13 +20,22 @@ from .emit import CTX
 
 __all__ = ["shared_ir", "launch_ir", "REASONS", "DECLARATIONS", "field"]
 
-DECLARATIONS = frozenset((
-    "declare i1 @llvm.vector.reduce.or.v32i1(<32 x i1>)", "declare i64 @llvm.vector.reduce.umin.v32i64(<32 x i64>)",
-    "declare i64 @llvm.vector.reduce.umax.v32i64(<32 x i64>)", "declare i64 @llvm.vector.reduce.or.v32i64(<32 x i64>)",
-    "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)", "declare i1 @llvm.vector.reduce.and.v32i1(<32 x i1>)"))
+DECLARATIONS = frozenset(
+    (
+        "declare i1 @llvm.vector.reduce.or.v32i1(<32 x i1>)",
+        "declare i64 @llvm.vector.reduce.umin.v32i64(<32 x i64>)",
+        "declare i64 @llvm.vector.reduce.umax.v32i64(<32 x i64>)",
+        "declare i64 @llvm.vector.reduce.or.v32i64(<32 x i64>)",
+        "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+        "declare i1 @llvm.vector.reduce.and.v32i1(<32 x i1>)",
+    )
+)
 
-REASONS = {1: "misaligned {size}-byte access", 2: "outside every buffer and variable the kernel can reach",
-           3: "store to read-only memory"}
+REASONS = {
+    1: "misaligned {size}-byte access",
+    2: "outside every buffer and variable the kernel can reach",
+    3: "store to read-only memory",
+}
 
 
 def field(name: str) -> str:
@@ -303,4 +312,3 @@ blockdone:
   br label %block
 }}
 """
-

@@ -12,8 +12,18 @@ import numpy as np
 
 from ..values import DTYPES, immediate
 
-__all__ = ["LANES", "Unsupported", "vec", "elem", "bits_of", "is_float", "is_signed", "int_elem", "splat",
-           "constant_bits"]
+__all__ = [
+    "LANES",
+    "Unsupported",
+    "vec",
+    "elem",
+    "bits_of",
+    "is_float",
+    "is_signed",
+    "int_elem",
+    "splat",
+    "constant_bits",
+]
 
 LANES = 32
 
@@ -72,6 +82,8 @@ def constant_bits(text: str, ptx_type: str) -> int:
     if ptx_type == "pred":
         return int(bool(value))
     width = DTYPES[ptx_type].itemsize
-    return int(np.array(value, DTYPES[ptx_type]).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
-                                                       8: np.uint64}[width])[()])
-
+    return int(
+        np.array(value, DTYPES[ptx_type]).view(
+            {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]
+        )[()]
+    )
