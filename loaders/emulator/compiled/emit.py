@@ -102,6 +102,7 @@ class Emitter:
         self.reads: frozenset[str] = frozenset()  # registers some instruction reads (see .kernel)
         self.param_size = 0  # bytes of parameters the kernel declares
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
+        self.saved: frozenset[str] = frozenset()  # registers live where a barrier resumes (.flow)
         self.uniform: frozenset[str] = frozenset()  # registers every lane of a warp holds the same value in
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
         self.spans: dict[

@@ -17,10 +17,11 @@ from typing import Any
 
 from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
-from ..parse import Instruction, Mem, Pair, Reg, Vec
+from ..parse import Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
 from .access import COMMON, helper_ir
 from .emit import LANE_IDS, SPECIALS, STEPS_CODE, TRAP_CODE, Emitter
+from .flow import barrier_live, blocks_of, read_registers, uniform_registers
 from .ops import LOWER
 from .runtime import DECLARATIONS, launch_ir, shared_ir
 from .values import Unsupported, vec
@@ -30,128 +31,8 @@ __all__ = ["kernel_ir", "STATE_HEADER", "SLOT"]
 SLOT = 256  # bytes per saved register (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
-_STORES = frozenset(("st", "red"))
 _FAR = 1 << 30
 _M, _I32 = vec("i1"), vec("i32")
-
-
-def _regs(operand: Any) -> list[str]:
-    if isinstance(operand, Reg):
-        return [operand.name]
-    if isinstance(operand, Mem) and isinstance(operand.base, Reg):
-        return [operand.base.name]
-    if isinstance(operand, Vec):
-        return [n for item in operand.items for n in _regs(item)]
-    if isinstance(operand, Pair):
-        return _regs(operand.first) + _regs(operand.second)
-    inner = getattr(operand, "inner", None)
-    return _regs(inner) if inner is not None else []
-
-
-def read_registers(instructions: list[Instruction]) -> frozenset[str]:
-    """Registers some instruction reads (a source operand, an address, a guard)."""
-    found: set[str] = set()
-    for ins in instructions:
-        sources = ins.operands if ins.opcode in _STORES else ins.operands[1:]
-        if ins.operands and isinstance(ins.operands[0], Mem):
-            sources = ins.operands
-        for operand in sources:
-            found.update(_regs(operand))
-        if ins.guard is not None:
-            found.add(ins.guard.name)
-    return frozenset(found)
-
-
-_UNIFORM_OPS = frozenset(
-    (
-        "add",
-        "sub",
-        "mul",
-        "mad",
-        "div",
-        "rem",
-        "abs",
-        "neg",
-        "min",
-        "max",
-        "and",
-        "or",
-        "xor",
-        "not",
-        "cnot",
-        "shl",
-        "shr",
-        "popc",
-        "clz",
-        "brev",
-        "setp",
-        "selp",
-        "mov",
-        "cvt",
-        "cvta",
-        "fma",
-    )
-)
-_UNIFORM_SPECIALS = frozenset(
-    (*(f"%{r}.{c}" for r in ("ntid", "ctaid", "nctaid") for c in "xyz"), "%warpid", "%nwarpid", "%warpsize")
-)
-
-
-def uniform_registers(fn: Function, first: tuple[int, int], local: frozenset[str]) -> frozenset[str]:
-    """Registers every lane of a warp holds the same value in, kept as scalars: each write is an
-    unguarded instruction of uniform operands (constants, kernel parameters, ``%ctaid``, ``%ntid``,
-    uniform registers) that either every live lane runs together (in the first block, which no
-    branch enters again) or whose value no other lane reads (a block's temporary, ``local``)."""
-    steps = fn.steps
-    entered = any(s.kind == BRA and s.target == 0 for s in steps)
-    writes: dict[str, list[int]] = {}
-    for i, step in enumerate(steps):
-        ins = step.ins
-        if ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
-            continue
-        for name in _regs(ins.operands[0]):
-            writes.setdefault(name, []).append(i)
-
-    def fit(i: int) -> bool:
-        step, ins = steps[i], steps[i].ins
-        if step.kind != PLAIN or ins.guard is not None:
-            return False
-        parameter = (
-            ins.opcode == "ld"
-            and "param" in ins.mods
-            and isinstance(ins.operands[1], Mem)
-            and not isinstance(ins.operands[1].base, Reg)
-        )
-        return ins.opcode in _UNIFORM_OPS or parameter
-
-    found = {
-        name
-        for name, at in writes.items()
-        if all(fit(i) for i in at)
-        and (name in local or (not entered and all(first[0] <= i < first[1] for i in at)))
-    }
-    changed = True
-    while changed:
-        changed = False
-        for name in sorted(found):
-            sources = {r for i in writes[name] for o in steps[i].ins.operands[1:] for r in _regs(o)}
-            if any(r not in found and r not in _UNIFORM_SPECIALS for r in sources):
-                found.discard(name)
-                changed = True
-    return frozenset(found)
-
-
-def _blocks(fn: Function) -> list[tuple[int, int]]:
-    """``(start, end)`` of each basic block: cut at branch targets and after control instructions."""
-    steps = fn.steps
-    starts = {0}
-    for i, step in enumerate(steps):
-        if step.kind == BRA:
-            starts.add(step.target)
-        if step.kind != PLAIN:
-            starts.add(i + 1)
-    ordered = sorted(s for s in starts if s < len(steps))
-    return [(s, ordered[k + 1] if k + 1 < len(ordered) else len(steps)) for k, s in enumerate(ordered)]
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
@@ -174,11 +55,12 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
-    blocks = _blocks(fn)
+    blocks = blocks_of(fn)
     instructions = [s.ins for s in fn.steps]
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.uniform = uniform_registers(fn, blocks[0], e.local)
+    e.saved = barrier_live(fn, blocks)
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
     _entry(e, blocks)
@@ -283,7 +165,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit("store i64 0, ptr %steps")
     e.emit("br label %B0")
     e.put_label("restore")
-    for name in _kept(e):
+    for name in _saved(e):
         at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
         saved = e.op(f"load {e.slot_type(name)}, ptr {at}, align 8")
         e.emit(f"store {e.slot_type(name)} {saved}, ptr {e.slot(name)}")
@@ -294,6 +176,11 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit(f"store i64 {e.op(f'load i64, ptr {steps_at}, align 8')}, ptr %steps")
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
     e.emit("br label %sched")
+
+
+def _saved(e: Emitter) -> list[str]:
+    """The registers a warp waiting at a barrier saves: those live where its lanes resume."""
+    return [name for name in _kept(e) if name in e.saved]
 
 
 def _kept(e: Emitter) -> list[str]:
@@ -437,7 +324,7 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.put_label("idle")
     e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
     e.put_label("save")
-    for name in _kept(e):
+    for name in _saved(e):
         at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
         value = e.op(f"load {e.slot_type(name)}, ptr {e.slot(name)}")
         e.emit(f"store {e.slot_type(name)} {value}, ptr {at}, align 8")
