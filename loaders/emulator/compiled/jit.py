@@ -104,6 +104,21 @@ def _write(key: str, payload: bytes) -> None:
         pass  # an unwritable cache: kept in this process only
 
 
+def _optimize(llvm: Any, machine: Any, module: Any) -> None:
+    """A short pipeline: registers to SSA, peepholes and dead code, twice (the ``O2``/``O3``
+    pipelines take several times longer on the wide vectors and gain little here)."""
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=2))
+    passes = llvm.create_new_module_pass_manager()
+    passes.add_always_inliner_pass()
+    for _ in range(2):
+        passes.add_sroa_pass()
+        passes.add_instruction_combine_pass()
+        passes.add_simplify_cfg_pass()
+    passes.add_new_gvn_pass()
+    passes.add_dead_code_elimination_pass()
+    passes.run(module, builder)
+
+
 def compile_ir(ir: str) -> Compiled:
     """The native code of ``ir`` (a module defining ``@launch``), from the caches when there."""
     llvm, machine, identity = _target()
@@ -118,8 +133,7 @@ def compile_ir(ir: str) -> Compiled:
         if payload is None:
             module = llvm.parse_assembly(ir)
             module.verify()
-            builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=3))
-            builder.getModulePassManager().run(module, builder)
+            _optimize(llvm, machine, module)
             payload = machine.emit_object(module)
             _write(key, payload)
             stats["compiled"] += 1

@@ -26,7 +26,9 @@ from .ops import LOWER
 from .runtime import DECLARATIONS, launch_ir, shared_ir
 from .values import Unsupported, vec
 
-__all__ = ["kernel_ir", "STATE_HEADER", "SLOT"]
+__all__ = ["kernel_ir", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
+
+MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 
 SLOT = 256  # bytes per saved register (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
@@ -37,6 +39,9 @@ _M, _I32 = vec("i1"), vec("i32")
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile."""
+    if len(fn.steps) > MAX_INSTRUCTIONS:
+        raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling takes "
+                          "about 10 ms per instruction here, longer than interpreting most launches")
     for step in fn.steps:
         if step.kind not in (PLAIN, BRA, RET, EXIT, BAR, TRAP):
             raise Unsupported(f"`{step.ins.text}` (calls run on the interpreter)")
