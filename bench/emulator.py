@@ -33,7 +33,7 @@ import ptxbridge
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.kinds import NumbaArray, Pointer, Scalar
 from ptxbridge.abi.signature import Convention, Param, Signature
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.loaders.base import Buffer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -188,7 +188,7 @@ def vadd3_image(cubin: bytes, noalias: str = ""):
     """The benchmark kernel as a ptxbridge image: ``vadd3(*const f32, *const f32, *mut f32, i32)``;
     ``noalias="restrict"`` types it as ``__restrict__`` pointers (a no-alias promise checked at launch)."""
     from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
-    from ptxbridge.image import Image
+    from ptxbridge.artifacts.image import Image
 
     f32 = Scalar(dtype("f32"))
     a, b, c = (Param(name, Pointer(f32, name == "c", noalias)) for name in "abc")

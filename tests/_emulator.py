@@ -15,7 +15,7 @@ import numpy as np
 from ptxbridge.abi.dtypes import dtype
 from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
 from ptxbridge.abi.signature import Convention, Param, Signature
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.loaders.base import Buffer
 from ptxbridge.loaders.emulator import EmulatorBackend
 

@@ -27,7 +27,7 @@ from ptxbridge.abi import (
 )
 from ptxbridge.abi.devices import DLPACK_CPU
 from ptxbridge.abi.syntax import format_type
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.dlpack import extractor_for
 from ptxbridge.launch.extents import ENUMERATE_LIMIT, Extent, Undecided, extent_of, overlap, self_overlap

@@ -1,65 +1,64 @@
-"""The README's architecture section lists the source tree file for file.
+"""The tree explains itself, and the README's architecture section says so truly.
 
-Each line of the block names files of the folder it sits in: ``abi/`` (top folder) or ``  rust/``
-(a sub-package, whose own ``__init__.py`` the folder line stands for; ``    compiled/`` one level
-deeper); more-indented lines continue the folder above them.  Every ``.py`` / ``.c`` file must be
-named, and every name must exist.
+The README lists every room (package folder) with its import name, and nothing else; each room's
+``__init__.py`` docstring names every module in the room, so a newcomer reads the room's plan where
+its files are.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import ast
 import re
+import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+from _packages import PACKAGES, ROOT, module_name, source_files
+
 TOPS = ("abi", "bridge", "loaders")
 
 
-def _listed() -> set[str]:
+def _listed() -> dict[str, str]:
+    """Folder -> import name, from the README's architecture block."""
     text = (ROOT / "README.md").read_text()
     block = text.split("## Architecture", 1)[1].split("```", 2)[1]
-    listed, top, sub, inner = set(), "", "", ""
-    for line in block.splitlines():
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        first = line.split()[0]
-        if indent == 0:
-            top, sub, inner = first.rstrip("/"), "", ""
-            continue
-        if indent == 2:
-            sub, inner = (first.rstrip("/") if first.endswith("/") else ""), ""
-        elif indent == 4 and sub:  # a sub-package of a sub-package (loaders/emulator/compiled/)
-            inner = first.rstrip("/") if first.endswith("/") else ""
-        folder = "/".join(part for part in (top, sub, inner) if part)
-        listed |= {f"{folder}/{name}" for name in re.findall(r"(?<![\w/])[\w*]+\.(?:py|c)\b", line)}
-    return listed
+    return dict(re.findall(r"^(\S+/)\s+(ptxbridge[\w.]*)", block, re.M))
 
 
-def _files() -> set[str]:
-    found = set()
-    for top in TOPS:
-        for path in (ROOT / top).rglob("*"):
-            if path.suffix not in (".py", ".c") or "__pycache__" in path.parts:
-                continue
-            relative = path.relative_to(ROOT).as_posix()
-            if path.name == "__init__.py" and path.parent.name != top:
-                continue  # a sub-package's folder line stands for its __init__
-            found.add(relative)
-    return found
+def _rooms() -> dict[str, str]:
+    """Folder -> import name of every package, from the source tree."""
+    rooms = {}
+    for init in (p for p in source_files() if p.name == "__init__.py"):
+        rooms[init.parent.relative_to(ROOT).as_posix() + "/"] = module_name(init)
+    return rooms
 
 
-def test_every_source_file_is_in_the_readme():
-    listed = _listed()
-    missing = sorted(f for f in _files() if not any(fnmatch.fnmatch(f, pattern) for pattern in listed))
-    assert not missing, f"README architecture section does not list {missing}"
+def test_the_readme_lists_every_room_by_its_import_name():
+    assert _listed() == _rooms()
 
 
-def test_every_file_the_readme_names_exists():
-    files = _files()
-    stale = sorted(p for p in _listed() if not any(fnmatch.fnmatch(f, p) for f in files))
-    assert not stale, f"README architecture section names files that do not exist: {stale}"
+def test_every_room_is_a_listed_package():
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert sorted(_rooms().values()) == sorted(packages)
+    assert set(PACKAGES) <= set(packages)
+
+
+def test_each_room_names_its_modules_in_its_docstring():
+    unnamed = []
+    for init in (p for p in source_files() if p.name == "__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for path in init.parent.iterdir():
+            named = re.search(rf"(?<!\w){re.escape(path.stem)}\b", doc)
+            if path.suffix in (".py", ".c") and path.name != "__init__.py" and not named:
+                unnamed.append(path.relative_to(ROOT).as_posix())
+    assert not unnamed, f"modules their room's __init__ docstring does not name: {unnamed}"
+
+
+def test_no_module_stands_loose_in_a_grouping_folder():
+    loose = [p.relative_to(ROOT).as_posix() for group in ("bridge/frontends", "bridge/frameworks")
+             for p in (ROOT / group).iterdir() if p.is_file()]
+    assert not loose
+    assert sorted(p.name for p in (ROOT / "bridge").glob("*.py")) == ["__init__.py", "__main__.py"]
 
 
 def test_code_and_docs_cite_only_what_ships():
@@ -72,3 +71,15 @@ def test_code_and_docs_cite_only_what_ships():
              and p.name != "RESULTS.md" and p != Path(__file__).resolve()]
     citing = sorted(str(p.relative_to(ROOT)) for p in files if notes.search(p.read_text(errors="replace")))
     assert not citing, citing
+
+
+def test_a_stale_folder_that_would_hide_a_room_is_refused_by_name(tmp_path, monkeypatch):
+    import ptxbridge
+    mapped = {name.removeprefix("ptxbridge.") for name, folder in PACKAGES.items()
+              if folder.parent.parent == ROOT / "bridge"}  # bridge/frontends/X, bridge/frameworks/X
+    assert set(ptxbridge._ROOMS) == mapped
+    monkeypatch.setattr(ptxbridge, "__file__", str(tmp_path / "__init__.py"))
+    ptxbridge._refuse_shadowing_folders()
+    (tmp_path / "rust" / "__pycache__").mkdir(parents=True)  # what `git pull` leaves of bridge/rust/
+    with pytest.raises(ImportError, match=r"rust left from an older checkout would hide"):
+        ptxbridge._refuse_shadowing_folders()

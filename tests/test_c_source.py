@@ -173,7 +173,7 @@ def test_read_signatures_match_nvrtc_ptx():
         extern "C" __device__ Pair make_pair(float x, int y) { Pair p = {x, y}; return p; }
         extern "C" __device__ __half half_id(__half h, const Outer* o) { return h; }
     '''
-    artifact = nvrtc.compile(source, "sm_90", "ptx")
+    artifact = nvrtc.compile(source, arch="sm_90", output="ptx")
     module = read_ptx(artifact.code)
     decls = read_c_source(source)
     for sig in [*decls.kernels.values(), *decls.device_functions.values()]:

@@ -20,7 +20,7 @@ import ptxbridge.tile as pt
 from ptxbridge.abi.cutile_cache import CutileCacheEntry, read_cache_entry, write_cache_entry
 from ptxbridge.abi.errors import ArgumentError, FormatError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.cli.inspect import format_report, inspect_path
 
 
@@ -37,9 +37,9 @@ def test_cache_entry_loads_with_its_header_read_and_checked(tmp_path):
     assert art.provenance.compiler == "cutile-rs JIT cache"
     assert "Cuda compilation tools" in art.provenance.version
     assert art.provenance.options == ("gpu=sm_90", "opt_level=3", f"key={path.stem}")
-    assert pt.load(path, gpu="sm_90", fingerprint=art.provenance.version).kernels == art.kernels
+    assert pt.load(path, arch="sm_90", fingerprint=art.provenance.version).kernels == art.kernels
     with pytest.raises(FormatError, match=r"compiled for sm_90, not sm_100"):
-        pt.load(path, gpu="sm_100")
+        pt.load(path, arch="sm_100")
     with pytest.raises(FormatError, match=r"compiled by tileiras .*, not 'tileiras 0'"):
         pt.load(path, fingerprint="tileiras 0")
     with pytest.raises(FormatError, match=r"a cutile-rs JIT cache entry: read it with ptxbridge.tile.load"):

@@ -75,7 +75,7 @@ def test_torch_compile_model_mixes_three_languages_on_cpu_tensors(sysroot):  # n
 
 
 def test_jax_rust_runs_under_jit_on_the_cpu(sysroot):  # noqa: F811
-    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built")
     out = run(str(EXAMPLES / "jax_rust.py"))
     assert "jax.jit on cpu (the XLA FFI handler runs ptxbridge's CPU PTX interpreter): matches NumPy" in out
     assert "jax.grad under jax.jit, its backward the Rust kernel again: matches NumPy" in out
@@ -84,7 +84,7 @@ def test_jax_rust_runs_under_jit_on_the_cpu(sysroot):  # noqa: F811
 @pytest.mark.gpu
 def test_framework_examples_run_on_the_gpu(sysroot):  # noqa: F811
     pytest.importorskip("torch")
-    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built")
     compiled = run(str(EXAMPLES / "torch_compile.py"), gpu=True)
     settings = "backend='inductor', mode='reduce-overhead'"
     assert f"torch.compile(fullgraph=True, {settings}) on cuda:0: matches eager" in compiled

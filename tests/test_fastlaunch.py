@@ -26,7 +26,7 @@ from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError, CudaError
 from ptxbridge.abi.kinds import DisjointSlice, Slice
 from ptxbridge.abi.signature import Convention, LaunchMeta
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.module import Kernel, Module
@@ -447,7 +447,7 @@ import sys
 sys.modules["ptxbridge.launch._fastlaunch"] = None  # as on a machine that could not build it
 import numpy
 from ptxbridge.abi import ArgumentError, Param, Pointer, Scalar, Signature, dtype
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.module import Kernel, Module
 
 from ptxbridge.loaders.base import Backend as Base

@@ -15,7 +15,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.fatbin import FLAG_LZ4, FLAG_ZSTD, lz4_block_decompress, read_fatbin
 from ptxbridge.abi.syntax import parse_signatures
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.cli import main
 
 

@@ -90,7 +90,7 @@ def torch_ops(image):
 @pytest.fixture(scope="module")
 def jax():
     found = pytest.importorskip("jax")
-    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build)")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
     return found
 
 
@@ -173,7 +173,7 @@ def test_jax_op_of_a_debug_kernel_is_refused_when_compiled_for_a_gpu(image, jax)
     with pytest.raises(ArgumentError, match=ON_GPU):
         jax.jit(jax.vmap(op)).trace(np.stack([good, good])).lower(lowering_platforms=("cuda",))
     # an eager call takes the branch of JAX's default backend: a GPU's branch refuses when run too
-    from ptxbridge.jax_refused import refused
+    from ptxbridge.jax.refused import refused
 
     branch = refused(ArgumentError("checked_log: refused"), [jax.ShapeDtypeStruct(good.shape, good.dtype)])
     with pytest.raises(ArgumentError, match="checked_log: refused"):

@@ -1,6 +1,6 @@
 """ptxbridge.jax on the CPU: kernels inside jax.jit through the C XLA FFI handler and the CPU loader.
 
-The kernels are NVRTC output run by the CPU PTX interpreter, which the handler (``bridge/_xla_ffi.c``)
+The kernels are NVRTC output run by the CPU PTX interpreter, which the handler (``_xla_ffi.c``)
 calls as its launch function on XLA's CPU platform, so these tests run the same C code a GPU runs.
 """
 
@@ -10,24 +10,17 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
-pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build time)")
+pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
 
 import jax.numpy as jnp
+from _cuda_sources import VADD_AXPY
 
 import ptxbridge
 import ptxbridge.jax as pj
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.xla_ffi import TARGET
+from ptxbridge.jax.xla_ffi import TARGET
 
-CPP = r"""
-extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
+CPP = VADD_AXPY + r"""
 extern "C" __global__ void minmax(const float* x, float* lo, float* hi, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { lo[i] = fminf(x[i], 0.0f); hi[i] = fmaxf(x[i], 0.0f); }
@@ -180,7 +173,7 @@ def test_a_kernel_writing_nothing_is_refused(image):
 
 
 def test_the_handler_refuses_a_call_without_its_attributes():
-    import ptxbridge.xla_ffi as xf
+    import ptxbridge.jax.xla_ffi as xf
 
     xf.register()
     call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((4,), jnp.float32))

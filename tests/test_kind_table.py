@@ -140,7 +140,8 @@ def test_a_registered_kind_launches_on_the_cpu_loader() -> None:
         unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i < n) x[i] += 1.0f;
     }'''
-    artifact = nvrtc.compile(source, "sm_90", "ptx", signatures={"add_one": "kernel add_one(x: Window<f32>)"})
+    artifact = nvrtc.compile(source, arch="sm_90", output="ptx",
+                             signatures={"add_one": "kernel add_one(x: Window<f32>)"})
     with ptxbridge.link([artifact]).load("cpu") as module:
         x = np.arange(37, dtype=np.float32)
         module.add_one(x, grid=2, block=32)

@@ -22,7 +22,7 @@ from ptxbridge.abi.elf import read_elf
 from ptxbridge.abi.errors import CudaError, FormatError
 from ptxbridge.abi.layout import MAX_PARAM_BYTES
 from ptxbridge.abi.syntax import parse_signatures
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 
 N = 1500
 BIG_SOURCE = r"""

@@ -12,8 +12,8 @@ from ptxbridge import nvrtc
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import FormatError, LinkError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import Artifact, CodeKind
-from ptxbridge.image import Image
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.image import Image
 from ptxbridge.linker import LinkOptions, link, nvjitlink_args
 from ptxbridge.loaders import driver
 
@@ -67,8 +67,8 @@ def _kernels(image: Image) -> set[str]:
 
 
 def test_lto_kernel_with_lto_device_function_from_a_separate_compile():
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ltoir", name="kernel.cu")
-    device = nvrtc.compile(DEVICE, "sm_90", "ltoir", name="device.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ltoir", name="kernel.cu")
+    device = nvrtc.compile(DEVICE, arch="sm_90", output="ltoir", name="device.cu")
     image = link([kernel, device])
     assert image.arch == "sm_90" and read_cubin(image.cubin).arch == "sm_90"
     assert _kernels(image) == {"addk"}
@@ -82,8 +82,8 @@ def test_lto_kernel_with_lto_device_function_from_a_separate_compile():
 
 
 def test_ptx_with_ptx_keeps_the_ptx_texts_for_the_cpu_loader():
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ptx", name="kernel.cu")
-    device = nvrtc.compile(DEVICE, "sm_90", "ptx", name="device.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ptx", name="kernel.cu")
+    device = nvrtc.compile(DEVICE, arch="sm_90", output="ptx", name="device.cu")
     image = link([kernel, device], "sm_90")
     assert _kernels(image) == {"addk"}
     assert image.ptx == (kernel.code, device.code)
@@ -96,7 +96,7 @@ def test_cpp_lto_kernel_calls_a_rustc_ptx_function():
         extern "C" __global__ void scale(float* x, float s, int n) {
             int i = blockIdx.x * blockDim.x + threadIdx.x;
             if (i < n) x[i] = rs_scale(x[i], s);
-        }''', "sm_90", "ltoir", name="scale.cu")
+        }''', arch="sm_90", output="ltoir", name="scale.cu")
     image = link([kernel, RUSTC_PTX])
     assert _kernels(image) == {"scale"} and image.ptx[0] == RUSTC_PTX and len(image.ptx) == 2
     x = np.arange(8, dtype=np.float32)
@@ -104,7 +104,7 @@ def test_cpp_lto_kernel_calls_a_rustc_ptx_function():
     np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) * 3)
     wrong = nvrtc.compile('extern "C" __device__ double rs_scale(double x, double s);\n'
                           'extern "C" __global__ void k(double* x) { x[0] = rs_scale(x[0], 2.0); }',
-                          "sm_90", "ltoir", name="wrong.cu")
+                          arch="sm_90", output="ltoir", name="wrong.cu")
     with pytest.raises(LinkError, match=r"'rs_scale': wrong.cu imports it as .*f64.* but <input 1> exports"):
         link([wrong, RUSTC_PTX])
 
@@ -121,7 +121,7 @@ def test_numba_isa_95_ptx_calls_a_cpp_function_into_an_sm90_cubin():
     ptx, _ = cuda.compile(numba_add, "void(float32[::1], float32[::1])", cc=(9, 0), output="ptx",
                           device=False, abi="numba", abi_info={"abi_name": "numba_add"})
     assert ".version 9.5" in ptx  # newer than a CUDA 13.0 driver JIT-compiles
-    image = link([ptx.encode(), nvrtc.compile(DEVICE, "sm_90", "ptx", name="device.cu")], "sm_90")
+    image = link([ptx.encode(), nvrtc.compile(DEVICE, arch="sm_90", output="ptx", name="device.cu")], "sm_90")
     assert read_cubin(image.cubin).arch == "sm_90" and _kernels(image) == {"numba_add"}
     assert len(image.kernels["numba_add"].layout.params) == 2 * (5 + 2)  # two 1-D numba arrays
 
@@ -138,14 +138,14 @@ def test_cpp_lto_kernel_calls_a_numba_lto_device_function():
         "my_mul": Signature.parse("device fn my_mul(a: f32, b: f32) -> f32")})
     kernel = nvrtc.compile('extern "C" __device__ float my_mul(float a, float b);\n'
                            'extern "C" __global__ void mulk(float* x) { x[0] = my_mul(x[0], x[1]); }',
-                           "sm_90", "ltoir", name="mulk.cu")
+                           arch="sm_90", output="ltoir", name="mulk.cu")
     assert _kernels(link([kernel, numba_fn])) == {"mulk"}
 
 
 def test_mismatched_signatures_name_both_sides():
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ltoir", name="kernel.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ltoir", name="kernel.cu")
     device = nvrtc.compile('extern "C" __device__ float my_add(float a, float b, float c) { return a; }',
-                           "sm_90", "ltoir", name="three.cu")
+                           arch="sm_90", output="ltoir", name="three.cu")
     with pytest.raises(LinkError) as info:
         link([kernel, device])
     message = str(info.value)
@@ -154,11 +154,11 @@ def test_mismatched_signatures_name_both_sides():
 
 
 def test_missing_and_duplicate_symbols():
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ltoir", name="kernel.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ltoir", name="kernel.cu")
     with pytest.raises(LinkError, match=r"'my_add': kernel.cu imports it .* but no input exports it"):
         link([kernel])
-    one = nvrtc.compile(DEVICE, "sm_90", "ltoir", name="one.cu")
-    two = nvrtc.compile(DEVICE + "\n// another copy", "sm_90", "ltoir", name="two.cu")
+    one = nvrtc.compile(DEVICE, arch="sm_90", output="ltoir", name="one.cu")
+    two = nvrtc.compile(DEVICE + "\n// another copy", arch="sm_90", output="ltoir", name="two.cu")
     with pytest.raises(LinkError, match=r"'my_add' is defined by both one\.cu and two\.cu"):
         link([kernel, one, two])
 
@@ -188,8 +188,8 @@ def test_ptx_newer_than_nvjitlink_says_input_isa_and_driver(monkeypatch):
 
 
 def test_warm_link_is_a_cache_hit_without_nvjitlink(monkeypatch):
-    inputs = [nvrtc.compile(KERNEL, "sm_90", "ptx", name="kernel.cu"),
-              nvrtc.compile(DEVICE, "sm_90", "ptx", name="device.cu")]
+    inputs = [nvrtc.compile(KERNEL, arch="sm_90", output="ptx", name="kernel.cu"),
+              nvrtc.compile(DEVICE, arch="sm_90", output="ptx", name="device.cu")]
     cold = link(inputs, "sm_90")
     from cuda.bindings import nvjitlink
 
@@ -204,13 +204,15 @@ def test_warm_link_is_a_cache_hit_without_nvjitlink(monkeypatch):
 
 def test_arch_specific_input_raises_the_arch():
     source = 'extern "C" __global__ void k(int* x) { x[0] = 1; }'
-    relocatable = nvrtc.compile(source, "sm_90a", "cubin", options=("--relocatable-device-code=true",))
+    relocatable = nvrtc.compile(source, arch="sm_90a", output="cubin",
+                                options=("--relocatable-device-code=true",))
     image = link([relocatable])
     assert image.arch == "sm_90a" and read_cubin(image.cubin).arch == "sm_90a" and _kernels(image) == {"k"}
 
 
 def test_an_executable_cubin_is_the_image_alone_and_refused_with_others():
-    executable = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_90a", "cubin")
+    executable = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', arch="sm_90a",
+                               output="cubin")
     assert not read_cubin(executable.code).relocatable
     image = link([executable], "sm_90")
     assert image.cubin == executable.code and image.arch == "sm_90a" and image.kernels["k"].params
@@ -223,7 +225,7 @@ def test_an_executable_cubin_is_the_image_alone_and_refused_with_others():
 def test_paths_are_read_by_content(tmp_path):
     path = tmp_path / "rs.ptx"
     path.write_bytes(RUSTC_PTX)
-    kernel = nvrtc.compile(KERNEL.replace("my_add", "rs_scale"), "sm_90", "ptx", name="k.cu")
+    kernel = nvrtc.compile(KERNEL.replace("my_add", "rs_scale"), arch="sm_90", output="ptx", name="k.cu")
     image = link([kernel, path], "sm_90")
     assert _kernels(image) == {"addk"} and image.device_functions["rs_scale"].kind == "device"
 
@@ -233,7 +235,7 @@ def test_load_links_for_the_named_device(monkeypatch):
     monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: {1: "sm_80"}.get(ordinal))
     monkeypatch.setattr(Image, "load", lambda self, device=None, check_aliasing=True: seen.setdefault(
         "image", (self, device)))
-    kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_80", "ptx")
+    kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', arch="sm_80", output="ptx")
     linker.load([kernel], device="cuda:1")
     image, device = seen["image"]
     assert image.arch == "sm_80" and device == "cuda:1"
@@ -284,11 +286,11 @@ def test_a_fatbin_holding_ltoir_turns_lto_on(tmp_path):
     (ERROR_LTO_NOT_ENABLED), so lto=None must look inside the fatbin."""
     from _binary_samples import fatbinary
 
-    device = nvrtc.compile(DEVICE, "sm_90", "ltoir", name="device.cu")
+    device = nvrtc.compile(DEVICE, arch="sm_90", output="ltoir", name="device.cu")
     path = tmp_path / "device.fatbin"
     path.write_bytes(fatbinary(tmp_path, [("nvvm", "90", device.code)], name="device"))
     packed = Artifact.from_file(path)
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ptx", name="kernel.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ptx", name="kernel.cu")
     assert packed.kind is CodeKind.FATBIN and linker.use_lto([kernel, packed])
     assert _kernels(link([kernel, packed], arch="sm_90")) == {"addk"}
     plain = tmp_path / "kernel.fatbin"
@@ -307,21 +309,21 @@ def test_ptx_isa_supported_table():
 
 def test_same_width_but_different_value_types_are_refused():
     # f32 and i32 both lower to one 4-byte parameter: only the signatures can tell them apart.
-    kernel = nvrtc.compile(KERNEL, "sm_90", "ltoir", name="kernel.cu")
+    kernel = nvrtc.compile(KERNEL, arch="sm_90", output="ltoir", name="kernel.cu")
     device = nvrtc.compile('extern "C" __device__ int my_add(int a, int b) { return a + b; }',
-                           "sm_90", "ltoir", name="ints.cu")
+                           arch="sm_90", output="ltoir", name="ints.cu")
     with pytest.raises(LinkError, match=r"ints.cu exports .*parameter 1 is f32 on one side and i32 on the"):
         link([kernel, device])
 
 
 def test_pointer_constness_may_differ_but_pointee_types_may_not():
     caller = nvrtc.compile('extern "C" __device__ void fill(float* p);\n'
-                           'extern "C" __global__ void k(float* p) { fill(p); }', "sm_90", "ltoir",
-                           name="caller.cu")
-    const_ok = nvrtc.compile('extern "C" __device__ void fill(float* const p) { *p = 1.0f; }', "sm_90",
-                             "ltoir", name="callee.cu")
+                           'extern "C" __global__ void k(float* p) { fill(p); }', arch="sm_90",
+                           output="ltoir", name="caller.cu")
+    const_ok = nvrtc.compile('extern "C" __device__ void fill(float* const p) { *p = 1.0f; }', arch="sm_90",
+                             output="ltoir", name="callee.cu")
     assert "k" in link([caller, const_ok]).kernels
-    ints = nvrtc.compile('extern "C" __device__ void fill(int* p) { *p = 1; }', "sm_90", "ltoir",
+    ints = nvrtc.compile('extern "C" __device__ void fill(int* p) { *p = 1; }', arch="sm_90", output="ltoir",
                          name="int_callee.cu")
     with pytest.raises(LinkError, match=r"parameter 1 is \*f32 on one side and \*i32 on the other"):
         link([caller, ints])
@@ -330,7 +332,7 @@ def test_pointer_constness_may_differ_but_pointee_types_may_not():
 def test_bad_options_are_option_errors_not_link_logs():
     from ptxbridge.abi.errors import OptionError, PtxBridgeError
 
-    device = nvrtc.compile(DEVICE, "sm_90", "ptx", name="device.cu")
+    device = nvrtc.compile(DEVICE, arch="sm_90", output="ptx", name="device.cu")
     with pytest.raises(OptionError, match="ftz applies only when linking with LTO") as info:
         link([device], "sm_90", lto=False, options=LinkOptions(ftz=True))
     assert isinstance(info.value, PtxBridgeError)
@@ -345,7 +347,7 @@ def test_device_side_launches_link_the_device_runtime():
 extern "C" __global__ void child(float* x) { x[threadIdx.x] *= 2.0f; }
 extern "C" __global__ void parent(float* x) { if (threadIdx.x == 0) child<<<1, 32>>>(x); }
 '''
-    artifact = nvrtc.compile(source, "sm_90", "ptx", name="dynpar.cu")
+    artifact = nvrtc.compile(source, arch="sm_90", output="ptx", name="dynpar.cu")
     assert "--relocatable-device-code=true" in artifact.provenance.options
     image = link([artifact])
     assert set(image.kernels) == {"parent", "child"}
@@ -366,7 +368,7 @@ def test_runtime_calls_decision():
 
 def test_the_linked_cubin_is_nvjitlinks_whole_output():
     """An ELF may end in zero bytes (its program headers here): none may be cut off."""
-    kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', "sm_90", "ptx")
+    kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', arch="sm_90", output="ptx")
     cubin = link([kernel], "sm_90").cubin
     phoff, = struct.unpack_from("<Q", cubin, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", cubin, 0x36)

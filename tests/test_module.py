@@ -19,7 +19,7 @@ from ptxbridge.abi import (
     dtype,
 )
 from ptxbridge.abi.devices import DLPACK_CPU
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.module import Module
 from ptxbridge.loaders import parse_device
 from ptxbridge.loaders.base import Backend

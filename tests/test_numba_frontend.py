@@ -351,7 +351,7 @@ def test_cpp_kernel_calls_numba_device_function_through_ltoir():
 
 
 def test_fingerprint_follows_called_functions():
-    from ptxbridge.fingerprint import fingerprint
+    from ptxbridge.cache.fingerprint import fingerprint
 
     def make(constant):
         @cuda.jit(device=True)

@@ -10,7 +10,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifact import CodeKind
+from ptxbridge.artifacts.artifact import CodeKind
 from ptxbridge.linker import target
 from ptxbridge.loaders import driver
 
@@ -40,8 +40,8 @@ def _private_cache(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("output", ["ptx", "ltoir", "cubin"])
 def test_compile_each_output_typed_from_source(output):
-    art = nvrtc.compile(SOURCE, "sm_90", output, name_expressions=["scale<float>", "scale<double>"],
-                        name="saxpy.cu")
+    art = nvrtc.compile(SOURCE, arch="sm_90", output=output,
+                        name_expressions=["scale<float>", "scale<double>"], name="saxpy.cu")
     assert art.kind == CodeKind(output) and sniff(art.code) == output and art.arch == "sm_90"
     assert art.provenance.compiler == "nvrtc" and art.provenance.version == nvrtc.nvrtc_version()
     assert "--relocatable-device-code=true" in art.provenance.options  # it imports and exports
@@ -56,11 +56,11 @@ def test_compile_each_output_typed_from_source(output):
 
 
 def test_signatures_agree_with_ptx_and_cubin_kparams():
-    ptx = nvrtc.compile(SOURCE, "sm_90", "ptx", name_expressions=["scale<float>"])
+    ptx = nvrtc.compile(SOURCE, arch="sm_90", output="ptx", name_expressions=["scale<float>"])
     module = read_ptx(ptx.code)
     for sig in [*ptx.kernels.values(), *ptx.device_functions.values(), *ptx.imports.values()]:
         check(sig, module)
-    cubin = nvrtc.compile(SOURCE, "sm_90", "cubin", name_expressions=["scale<float>"])
+    cubin = nvrtc.compile(SOURCE, arch="sm_90", output="cubin", name_expressions=["scale<float>"])
     kernels = {k.name: k for k in read_cubin(cubin.code).kernels}
     for sig in cubin.kernels.values():
         declared = [DeclaredParam(p.ordinal, p.offset, p.size) for p in kernels[sig.name].params]
@@ -70,7 +70,7 @@ def test_signatures_agree_with_ptx_and_cubin_kparams():
 
 def test_a_wrong_explicit_signature_is_caught_against_the_ptx():
     with pytest.raises(AbiMismatchError, match="saxpy"):
-        nvrtc.compile(SOURCE, "sm_90", "ptx",
+        nvrtc.compile(SOURCE, arch="sm_90", output="ptx",
                       signatures={"saxpy": "kernel saxpy(a: f64, x: *const f32, y: *mut f32, n: i32)"})
 
 
@@ -82,9 +82,9 @@ def test_explicit_signature_for_a_type_the_reader_cannot_read():
         }
     '''
     with pytest.raises(FormatError, match=r"cannot read the signature of 'fill'.*pass signatures="):
-        nvrtc.compile(source, "sm_90")
+        nvrtc.compile(source, arch="sm_90")
     sig = "kernel fill(v: struct Vec { data: *mut f32, len: u64 }, value: f32)"
-    art = nvrtc.compile(source, "sm_90", signatures={"fill": sig})
+    art = nvrtc.compile(source, arch="sm_90", signatures={"fill": sig})
     assert [p.name for p in art.kernels["fill"].params] == ["v", "value"]
 
 
@@ -95,37 +95,37 @@ def test_explicit_device_function_signature_and_unused_signatures():
         extern "C" __global__ void k(float* out, float* data) { Vec<float> v{data, 1}; out[0] = first(v); }
     '''
     sig = "device fn first(v: struct Vec { data: *mut f32, len: u64 }) -> f32"
-    art = nvrtc.compile(source, "sm_90", signatures={"first": sig})
+    art = nvrtc.compile(source, arch="sm_90", signatures={"first": sig})
     assert str(art.device_functions["first"]).endswith("-> f32")  # and checked against the PTX .func
     with pytest.raises(AbiMismatchError, match=r"signatures given for \['nope'\]"):
-        nvrtc.compile(source, "sm_90", signatures={"first": sig, "nope": "kernel nope()"})
+        nvrtc.compile(source, arch="sm_90", signatures={"first": sig, "nope": "kernel nope()"})
 
 
 def test_compile_error_carries_the_nvrtc_log():
     with pytest.raises(CompileError) as info:
-        nvrtc.compile('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }', "sm_90",
+        nvrtc.compile('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }', arch="sm_90",
                       name="broken.cu")
     assert "undefined_name" in info.value.log and "broken.cu" in str(info.value)
 
 
 def test_second_compile_is_a_cache_hit(monkeypatch):
-    first = nvrtc.compile(SOURCE, "sm_90", "ltoir", options=("-DWARM=1",))
+    first = nvrtc.compile(SOURCE, arch="sm_90", output="ltoir", options=("-DWARM=1",))
     from cuda.bindings import nvrtc as raw
 
     def refuse(*args, **kwargs):
         raise AssertionError("NVRTC ran on a warm cache")
 
     monkeypatch.setattr(raw, "nvrtcCompileProgram", refuse)
-    again = nvrtc.compile(SOURCE, "sm_90", "ltoir", options=("-DWARM=1",))
+    again = nvrtc.compile(SOURCE, arch="sm_90", output="ltoir", options=("-DWARM=1",))
     assert again == first
     with pytest.raises(AssertionError, match="warm cache"):  # another option is another entry
-        nvrtc.compile(SOURCE, "sm_90", "ltoir", options=("-DWARM=2",))
+        nvrtc.compile(SOURCE, arch="sm_90", output="ltoir", options=("-DWARM=2",))
 
 
 def test_path_source_and_arch_spellings(tmp_path):
     path = tmp_path / "k.cu"
     path.write_text('extern "C" __global__ void k(int* x) { x[0] = 1; }')
-    art = nvrtc.compile(path, (8, 0), "cubin")
+    art = nvrtc.compile(path, arch=(8, 0), output="cubin")
     assert art.name == str(path) and art.arch == "sm_80" and read_cubin(art.code).arch == "sm_80"
     assert "--relocatable-device-code=true" not in art.provenance.options  # nothing to link against
 
@@ -174,13 +174,13 @@ def test_an_edited_header_misses_the_cache(tmp_path, monkeypatch):
     (include / "k.h").write_text('#include "sub/value.h"\n')
     (include / "sub/value.h").write_text("#define K 2.0f\n")
     source = '#include "k.h"\nextern "C" __global__ void k(float* x) { x[0] = K; }\n'
-    before = nvrtc.compile(source, "sm_90", options=[f"-I{include}"]).code
+    before = nvrtc.compile(source, arch="sm_90", options=[f"-I{include}"]).code
     (include / "sub/value.h").write_text("#define K 5.0f\n")  # two includes deep
-    after = nvrtc.compile(source, "sm_90", options=[f"-I{include}"]).code
+    after = nvrtc.compile(source, arch="sm_90", options=[f"-I{include}"]).code
     assert b"1073741824" in before and b"1084227584" in after  # 2.0f, 5.0f as u32 bits
     local = tmp_path / "k.cu"  # beside a path source, found without -I
     local.write_text(source)
     (tmp_path / "k.h").write_text("#define K 3.0f\n")
-    assert b"1077936128" in nvrtc.compile(local, "sm_90").code
+    assert b"1077936128" in nvrtc.compile(local, arch="sm_90").code
     (tmp_path / "k.h").write_text("#define K 4.0f\n")
-    assert b"1082130432" in nvrtc.compile(local, "sm_90").code
+    assert b"1082130432" in nvrtc.compile(local, arch="sm_90").code

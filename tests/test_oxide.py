@@ -40,7 +40,7 @@ LTO_SOURCE = 'extern "C" __global__ void tagged(float x, float* out, unsigned lo
 
 @pytest.fixture(scope="module")
 def ptx_text(sysroot) -> bytes:
-    return prust.compile(OXIDE / "kernels_ptx.rs", "sm_80", progress=False).code
+    return prust.compile(OXIDE / "kernels_ptx.rs", arch="sm_80", progress=False).code
 
 
 @pytest.fixture

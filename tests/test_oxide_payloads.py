@@ -32,7 +32,7 @@ from ptxbridge.abi.oxart import (
     write_oxart,
 )
 from ptxbridge.abi.ptx import read_ptx
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.cli.inspect import format_report, inspect_path
 from ptxbridge.linker import LinkOptions
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir
@@ -185,7 +185,7 @@ def test_ltoir_and_nvvm_inputs_run_on_the_cpu_loader_and_cubins_say_why_not(tmp_
     with pytest.raises(EmulatorError, match=r"it comes from app, a cubin \(machine code\), .* link its PTX"):
         ptxbridge.link([cubin]).load("cpu")
     helper = ptxbridge.nvrtc.compile('extern "C" __global__ void zero(float* p) { p[threadIdx.x] = 0; }',
-                                     "sm_80", "cubin", options=["-rdc=true"], name="zero.cu")
+                                     arch="sm_80", output="cubin", options=["-rdc=true"], name="zero.cu")
     module = ptxbridge.link([lto, helper], arch="sm_80").load("cpu")
     run_wave(module)  # the LTO-IR kernels run; the cubin's kernel says why it cannot
     with pytest.raises(EmulatorError, match=r"zero: the CPU loader cannot run this kernel: it comes from"):
@@ -223,14 +223,14 @@ extern "C" __global__ void use_affine(const float* x, float* y, unsigned n) {
 def test_cuda_oxide_device_function_is_callable_from_cpp(loose):
     art = ox.load(loose / "libm.ll", LIBM_RS)
     assert [p.name for p in art.device_functions["affine"].params] == ["line.slope", "line.offset", "x"]
-    user = ptxbridge.nvrtc.compile(CPP_USER, "sm_80", "ltoir", name="user.cu")
+    user = ptxbridge.nvrtc.compile(CPP_USER, arch="sm_80", output="ltoir", name="user.cu")
     module = ptxbridge.link([art, user]).load("cpu")
     x, y = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
     module.use_affine(x, y, 32, grid=1, block=32)
     np.testing.assert_array_equal(y, 2 * x + 1)
     two = CPP_USER.replace("float slope, float offset, float x", "float slope, float x")
-    wrong = ptxbridge.nvrtc.compile(two.replace("2.0f, 1.0f, x[i]", "2.0f, x[i]"), "sm_80", "ltoir",
-                                    name="wrong.cu")
+    wrong = ptxbridge.nvrtc.compile(two.replace("2.0f, 1.0f, x[i]", "2.0f, x[i]"), arch="sm_80",
+                                    output="ltoir", name="wrong.cu")
     with pytest.raises(LinkError, match=r"'affine': wrong.cu imports it as .* but libm exports"):
         ptxbridge.link([art, wrong])
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _packages import module_name, source_files
 
 import ptxbridge
 import ptxbridge.rust
@@ -77,13 +78,8 @@ def test_every_extra_is_documented_and_all_takes_every_other_one():
 
 
 def test_the_package_list_holds_every_package_folder():
-    tool = PYPROJECT["tool"]["setuptools"]
-    roots = {folder: name for name, folder in tool["package-dir"].items()}
-    found = set()
-    for folder, name in roots.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            found.add(".".join([name, *init.parent.relative_to(ROOT / folder).parts]))
-    assert set(tool["packages"]) == found
+    found = {module_name(init) for init in source_files() if init.name == "__init__.py"}
+    assert set(PYPROJECT["tool"]["setuptools"]["packages"]) == found
 
 
 def _setup_done() -> bool:

@@ -35,8 +35,8 @@ from ptxbridge.abi.errors import (
     LinkError,
 )
 from ptxbridge.abi.kinds import Opaque, Scalar, Struct
-from ptxbridge.artifact import CodeKind
-from ptxbridge.fingerprint import fingerprint
+from ptxbridge.artifacts.artifact import CodeKind
+from ptxbridge.cache.fingerprint import fingerprint
 from ptxbridge.loaders.cuda import cooperative_kernels
 
 CPU, GPU = "cpu", "cuda:0"

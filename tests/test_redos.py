@@ -28,16 +28,16 @@ from pathlib import Path
 
 import pytest
 from _budget import BudgetExceeded, cpu_budget, growth
+from _packages import ROOT, module_name, source_files
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"abi": "ptxbridge.abi", "bridge": "ptxbridge", "loaders": "ptxbridge.loaders"}
 FUNCTIONS = {"compile", "match", "fullmatch", "search", "sub", "subn", "findall", "finditer", "split"}
 SCANNING = {"search", "sub", "subn", "findall", "finditer", "split"}  # methods that try every start
 # (file, function) -> the patterns a computed-pattern call site can receive, and how it uses them.
+OXIDE = "bridge/frontends/oxide/__init__.py"
 COMPUTED = {
     ("abi/check.py", "find_entry"): ([re.escape("saxpy") + r"_TID_[0-9a-fA-F]{32}"], "fullmatch"),
-    ("bridge/oxide.py", "_mentions"): ([rf"\b{re.escape('Foo')}\b"], "search"),
-    ("bridge/oxide.py", "load"): ([rf"{re.escape('scale')}_TID_[0-9a-f]{{32}}"], "fullmatch"),
+    (OXIDE, "_mentions"): ([rf"\b{re.escape('Foo')}\b"], "search"),
+    (OXIDE, "load"): ([rf"{re.escape('scale')}_TID_[0-9a-f]{{32}}"], "fullmatch"),
     # Reader.take(pattern): the literal arguments of take()/need() calls in the same file
     ("abi/cutile_names.py", "take"): (None, "match"),
 }
@@ -45,12 +45,6 @@ ALPHABET = " \t\n\r\x00azAZ09_$%.,;:/*\"'{}()[]<>#+-=\\|@!?~&^`\x7f\xe9\xff"
 KILLERS = ["", "\x00", "!", "\n", "a", "0"]
 LENGTH = 5000  # characters of pumped input
 SUSPICIOUS_S = 0.005  # a linear regex reads 5000 characters in well under this
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT)
-    parts = [PACKAGES[rel.parts[0]], *rel.with_suffix("").parts[1:]]
-    return ".".join(p for p in parts if p != "__init__")
 
 
 def _literal(node: ast.expr) -> str | bytes | None:
@@ -81,8 +75,8 @@ def _sites() -> tuple[dict[tuple, set[str]], list[str]]:
     def add(pattern: str | bytes, flags: int, methods: set[str]) -> None:
         found.setdefault((pattern, flags), set()).update(methods)
 
-    for folder in PACKAGES:
-        for path in sorted((ROOT / folder).rglob("*.py")):
+    for path in source_files():
+        if path.suffix == ".py":
             rel = str(path.relative_to(ROOT))
             tree = ast.parse(path.read_text())
             owner, module_level = _enclosing_functions(tree), _module_level(tree)
@@ -123,7 +117,7 @@ def _compiled(path: Path, name: str, call: ast.Call) -> re.Pattern:
     """The module's compiled pattern; where an optional dependency keeps the module from importing,
     the pattern compiled from its literal (a pattern built at import time then fails the test)."""
     try:
-        return getattr(importlib.import_module(_module_name(path)), name)
+        return getattr(importlib.import_module(module_name(path)), name)
     except ImportError as exc:
         literal = _literal(call.args[0])
         if literal is None:

@@ -81,8 +81,9 @@ def test_rustc_options_are_a_pure_function():
     assert prust.rustc_options("sm_100", emit="llvm-ir")[-2:] == ("--emit", "llvm-ir")
     with pytest.raises(ArgumentError, match=r"emit must be one of asm, llvm-ir \(got 'obj'\)"):
         prust.rustc_options("sm_80", emit="obj")
-    with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'compute_90'\)"):
-        prust.rustc_options("compute_90")
+    assert prust.rustc_options("compute_90") == prust.rustc_options((9, 0)) == prust.rustc_options("sm_90")
+    with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'gfx90'\)"):
+        prust.rustc_options("gfx90")
     with pytest.raises(ArgumentError, match=r"opt_level .*\(got 7\)"):
         prust.rustc_options("sm_80", opt_level=7)
 
@@ -163,7 +164,7 @@ def test_crate_folder_with_a_file_module():
 
 
 def test_arch_sets_target_cpu():
-    art = prust.compile(RUST_DIR / "saxpy.rs", "sm_90", progress=False)
+    art = prust.compile(RUST_DIR / "saxpy.rs", arch="sm_90", progress=False)
     module = read_ptx(art.code)
     assert module.target[0] == "sm_90" and art.arch == "sm_90"
     assert "target-cpu=sm_90" in art.provenance.options
@@ -204,7 +205,7 @@ def test_second_compile_runs_no_rustc(monkeypatch):
     second = prust.compile(source, progress=False)
     assert len(calls) == 1, "the second compile of the same source must come from the cache"
     assert second.code == first.code and second.kernels == first.kernels
-    prust.compile(source, "sm_86", progress=False)  # another arch is another cache entry
+    prust.compile(source, arch="sm_86", progress=False)  # another arch is another cache entry
     assert len(calls) == 2
 
 

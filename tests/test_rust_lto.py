@@ -75,7 +75,7 @@ def sass(cubin: bytes, tmp_path) -> str:
 
 @BOTH_DIALECTS
 def test_numba_kernel_inlines_a_rust_device_function_through_lto(tmp_path, arch):
-    rust = prust.compile(DEVICE_FN, arch, output="ltoir", progress=False)
+    rust = prust.compile(DEVICE_FN, arch=arch, output="ltoir", progress=False)
     assert rust.kind is CodeKind.LTOIR and rust.arch == arch and rust.link_options == ("-fma=0",)
     assert str(rust.device_functions["rust_fma"]).endswith("fn rust_fma(a: f32, b: f32, c: f32) -> f32")
     assert "--emit llvm-ir" in " ".join(rust.provenance.options)
@@ -94,16 +94,16 @@ def test_numba_kernel_inlines_a_rust_device_function_through_lto(tmp_path, arch)
 
 
 def test_the_same_link_through_ptx_is_a_call(tmp_path):
-    rust = prust.compile(DEVICE_FN, ARCH, progress=False)
+    rust = prust.compile(DEVICE_FN, arch=ARCH, progress=False)
     image = ptxbridge.link([numba_caller("ptx"), rust], arch=ARCH)
     assert len(re.findall(r"\bCALL\b", sass(image.cubin, tmp_path))) == STEPS
 
 
 @BOTH_DIALECTS
 def test_rust_lto_kernel_calls_another_rust_lto_artifact(arch):
-    kernel = prust.compile(KERNEL, arch, output="ltoir", progress=False)
+    kernel = prust.compile(KERNEL, arch=arch, output="ltoir", progress=False)
     assert set(kernel.kernels) == {"twice_plus_one"} and set(kernel.imports) == {"rust_fma"}
-    device = prust.compile(DEVICE_FN, arch, output="ltoir", progress=False)
+    device = prust.compile(DEVICE_FN, arch=arch, output="ltoir", progress=False)
     # both define rustc's panic handler under one name: internal in each, so they link
     image = ptxbridge.link([kernel, device], arch=arch)
     assert set(image.kernels) == {"twice_plus_one"}
@@ -113,7 +113,7 @@ def test_rust_lto_kernel_calls_another_rust_lto_artifact(arch):
 
 
 def test_the_no_fma_policy_cannot_be_overridden():
-    rust = prust.compile(DEVICE_FN, ARCH, output="ltoir", progress=False)
+    rust = prust.compile(DEVICE_FN, arch=ARCH, output="ltoir", progress=False)
     with pytest.raises(LinkError, match=r"device_fn was built with -fma=0 but LinkOptions.fma=True"):
         ptxbridge.link([numba_caller("ltoir"), rust], arch=ARCH, options=LinkOptions(fma=True))
 
@@ -159,7 +159,7 @@ def test_llvm7_rewrite_computes_what_rustcs_own_ptx_computes():
                         [np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, -0.0, 3e9]]).astype(np.float32)
     results = []
     for output in ("ptx", "ltoir"):
-        module = ptxbridge.link([prust.compile(MIX, "sm_90", output=output, progress=False)],
+        module = ptxbridge.link([prust.compile(MIX, arch="sm_90", output=output, progress=False)],
                                 arch="sm_90").load("cpu")
         pairs = np.zeros(n, dtype=[("a", np.float32), ("b", np.int32)])
         pairs["b"] = np.arange(n) - 100
@@ -177,21 +177,21 @@ def test_what_llvm7_cannot_state_is_refused_naming_the_line(toolchain):
     source = (KERNEL.replace('unsafe extern "C" { fn rust_fma(a: f32, b: f32, c: f32) -> f32; }\n', "")
               .replace("n: u32)", 'n: u32, f: extern "C" fn(f32, f32, f32) -> f32)')
               .replace("rust_fma(", "f("))
-    assert prust.compile(source, "sm_100", output="ltoir", progress=False).kernels  # LLVM 22 states it
+    assert prust.compile(source, arch="sm_100", output="ltoir", progress=False).kernels  # LLVM 22 states it
     lines = rustc_ir(source, "sm_90", toolchain).decode().splitlines()
     number = next(n for n, line in enumerate(lines, 1) if "%f(" in line)
     with pytest.raises(CompileError, match=rf"LLVM 7 NVVM IR .* cannot state an indirect call .* of rustc's "
                                            rf"IR line {number}: %\w+ = tail call .*%f\(.* output='ptx'"):
-        prust.compile(source, "sm_90", output="ltoir", progress=False)
+        prust.compile(source, arch="sm_90", output="ltoir", progress=False)
 
 
 def test_a_libnvvm_llvm_neither_7_nor_rustcs_is_refused(monkeypatch, toolchain):
     monkeypatch.setattr(nvvm, "llvm_major", lambda arch: 20)
     with pytest.raises(CompileError, match=rf"rustc's LLVM {toolchain.llvm_major} IR, but libNVVM reads "
                                            r"LLVM 20 for sm_90.* output='ptx'"):
-        prust.compile(DEVICE_FN, "sm_90", output="ltoir", progress=False)
+        prust.compile(DEVICE_FN, arch="sm_90", output="ltoir", progress=False)
 
 
 def test_unknown_output_is_an_argument_error():
     with pytest.raises(ArgumentError, match=r"output must be one of \('ptx', 'ltoir'\) \(got 'cubin'\)"):
-        prust.compile(DEVICE_FN, ARCH, output="cubin", progress=False)
+        prust.compile(DEVICE_FN, arch=ARCH, output="cubin", progress=False)

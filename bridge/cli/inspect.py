@@ -9,7 +9,7 @@ recursively into ``children``.  ``.rs`` files and crate folders are compiled wit
 (:func:`compile_source`), and the code they produce is inspected.
 
 Signatures come, first match wins, from ``--signatures`` (else a sidecar file,
-see :mod:`ptxbridge.artifact`), from the frontend that compiled a source or the
+see :mod:`ptxbridge.artifacts.artifact`), from the frontend that compiled a source or the
 saved image that holds the code, or from a cuTile mangled name; each is checked
 against the code and the result
 ("ok" or the :class:`AbiMismatchError` message) is reported beside it.
@@ -34,13 +34,14 @@ from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifact import Artifact, coerce_signatures, sidecar_signatures
+from ptxbridge.artifacts.artifact import Artifact
+from ptxbridge.artifacts.signatures import coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
-from ptxbridge.rust.payloads import bundle_choice, load_rule
+from ptxbridge.oxide.payloads import bundle_choice, load_rule
 
 __all__ = ["compile_source", "format_report", "inspect_bytes", "inspect_path", "is_source"]
 
-_MAX_FILE = 1 << 31  # as ptxbridge.artifact: nothing larger is read into memory
+_MAX_FILE = 1 << 31  # as ptxbridge.artifacts.artifact: nothing larger is read into memory
 _NO_KERNELS = {
     "ltoir": "NVVM LTO-IR: kernels cannot be listed from LTO-IR without nvJitLink "
              "(link it to a cubin with ptxbridge.link, then inspect the cubin)",
@@ -131,7 +132,7 @@ def _read(path: Path) -> bytes:
 
 
 def _signatures_file(spec: str | Path) -> list[Signature]:
-    """Signatures from a JSON manifest (``.json``) or signature-text file, through ``ptxbridge.artifact``."""
+    """Signatures from a JSON manifest (``.json``) or signature-text file (as artifacts read them)."""
     path = Path(spec)
     if path.suffix == ".json":
         return coerce_signatures(path)
@@ -316,12 +317,13 @@ def _image(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
     found = read_image_file(data, source)
     sigs.frontend, sigs.origin = {**found.device_functions, **found.kernels}, "image"
     children = []
-    for i, ((kind, code), offset) in enumerate(zip(image_file_sections(found), found.offsets, strict=True)):
+    for i, ((kind, built, code), offset) in enumerate(zip(image_file_sections(found), found.offsets,
+                                                          strict=True)):
         child = inspect_bytes(code, f"{source} section {i} at {offset:#x}", sigs, nested=True)
-        arch = found.arch if kind == "cubin" else next(iter(child.get("target", ())), None)
+        arch = built if kind == "cubin" else next(iter(child.get("target", ())), None)
         children.append({"image": {"index": i, "kind": "elf" if kind == "cubin" else kind, "arch": arch,
                                    "offset": offset, "compression": None}, **child})
-    note = (f"ptxbridge image, format {found.version}, for {found.arch or 'any arch'} "
+    note = (f"ptxbridge image, format {found.version}, for {', '.join(found.cubins) or 'any arch'} "
             f"({found.created_by or 'creator unknown'}; checksum ok): {len(found.kernels)} kernels, "
             f"{len(found.ptx)} PTX modules for the CPU loader")
     return {"format": "image", "format_version": found.version, "arch": found.arch,

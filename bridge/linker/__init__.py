@@ -4,6 +4,8 @@
 with exports), ``target`` (arch names, the default arch, PTX ISA per driver), ``device_runtime``
 (libcudadevrt for device-side launches), ``embedded`` (the PTX in fatbins, objects and libraries, for
 the CPU loader) and ``nvjitlink`` (:func:`link` and :func:`load`).
+
+``finalize``: NVVM IR inputs under their compile policies; LTO-IR to PTX for the CPU loader.
 """
 
 from .nvjitlink import link, load, nvjitlink_version

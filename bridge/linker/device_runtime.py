@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ptxbridge.abi.errors import ToolchainError
 from ptxbridge.abi.ptx import PtxModule
-from ptxbridge.artifact import Artifact, CodeKind, artifact_from_file
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, artifact_from_file
 
 __all__ = ["device_runtime", "is_device_runtime", "runtime_calls"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ptxbridge.abi.errors import FormatError, OptionError
 from ptxbridge.abi.fatbin import read_fatbin
-from ptxbridge.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.embedded import host_objects
 
 __all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]

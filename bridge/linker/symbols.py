@@ -16,7 +16,7 @@ from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
 from ptxbridge.abi.lowering import lower_param, lower_params
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifact import Artifact, CodeKind
+from ptxbridge.artifacts.artifact import Artifact, CodeKind
 
 __all__ = ["check_symbols", "parsed_ptx"]
 

@@ -1,4 +1,17 @@
-"""ptxbridge.loaders.emulator: run PTX on the CPU (NumPy-vectorized SIMT interpreter)."""
+"""ptxbridge.loaders.emulator: run PTX on the CPU (NumPy-vectorized SIMT interpreter).
+
+Modules::
+
+    backend            the Backend
+    parse, program, build          PTX -> linked program of closures
+    ops_int, ops_float, ops_half, ops_set, ops_data, ops_mem, ops_async, ops_warp, ops_control,
+    float_math, values, builtins   instructions and their exact semantics
+    machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
+    liveness           block-local registers (masked writes that need no mask)
+    compiled/          the compiled tier (its own room, loaders/emulator/compiled/)
+    heap               device malloc/free (new/delete)
+    _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter
+"""
 
 from .backend import EmulatorBackend
 

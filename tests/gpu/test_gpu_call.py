@@ -18,7 +18,7 @@ import pytest
 from _images import image
 
 from ptxbridge.abi import AbiMismatchError, ArgumentError, Param, Scalar, Signature, dtype
-from ptxbridge.image import Image
+from ptxbridge.artifacts.image import Image
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")

@@ -152,7 +152,7 @@ def test_capturing_a_debug_op_is_refused_before_it_launches(checked):
 def jax():
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to torch
     found = pytest.importorskip("jax")
-    pytest.importorskip("ptxbridge._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib at build)")
+    pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
     if not any(d.platform == "gpu" for d in found.devices()):
         pytest.skip("JAX sees no GPU")
     return found
@@ -233,7 +233,7 @@ def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
     import jax.numpy as jnp
 
     import ptxbridge.jax as pj
-    import ptxbridge.xla_ffi as xf
+    import ptxbridge.jax.xla_ffi as xf
 
     raxpy = pj.op(image("cpp"), "raxpy", derived={"n": "numel x"}, grid=lambda n: cover(n), block=BLOCK)
     x = jnp.arange(1000, dtype=jnp.float32)
@@ -243,7 +243,7 @@ def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
     overlapping = dataclasses.replace(honest, slots=((8, 0), (16, -1)))
     result = jax.ShapeDtypeStruct((1000,), jnp.float32)
     call = jax.ffi.ffi_call(xf.TARGET, result, input_output_aliases={0: 0})
-    attributes = xf.cuda_attributes(overlapping, raxpy._cuda_facts(0))
+    attributes = xf.attributes(overlapping, raxpy.image, "cuda")
     refused = r"raxpy: argument 'y' \(\*mut restrict f32\) overlaps argument 'x' .* \(4000 bytes\)"
     with pytest.raises(Exception, match=refused):
         jax.jit(lambda x: call(x, **attributes))(x).block_until_ready()

@@ -27,7 +27,7 @@ from ptxbridge.abi.oxart import (
     PayloadKind,
     write_oxart,
 )
-from ptxbridge.artifact import artifact_from_bytes
+from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.linker import LinkOptions
 from ptxbridge.linker.target import device_arch
 from ptxbridge.nvvm import compile_to_ltoir
@@ -86,7 +86,7 @@ def test_cuda_oxide_device_function_called_from_cpp_on_the_gpu(tmp_path):
         'extern "C" __global__ void use_affine(const float* x, float* y, unsigned n) {\n'
         "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  if (i < n) y[i] = affine(2.0f, 1.0f, x[i]);\n}\n",
-        device_arch(0), "ltoir", name="user.cu")
+        arch=device_arch(0), output="ltoir", name="user.cu")
     with ptxbridge.link([libm(tmp_path, OxartOptions()), user], arch=device_arch(0)).load(0) as module:
         x, y = torch.arange(256, dtype=torch.float32, device="cuda"), torch.zeros(256, device="cuda")
         module.use_affine(x, y, 256, grid=2, block=128)
