@@ -128,10 +128,21 @@ j{j}:
   %r{j} = phi {t} [%a{j}, %vl{j}], [%b{j}, %bl{j}], [%g{j}, %gl{j}]"""
 
 
+def _consecutive(pointers: str, first: str, out: str, size: int) -> str:
+    """IR: ``out`` = whether lane ``k`` of ``pointers`` is ``first`` (lane 0's) plus ``k * size``."""
+    steps = ", ".join(f"i64 {k * size}" for k in range(32))
+    tag = out[1:]
+    return f"""  {first} = extractelement <32 x i64> {pointers}, i32 0
+  %{tag}.h = insertelement <32 x i64> poison, i64 {first}, i32 0
+  %{tag}.s = shufflevector <32 x i64> %{tag}.h, <32 x i64> poison, <32 x i32> zeroinitializer
+  %{tag}.e = add <32 x i64> %{tag}.s, <{steps}>
+  %{tag}.q = icmp eq <32 x i64> {pointers}, %{tag}.e
+  {out} = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %{tag}.q)"""
+
+
 def _move(kind: str, bits: int) -> str:
     """``@fetch_iN`` / ``@put_iN``: ``count`` elements per lane at checked pointers."""
     size, t = bits // 8, f"<32 x i{bits}>"
-    steps = ", ".join(f"i64 {k * size}" for k in range(32))
     offsets = f"""  %off = mul i64 %c, {size}
   %h = insertelement <32 x i64> poison, i64 %off, i32 0
   %offs = shufflevector <32 x i64> %h, <32 x i64> poison, <32 x i32> zeroinitializer
@@ -154,12 +165,7 @@ def _move(kind: str, bits: int) -> str:
     else:
         body = f"""
   %v = load {t}, ptr %vp, align 8
-  %first = extractelement <32 x i64> %pv, i32 0
-  %h0 = insertelement <32 x i64> poison, i64 %first, i32 0
-  %spread0 = shufflevector <32 x i64> %h0, <32 x i64> poison, <32 x i32> zeroinitializer
-  %expect = add <32 x i64> %spread0, <{steps}>
-  %same = icmp eq <32 x i64> %pv, %expect
-  %cons = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %same)
+{_consecutive("%pv", "%first", "%cons", size)}
   br i1 %cons, label %vs, label %ss
 vs:
   %p0 = inttoptr i64 %first to ptr
@@ -192,7 +198,6 @@ done:
 def helper_ir(kind: str, bits: int) -> str:
     """``@load_iN`` / ``@store_iN`` (checked) and the ``@fetch_iN`` / ``@put_iN`` they move with."""
     size, t = bits // 8, f"<32 x i{bits}>"
-    steps = ", ".join(f"i64 {k * size}" for k in range(32))
     name = "fetch" if kind == "load" else "put"
     write = "true" if kind == "store" else "false"
     if kind == "load":
@@ -209,12 +214,7 @@ entry:
   %addr0 = load <32 x i64>, ptr %addrp
   %full = icmp eq i32 %bits, -1
   %single = icmp eq i64 %count, 1
-  %lead = extractelement <32 x i64> %addr0, i32 0
-  %hl = insertelement <32 x i64> poison, i64 %lead, i32 0
-  %spreadl = shufflevector <32 x i64> %hl, <32 x i64> poison, <32 x i32> zeroinitializer
-  %expectl = add <32 x i64> %spreadl, <{steps}>
-  %samel = icmp eq <32 x i64> %addr0, %expectl
-  %consl = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %samel)
+{_consecutive("%addr0", "%lead", "%consl", size)}
   %f1 = and i1 %full, %single
   %f2 = and i1 %f1, %consl
   br i1 %f2, label %fast, label %general

@@ -44,36 +44,10 @@ def field(name: str) -> str:
 
 def shared_ir() -> str:
     return f"""
-define internal i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size) {{
-entry:
-  %np = getelementptr i64, ptr %ctx, i64 {field("nregions")}
-  %n = load i64, ptr %np
-  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
-  %ti = load i64, ptr %tp
-  %tab = inttoptr i64 %ti to ptr
-  %hp = getelementptr i64, ptr %ctx, i64 {field("hint")}
-  %h = load i64, ptr %hp
-  %hrow = mul i64 %h, 4
-  %hb = getelementptr i64, ptr %tab, i64 %hrow
-  %hbase = load i64, ptr %hb
-  %he = getelementptr i64, ptr %hb, i64 1
-  %hend = load i64, ptr %he
-  %hc1 = icmp uge i64 %lo, %hbase
-  %hc2 = icmp ult i64 %hi, %hend
-  %hroom = sub i64 %hend, %hi
-  %hc3 = icmp uge i64 %hroom, %size
-  %hc12 = and i1 %hc1, %hc2
-  %hin = and i1 %hc12, %hc3
-  br i1 %hin, label %hit, label %loop
-hit:
-  ret i64 %h
-loop:
-  %i = phi i64 [0, %entry], [%i1, %next]
-  %more = icmp ult i64 %i, %n
-  br i1 %more, label %body, label %none
-body:
-  %row = mul i64 %i, 4
-  %bp = getelementptr i64, ptr %tab, i64 %row
+; whether [lo, hi + size) lies in region row %row of the table (end - hi, as hi + size may wrap)
+define internal i1 @inside(ptr %tab, i64 %row, i64 %lo, i64 %hi, i64 %size) alwaysinline {{
+  %r4 = mul i64 %row, 4
+  %bp = getelementptr i64, ptr %tab, i64 %r4
   %base = load i64, ptr %bp
   %ep = getelementptr i64, ptr %bp, i64 1
   %end = load i64, ptr %ep
@@ -83,6 +57,28 @@ body:
   %c3 = icmp uge i64 %room, %size
   %c12 = and i1 %c1, %c2
   %in = and i1 %c12, %c3
+  ret i1 %in
+}}
+
+define internal i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size) {{
+entry:
+  %np = getelementptr i64, ptr %ctx, i64 {field("nregions")}
+  %n = load i64, ptr %np
+  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
+  %ti = load i64, ptr %tp
+  %tab = inttoptr i64 %ti to ptr
+  %hp = getelementptr i64, ptr %ctx, i64 {field("hint")}
+  %h = load i64, ptr %hp
+  %hin = call i1 @inside(ptr %tab, i64 %h, i64 %lo, i64 %hi, i64 %size)
+  br i1 %hin, label %hit, label %loop
+hit:
+  ret i64 %h
+loop:
+  %i = phi i64 [0, %entry], [%i1, %next]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %none
+body:
+  %in = call i1 @inside(ptr %tab, i64 %i, i64 %lo, i64 %hi, i64 %size)
   %i1 = add i64 %i, 1
   br i1 %in, label %found, label %next
 next:
