@@ -15,7 +15,7 @@ so one unsupported kernel does not take the rest of its module down.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -54,6 +54,9 @@ class Program:
         addresses), in order and by name.
     shared_static, local_size
         Bytes of static shared memory per block and of local memory per thread.
+    symbols
+        Each translated function's name lookup (label, variable, parameter -> :class:`Symbol`),
+        for the compiled tier, which translates the same instructions again.
     reserves
         Whether a module reads ``%reserved_smem_offset_*``: the block's first
         ``RESERVED_SMEM`` bytes of shared memory are then the system's (cooperative groups' scratch).
@@ -65,6 +68,7 @@ class Program:
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
         self.named: dict[str, Region] = {}
+        self.symbols: dict[str, Callable[[str], Symbol | None]] = {}
         # the reserved shared memory (cooperative groups' scratch) comes first when a module asks for it
         self.reserves = any(b"%reserved_smem" in (t.encode() if isinstance(t, str) else t) for t in texts)
         self.shared_static = RESERVED_SMEM if self.reserves else 0
@@ -265,6 +269,7 @@ class Program:
         def resolve(name: str) -> Symbol | None:
             return local.get(name) or module_scope.get(name) or self._exported.get(name)
 
+        self.symbols[fn.name] = resolve
         steps = []
         needs: set[str] = set()
         written: list[list[tuple[str, list[bool]]]] = []
