@@ -27,6 +27,7 @@ Modules::
     elf.py, nvinfo.py  ELF sections and .nv.info records (KPARAM, REQNTID, cluster...)
     cubin.py           cubin reader (kernels, launch facts, Tile IR marker, embedded PTX)
     fatbin.py          fatbin containers (lz4, zstd)
+    ltoir.py           the target an LTO-IR file records in its header
     archive.py         ar archives (.a static libraries: GNU and BSD member names)
     oxart.py           cuda-oxide .oxart bundles (and the .options policy files)
     cutile_cache.py    cutile-rs JIT cache entries (CUTILECUBIN header + cubin)
@@ -34,9 +35,12 @@ Modules::
     sniff.py           format detection by content
     cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
+    rust_names.py      Rust v0 symbols as paths (core::panicking::panic_bounds_check)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
+    targets.py         GPU targets (sm_90a, compute_90, (9, 0)): the one parser and compatibility rules
     errors.py          PtxBridgeError and its subclasses
     raised.py          the exception table of a numba debug kernel (what each stored error code means)
+    panic_record.py    the record a Rust kernel's panic is written to (read after the launch)
 """
 from __future__ import annotations
 
@@ -54,9 +58,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {  # public name -> (module, its name the
     "CompileError": ("errors", "CompileError"), "CudaError": ("errors", "CudaError"),
     "EmulatorError": ("errors", "EmulatorError"), "FormatError": ("errors", "FormatError"),
     "KernelRaisedError": ("errors", "KernelRaisedError"), "LinkError": ("errors", "LinkError"),
+    "KernelTrapError": ("errors", "KernelTrapError"),
     "MemoryAccessError": ("errors", "MemoryAccessError"), "OptionError": ("errors", "OptionError"),
     "PtxBridgeError": ("errors", "PtxBridgeError"),
-    "SignatureSyntaxError": ("errors", "SignatureSyntaxError"),
+    "SignatureSyntaxError": ("errors", "SignatureSyntaxError"), "TargetError": ("errors", "TargetError"),
     "ToolchainError": ("errors", "ToolchainError"),
     "UnsupportedInstructionError": ("errors", "UnsupportedInstructionError"),
     "Fatbin": ("fatbin", "Fatbin"), "read_fatbin": ("fatbin", "read_fatbin"),
@@ -85,6 +90,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {  # public name -> (module, its name the
     "format_signature": ("syntax", "format_signature"), "format_type": ("syntax", "format_type"),
     "parse_signature": ("syntax", "parse_signature"), "parse_signatures": ("syntax", "parse_signatures"),
     "parse_type": ("syntax", "parse_type"),
+    "Target": ("targets", "Target"), "parse_target": ("targets", "parse_target"),
 }
 __all__ = sorted(_EXPORTS)
 

@@ -7,6 +7,8 @@ argument, tool log, driver code).  Messages read "subject: rule (got ...)".
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AbiMismatchError",
     "ArgumentError",
@@ -16,10 +18,12 @@ __all__ = [
     "EmulatorError",
     "FormatError",
     "KernelRaisedError",
+    "KernelTrapError",
     "LinkError",
     "MemoryAccessError",
     "PtxBridgeError",
     "SignatureSyntaxError",
+    "TargetError",
     "ToolchainError",
     "UnsupportedInstructionError",
 ]
@@ -60,6 +64,14 @@ class OptionError(PtxBridgeError, ValueError):
     """An option given to a frontend, the linker or a loader is not valid (arch, output, flags)."""
 
 
+class TargetError(ArgumentError, OptionError):
+    """A GPU target that is not one (``sm_9``, ``gfx90a``), or one the code at hand cannot serve.
+
+    One class for every frontend, the linker and the loaders; it is both an :class:`ArgumentError`
+    and an :class:`OptionError` (so a ``TypeError`` and a ``ValueError``), which each raised before.
+    """
+
+
 class ToolchainError(PtxBridgeError, RuntimeError):
     """A compiler or library is missing; the message says what to install."""
 
@@ -77,13 +89,16 @@ class LinkError(CompileError):
 
 
 class KernelRaisedError(PtxBridgeError, RuntimeError):
-    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception.
+    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception, or a
+    thread of a Rust kernel panicked.
 
     ``exception``: that exception (built-in types; None for others), ``tid`` / ``ctaid``:
-    the first raising thread, as numba-cuda's launcher reports them.
+    the first raising thread, as numba-cuda's launcher reports them; ``panic``: a Rust panic's
+    record (message, file, line, column; ``ptxbridge.abi.panic_record.PanicRecord``), else None.
     """
 
     exception: BaseException | None = None
+    panic: Any = None
     tid: tuple[int, int, int] = (0, 0, 0)
     ctaid: tuple[int, int, int] = (0, 0, 0)
 
@@ -98,6 +113,11 @@ class CudaError(PtxBridgeError, RuntimeError):
 
 class EmulatorError(PtxBridgeError, RuntimeError):
     """The CPU PTX interpreter cannot run a kernel."""
+
+
+class KernelTrapError(EmulatorError):
+    """A thread executed PTX ``trap`` on the CPU loader (cuda-oxide lowers a panic to it); the message
+    names the kernel, the thread and, where the PTX has line info, the source line."""
 
 
 class UnsupportedInstructionError(EmulatorError):

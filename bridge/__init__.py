@@ -22,10 +22,12 @@ from ptxbridge.abi.errors import (
     EmulatorError,
     FormatError,
     KernelRaisedError,
+    KernelTrapError,
     LinkError,
     MemoryAccessError,
     OptionError,
     PtxBridgeError,
+    TargetError,
     ToolchainError,
 )
 
@@ -38,7 +40,8 @@ _LAZY = {  # public name -> the module that defines it, imported on first use
 }
 __all__ = [
     "AbiMismatchError", "ArgumentError", "CompileError", "CudaError", "EmulatorError", "FormatError",
-    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "ToolchainError",
+    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "TargetError",
+    "ToolchainError", "KernelTrapError",
     *_LAZY,
 ]
 __version__ = "0.1.0"

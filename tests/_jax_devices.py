@@ -15,6 +15,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _cuda_sources import SQUARE_MUL, VADD_AXPY
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -22,26 +23,10 @@ import ptxbridge
 import ptxbridge.jax as pj
 from ptxbridge import nvrtc
 
-CPP = r"""
-extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
+CPP = VADD_AXPY + SQUARE_MUL + r"""
 extern "C" __global__ void addrow(const float* x, const float* r, float* y, int rows, int cols) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < rows * cols) y[i] = x[i] + r[i % cols];
-}
-extern "C" __global__ void square(const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = x[i] * x[i];
-}
-extern "C" __global__ void mul(const float* a, const float* b, float s, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = s * a[i] * b[i];
 }
 """
 BLOCK = 64

@@ -17,21 +17,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _cuda_sources import SQUARE_MUL
 from torch import nn
 
 import ptxbridge
 import ptxbridge.torch as pt
 
-CPP = r"""
-extern "C" __global__ void square(const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = x[i] * x[i];
-}
-extern "C" __global__ void mul(const float* a, const float* b, float s, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = s * a[i] * b[i];
-}
-"""
+CPP = SQUARE_MUL
 BATCH, IN, HIDDEN, OUT = 8, 6, 16, 4
 WORLD = 2
 DEVICE = torch.device("cpu")  # rank r's cuda:r under ``cuda``

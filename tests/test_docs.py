@@ -131,6 +131,7 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("linking.md", 2): link_setup,
     ("linking.md", 3): GPU,
     ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
+    ("image-format.md", 1): needs("cuda.bindings.nvrtc"),  # an image for three targets
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),

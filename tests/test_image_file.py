@@ -82,7 +82,7 @@ def test_the_file_is_laid_out_as_documented(image, saved):
     assert header["unusable"] == header["cpu_unavailable"] == {}  # every kernel usable, each has PTX
     assert header["name_expressions"] == {}  # extern "C" kernels: no name expressions
     assert header["arch"] == "sm_90" and header["created_by"].startswith("ptxbridge")
-    assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin)},
+    assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin), "arch": "sm_90"},
                                   {"kind": "ptx", "size": len(image.ptx[0])}]
     assert payload == image.cubin + image.ptx[0]
     assert header["signatures"]["ptxbridge_manifest"] == 1
@@ -144,8 +144,8 @@ def test_damaged_files_are_format_errors(saved, mangle, message):
     (lambda h, p: ({**h, "arch": "gfx90a"}, p),
      "<f>:header.arch: must be null or look like 'sm_90' or 'sm_90a' (got 'gfx90a')"),
     (lambda h, p: (h, p + b"x"), "<f>:header.sections: sections cover 0 bytes but 1 follow the header"),
-    (lambda h, p: ({**h, "sections": [{"kind": "cubin", "size": 4}] * 2}, b"\0" * 8),
-     "<f>:header.sections[1]: a second cubin section (an image has at most one)"),
+    (lambda h, p: ({**h, "sections": [{"kind": "cubin", "size": 4, "arch": "sm_90"}] * 2}, b"\0" * 8),
+     "<f>:header.sections[1]: a second cubin for sm_90 (an image has one per target)"),
     (lambda h, p: ({**h, "sections": [{"kind": "elf", "size": 0}]}, b""),
      "<f>:header.sections[0].kind: must be one of cubin, ptx (got 'elf')"),
     (lambda h, p: ({**h, "sections": [{"kind": "ptx", "size": -1}]}, b""),
@@ -182,10 +182,16 @@ def test_unusable_and_cpu_unavailable_kernels_survive_save_and_open(tmp_path):
     assert str(info.value) == image.unusable["k"]
 
 
+def _before_version_3(header: dict) -> dict:
+    """``header`` as versions 1 and 2 wrote it: no arch in the (one) cubin section."""
+    return {**header, "sections": [{k: v for k, v in e.items() if k != "arch"} for e in header["sections"]]}
+
+
 def test_a_version_2_file_still_opens(image, saved):
     """Version 2 had no name_expressions key: such a file reads with none, and a version 2 header
     that has one is refused as version 2 always refused it."""
     header, payload = _parts(saved)
+    header = _before_version_3(header)
     del header["name_expressions"]
     opened = ptxbridge.Image.from_bytes(_build(header, payload, version=2), "<v2>")
     assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
@@ -197,6 +203,7 @@ def test_a_version_2_file_still_opens(image, saved):
 def test_a_version_1_file_still_opens(image, saved):
     """Version 1 had no unusable / cpu_unavailable keys: such a file reads with none."""
     header, payload = _parts(saved)
+    header = _before_version_3(header)
     del header["unusable"], header["cpu_unavailable"], header["name_expressions"]
     opened = ptxbridge.Image.from_bytes(_build(header, payload, version=1), "<v1>")
     assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
@@ -302,17 +309,20 @@ def test_a_gpu_device_without_a_driver_says_so_and_names_the_cpu_loader(image, m
 
 @pytest.mark.gpu
 def test_an_image_for_another_arch_says_what_to_rebuild():
+    """A cubin for another arch and no PTX to JIT-compile: refused, naming the GPU, the image's target
+    and the rebuild (tests/gpu/test_gpu_targets.py has the images that do have PTX)."""
     from ptxbridge.loaders.driver import device_arch
 
     here = device_arch(0)
     other = "sm_80" if not here.startswith("sm_8") else "sm_90"
     built = ptxbridge.link([nvrtc.compile(SOURCE, arch=other)], arch=other)
-    image = ptxbridge.Image.from_bytes(built.to_bytes())
+    image = ptxbridge.Image.from_bytes(ptxbridge.Image(built.cubin, built.arch, built.kernels).to_bytes())
     with pytest.raises(CudaError) as info:
         image.load(0)
     assert str(info.value) == (f"cuda:0 is {here} but the image's cubin is built for {other}, which it "
-                               f"cannot run; rebuild the image for {here}: ptxbridge.link(..., "
-                               f"arch={here!r}) or `ptxbridge link ... --arch {here} -o FILE`")
+                               f"cannot run, and it has no PTX to JIT-compile; rebuild the image for {here}: "
+                               f"ptxbridge.link(..., arch={[other, here]!r}) or `ptxbridge link ... --arch "
+                               f"{other},{here} -o FILE`")
     assert info.value.code == "CUDA_ERROR_NO_BINARY_FOR_GPU"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError
 from ptxbridge.abi.image_file import is_image_file
+from ptxbridge.abi.ltoir import read_ltoir_target
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.abi.raised import RaisedException
 from ptxbridge.abi.signature import Signature
@@ -175,6 +176,7 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
     elif kind in (CodeKind.FATBIN, CodeKind.OBJECT):  # a host object's .nv_fatbin reads the same
         arch, kernels, exports = fatbin_signatures(data, given, source)
     else:  # LTO-IR, NVVM IR, archives: nothing to read parameters from
+        arch = _ltoir_arch(data, source) if kind is CodeKind.LTOIR else None
         kernels = {n: s for n, s in given.items() if s.kind == "kernel"}
         exports = {n: s for n, s in given.items() if s.kind == "device"}
     defined = {*kernels, *exports, *imports}
@@ -184,6 +186,14 @@ def artifact_from_bytes(data: bytes, signatures: Iterable[Signature] = (), *, so
                                f"such kernel (has {sorted(kernels) or 'none'})")
     return Artifact(code=bytes(data), kind=kind, arch=arch, kernels=kernels, device_functions=exports,
                     imports=imports, provenance=Provenance(f"file {name}", arch=arch), name=name)
+
+
+def _ltoir_arch(data: bytes, source: str) -> str | None:
+    """The target LTO-IR records; None for a header of a layout not measured (nvJitLink reads it)."""
+    try:
+        return read_ltoir_target(data, source).sm
+    except FormatError:
+        return None
 
 
 def _kind(data: bytes, source: str) -> CodeKind:

@@ -34,5 +34,6 @@ wrapped for users) and picks the tier.
 
 Also: ``nvtx`` (optional NVTX ranges per launch), ``call_form`` (the launch keywords), ``symbols``
 (kernels found by their C++ names), ``members`` (where an argument's tensors sit: by-value structs and
-tuples walked).
+tuples walked), ``raised`` (numba ``debug=True`` exceptions) and ``panics`` (Rust panics), both
+reported after the launch as ``KernelRaisedError``, which keeps such launches on tier 3.
 """

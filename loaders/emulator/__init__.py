@@ -8,7 +8,9 @@ Modules::
     float_math, values, builtins   instructions and their exact semantics
     machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
     liveness           block-local registers (masked writes that need no mask)
+    compiled/          the compiled tier (its own room, loaders/emulator/compiled/)
     heap               device malloc/free (new/delete)
+    lines              source lines from the PTX line table (where a trap is)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter
 """
 
