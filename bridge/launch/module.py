@@ -40,7 +40,7 @@ from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
 from ptxbridge.launch.nvtx import nvtx_ranges
-from ptxbridge.launch.panics import PanicFlag
+from ptxbridge.launch.panics import PANIC_MODES, PanicFlag, check_module_panics
 from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.launch.symbols import global_names, symbol_for
 from ptxbridge.loaders import open_backend
@@ -322,7 +322,10 @@ class Module:
     """
 
     def __init__(self, image: Any, backend: Backend, *, check_aliasing: bool = True,
-                 nvtx: bool | None = None):
+                 nvtx: bool | None = None, panics: str = "raise"):
+        if panics not in PANIC_MODES:
+            raise ArgumentError(f"load: panics must be one of {PANIC_MODES} (got {panics!r})")
+        self.panics = panics
         self.image = image
         self.backend = backend
         self._check_aliasing = bool(check_aliasing)
@@ -400,12 +403,20 @@ class Module:
         if found is None:
             found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id),
                                                        check_aliasing=self._check_aliasing,
-                                                       nvtx=self._nvtx is not None)
+                                                       nvtx=self._nvtx is not None, panics=self.panics)
         return found
 
     def synchronize(self) -> None:
-        """Wait for this module's device; a kernel fault is raised here, naming the last kernel."""
+        """Wait for this module's device; a kernel fault is raised here, naming the last kernel, and
+        with ``panics="defer"`` a Rust panic of any launch since the last check."""
         self.backend.synchronize()
+        if self.panics == "defer":
+            self.check_panics()
+
+    def check_panics(self) -> None:
+        """Raise :class:`~ptxbridge.KernelRaisedError` when a thread of a launch since the last check
+        panicked (waits for the device); nothing for an image without Rust panics."""
+        check_module_panics(self)
 
     def close(self) -> None:
         for sibling in self._siblings.values():
