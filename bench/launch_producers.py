@@ -242,7 +242,7 @@ def numba_rows(work: Path, cubin: bytes, torch: Any) -> dict[str, float | str]:
     import ptxbridge.numba as pn
 
     stream = cuda.stream()
-    handle = int(stream.handle.value)
+    handle = int(getattr(stream.handle, "value", stream.handle))  # ctypes in older numba-cuda, CUstream now
     a, b, c = (cuda.to_device(np.random.random(N).astype(np.float32), stream=stream) for _ in range(3))
     pointers = vadd3_image(cubin).load(0)
     floor = floors(work)

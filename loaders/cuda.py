@@ -30,8 +30,9 @@ from typing import Any
 
 from cuda.bindings import driver as cu
 
+from ptxbridge.abi.check import DeclaredParam, check_layout
 from ptxbridge.abi.devices import DLPACK_CUDA
-from ptxbridge.abi.errors import AbiMismatchError, CudaError
+from ptxbridge.abi.errors import CudaError
 from ptxbridge.abi.layout import MAX_PARAM_BYTES, Packer
 from ptxbridge.abi.signature import Signature
 
@@ -141,30 +142,24 @@ def _check_param_space(name: str, signature: Signature) -> None:
 
 
 def _cross_check(name: str, signature: Signature, function: Any) -> None:
-    """The driver's parameter offsets and sizes must equal ptxbridge's layout
-    (docs/conventions.md, "The driver side").
+    """The driver's parameter offsets and sizes must agree with ptxbridge's layout, by the rules the
+    PTX and cubin checks use (:func:`ptxbridge.abi.check.check_layout`: a slice's pointer and length
+    fill plain rustc's one 16-byte fat-pointer parameter; docs/conventions.md, "The driver side").
 
-    The count is compared where the driver has ``cuFuncGetParamCount``; older
-    drivers are not probed past the end (that is an API error under
-    compute-sanitizer), the linker's KPARAM check covers the count there.
+    The count comes from ``cuFuncGetParamCount`` where the driver has it; older drivers are not
+    probed past the layout's length (that is an API error under compute-sanitizer), and the linker's
+    KPARAM check covers the count there.
     """
-    laid = signature.layout.params
     count = _param_count(function)
-    if count is not None and count != len(laid):
-        raise AbiMismatchError(f"{name}: the signature lowers to {len(laid)} PTX parameters, but the "
-                               f"driver reports {count}")
-    for index, want in enumerate(laid):
+    declared = []
+    for index in range(len(signature.layout.params) if count is None else count):
         err, offset, size = cu.cuFuncGetParamInfo(function, index)
         if err == cu.CUresult.CUDA_ERROR_NOT_SUPPORTED:
             return  # driver older than 12.4: nothing to compare against
         if err != cu.CUresult.CUDA_SUCCESS:
-            raise AbiMismatchError(f"{name}: the signature lowers to {len(laid)} PTX parameters, but the "
-                                   f"driver reports {index}")
-        if (offset, size) != (want.offset, want.param.size):
-            raise AbiMismatchError(
-                f"{name}: parameter {index} '{want.param.name}' is at offset {want.offset} size "
-                f"{want.param.size} in the signature's layout, but the driver reports offset {offset} "
-                f"size {size}")
+            break
+        declared.append(DeclaredParam(index, int(offset), int(size)))
+    check_layout(signature, declared, f"kernel {name} as the driver reports it")
 
 
 _COOP_GROUP_INSTR_OFFSETS = 0x28  # EIATTR number; only grid-sync kernels carry it (cuobjdump -elf, 13.5)

@@ -86,3 +86,16 @@ def test_what_llvm_7_cannot_state_is_refused_naming_the_line():
     with pytest.raises(CompileError, match=r"could not be rewritten in the LLVM 7 dialect .*'freeze'"):
         nvvm.compile_to_ltoir(ir, "frozen.ll", "sm_90")
     assert nvvm.compile_to_ltoir(ir, "frozen.ll", "sm_100")[:4] == b"\xedCN\x7f"  # sm_100 reads it
+
+
+def test_a_libnvvm_without_nvvm_llvm_version_still_splits_the_dialects(monkeypatch):
+    """CUDA 13.0's toolkit libNVVM (the GPU host's) has no nvvmLLVMVersion entry point."""
+    from ptxbridge import nvvm
+
+    class OldLibNVVM:
+        def llvm_version(self, arch):
+            raise RuntimeError("function nvvmLLVMVersion is not found")
+
+    monkeypatch.setattr(nvvm, "_nvvm", OldLibNVVM)
+    assert nvvm.llvm_major("sm_80") == nvvm.llvm_major("sm_90") == nvvm.LEGACY_LLVM
+    assert nvvm.llvm_major("sm_100") == nvvm.UNREPORTED_LLVM

@@ -221,7 +221,9 @@ def test_signature_disagreeing_with_the_driver_fails_at_load():
     good = image("cpp")
     sig = good.kernels["add_one"]
     wrong = Signature("add_one", (sig.params[0], Param("n", Scalar(dtype("i64")))), sig.convention)
-    with pytest.raises(AbiMismatchError, match=r"add_one: parameter 1 'n' .*driver reports offset 8 size 4"):
+    message = (r"add_one: parameter 'n' lowers to 1 param \(s64 at offset 8\) but the kernel add_one as "
+               r"the driver reports it has 1 \(4 bytes at offset 8\)")
+    with pytest.raises(AbiMismatchError, match=message):
         Image(good.cubin, good.arch, {"add_one": wrong}).load(0)
 
 

@@ -83,10 +83,23 @@ def _nvvm() -> Any:
         raise ToolchainError(f"libNVVM is not available ({exc}); {_INSTALL}") from exc
 
 
+OPAQUE_POINTERS_FROM = 10  # the first major compute capability whose IR libNVVM reads with opaque pointers
+LEGACY_LLVM = 7  # the LLVM of libNVVM's typed-pointer dialect
+UNREPORTED_LLVM = 0  # llvm_major's answer for "a current LLVM" where libNVVM cannot name it
+
+
 def llvm_major(arch: str) -> int:
     """The LLVM major version of the IR libNVVM reads for ``arch``: 7 (typed pointers) below sm_100,
-    a current LLVM (opaque pointers) from sm_100 on (``nvvmLLVMVersion``)."""
-    return int(_nvvm().llvm_version(_compute(arch)))
+    a current LLVM (opaque pointers) from sm_100 on (``nvvmLLVMVersion``).  The libNVVM of CUDA 13.0
+    (a toolkit's ``nvvm/``) has no ``nvvmLLVMVersion``: there the split is the same, and a current
+    LLVM is :data:`UNREPORTED_LLVM`."""
+    nvvm = _nvvm()
+    compute = _compute(arch)
+    try:
+        return int(nvvm.llvm_version(compute))
+    except Exception:  # cuda.bindings' FunctionNotFoundError: the entry point is newer than this libNVVM
+        legacy = parse_target(compute).major < OPAQUE_POINTERS_FROM
+        return LEGACY_LLVM if legacy else UNREPORTED_LLVM
 
 
 def ir_version() -> tuple[int, int, int, int]:
