@@ -122,7 +122,7 @@ class EmulatorBackend(Backend):
         steps = self.max_steps if self.max_steps is not None else 1 << 62
         self.thread_instructions += run_kernel(self.program, self._machine, function, grid, block, shared_mem,
                                                bytes(params), buffers, self.max_batch_threads, steps,
-                                               self._heap)
+                                               self._heap, self.image.kernels.get(function))
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""

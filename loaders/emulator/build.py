@@ -77,8 +77,10 @@ class Context:
     """What builders may ask about the function being loaded."""
 
     def __init__(self, function: str, registers: dict[str, str], symbol: Callable[[str], Symbol | None],
-                 ins: Instruction, function_addresses: dict[str, int] | None = None):
+                 ins: Instruction, function_addresses: dict[str, int] | None = None,
+                 origin: frozenset[int] | None = None):
         self.function, self.registers, self._symbol, self.ins = function, registers, symbol, ins
+        self.origin = origin  # the parameters this access's address derives from (see provenance)
         self.function_addresses = function_addresses or {}
         self.needs: set[str] = set()  # what a launch must provide ("grid": every block in one batch)
         self.writes: list[tuple[str, list[bool]]] = []  # per register written: [unmasked] (see liveness)

@@ -23,6 +23,7 @@ import numpy as np
 from ptxbridge.abi.errors import EmulatorError
 from ptxbridge.loaders.base import Buffer
 
+from .extents import named_extents, parameter_extents
 from .frame import Batch, Frame
 from .heap import Heap
 from .machine import Function, Machine
@@ -54,16 +55,18 @@ def pooled() -> Iterator[None]:
 
 def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
     """The caller's memory as regions; overlapping buffers (views of one tensor) are merged."""
-    spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable) for b in buffers if b.nbytes > 0)
+    spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable, b.name) for b in buffers if b.nbytes > 0)
     merged: list[list[Any]] = []
-    for start, end, writable in spans:
+    for start, end, writable, name in spans:
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
             merged[-1][2] = merged[-1][2] or writable
+            merged[-1][3] += [name] if name and name not in merged[-1][3] else []
         else:
-            merged.append([start, end, writable])
-    return [Region(f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
-                   PER_GRID, writable) for start, end, writable in merged]
+            merged.append([start, end, writable, [name] if name else []])
+    return [Region(f"argument {', '.join(repr(n) for n in names)} at 0x{start:x}" if names else
+                   f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
+                   PER_GRID, writable) for start, end, writable, names in merged]
 
 
 class _Specials(dict):
@@ -136,8 +139,9 @@ def shared_bytes(program: Program, shared_mem: int) -> int:
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int, max_steps: int, heap: Heap) -> int:
-    """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run."""
+               max_threads: int, max_steps: int, heap: Heap, signature: Any = None) -> int:
+    """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run.
+    ``signature`` (the image's, when it has one) lets faults name the argument an access overran."""
     needs = program.check_launch(name)
     fn: Function = program.functions[name]
     entry = program.entries[name]
@@ -147,6 +151,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     param_region = Region("kernel parameters", WINDOWS["param"], len(params),
                           np.frombuffer(bytearray(params), np.uint8), PER_GRID, writable=False)
     grid_regions = [*buffer_regions(buffers), *program.variables, param_region]
+    arguments = named_extents(buffers)
+    by_param = parameter_extents(signature, params, arguments)
     per_block = block[0] * block[1] * block[2]
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
@@ -176,7 +182,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             special = _Specials(first, count, grid, block, padded, (program.shared_static, shared_mem),
                                 workspace)
             regions += heap.regions
-            batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps, heap)
+            memory = Memory(regions, block_of, thread_of, arguments, by_param)
+            batch = Batch(n, padded, memory, special, name, max_steps, heap)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps

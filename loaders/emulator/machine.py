@@ -66,6 +66,7 @@ class Function:
     native: Callable[[Frame, Any, tuple[str, ...], tuple[str, ...]], None] | None = None
     refused: UnsupportedInstructionError | None = None
     needs: frozenset[str] = frozenset()
+    files: dict[int, str] | None = None  # the module's .file table, for the source lines of .loc
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -90,6 +91,15 @@ def _schedule(pc: np.ndarray, runnable: np.ndarray) -> tuple[int, np.ndarray, in
     lowest = int(candidates.min())
     here = candidates == lowest
     return lowest, here, int(np.count_nonzero(here)), int(np.where(here, _FAR, candidates).min())
+
+
+def source_line(fn: Function, step: Step) -> str:
+    """`` (kernel.cu:7)`` where the PTX has line info (``.loc``) for the step, else ''."""
+    if step.ins.source is None:
+        return ""
+    number, line = step.ins.source
+    name = (fn.files or {}).get(number, f"file {number}")
+    return f" ({name.rsplit('/', 1)[-1]}:{line})"
 
 
 def _where(fr: Frame, m: Any) -> str:
@@ -129,7 +139,7 @@ class Machine:
             f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
 
     def _fail(self, fn: Function, step: Step) -> str:
-        return f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
+        return f"in {fn.name}, PTX line {step.ins.line}{source_line(fn, step)}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
         """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).

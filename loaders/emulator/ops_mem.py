@@ -125,13 +125,16 @@ def _ld(cx: Context) -> Run:
                 at = element + i if i else element
                 w(fr, typed[at] if m is None else np.take(typed, at, mode="clip"), m)
 
+    origin = cx.origin
+
     def load(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
         if whole:
-            memory.check(plus(base, offset), whole, m, write=False)
+            memory.check(plus(base, offset), whole, m, False, extent)
         for step, w in zip(steps, writers, strict=True):
-            w(fr, memory.load(base, dt, m, step), m)
+            w(fr, memory.load(base, dt, m, step, extent), m)
 
     return load if shared is None else load_shared if based is None else load_based
 
@@ -188,13 +191,16 @@ def _st(cx: Context) -> Run:
                     values = values[m]
                 typed[chosen + i if i else chosen] = values
 
+    origin = cx.origin
+
     def store(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
         if whole:  # checked whole first: a faulting vector store writes none of its elements
-            memory.check(plus(base, offset), whole, m, write=True)
+            memory.check(plus(base, offset), whole, m, True, extent)
         for step, r in zip(steps, readers, strict=True):
-            memory.store(base, dt, r(fr), m, step)
+            memory.store(base, dt, r(fr), m, step, extent)
 
     return store if shared is None else store_shared
 
@@ -305,12 +311,15 @@ def _atom(cx: Context) -> Run:
     rb = cx.read(rest[1], t)
     rc = cx.read(rest[2], t) if name == "cas" else (lambda fr: rb(fr))
     dt = DTYPES[t]
+    origin = cx.origin
 
     def run(fr: Any, m: Any) -> None:
         n = fr.batch.n
         result = np.zeros(n, dt)
         b, c = as_array(rb(fr), n), as_array(rc(fr), n)
-        for typed, threads, element in fr.batch.memory.elements(address(fr), dt, m, n):
+        memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
+        for typed, threads, element in memory.elements(address(fr), dt, m, n, extent):
             result[threads] = apply_atomic(typed, element, b[threads], c[threads], name)
         if w is not None:
             w(fr, result, m)

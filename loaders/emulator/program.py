@@ -29,6 +29,7 @@ from .liveness import block_local, writes
 from .machine import KINDS, PLAIN, Function, Step
 from .memory import PER_GRID, RESERVED_SMEM, WINDOWS, Region
 from .parse import Body, parse_body
+from .provenance import origins
 from .values import DTYPES, immediate
 
 __all__ = ["Program"]
@@ -61,6 +62,7 @@ class Program:
 
     def __init__(self, texts: Sequence[bytes | str]):
         modules = [read_ptx(text, source=f"<ptx #{i}>") for i, text in enumerate(texts)]
+        files = [_source_files(text) for text in texts]
         self.functions: dict[str, Function] = {}
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
@@ -99,7 +101,7 @@ class Program:
             if isinstance(declared, UnsupportedInstructionError):
                 self.functions[name] = _refused(fn, declared)
             else:
-                self.functions[name] = self._translate(fn, *declared, scopes[index])
+                self.functions[name] = self._translate(fn, *declared, scopes[index], files[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
         self._add_builtins(modules)
@@ -251,7 +253,7 @@ class Program:
         return body, local
 
     def _translate(self, fn: PtxFunction, body: Body, local: dict[str, Symbol],
-                   module_scope: dict[str, Symbol]) -> Function:
+                   module_scope: dict[str, Symbol], files: dict[int, str]) -> Function:
         if any(sym.value is None for sym in local.values()):
             dynamic = Symbol("shared", self.dynamic_offset)
             local = {k: dynamic if v.value is None else v for k, v in local.items()}
@@ -262,8 +264,11 @@ class Program:
         steps = []
         needs: set[str] = set()
         written: list[list[tuple[str, list[bool]]]] = []
-        for ins in body.instructions:
-            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses)
+        entry = fn.kind == "entry"
+        kernel_params = {p.name: o for p, o in zip(fn.params, fn.offsets, strict=True)} if entry else {}
+        found = origins(body.instructions, kernel_params, body.registers.__contains__)
+        for ins, origin in zip(body.instructions, found, strict=True):
+            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin)
             builder = OPS.get(ins.opcode)
             try:
                 if builder is None:
@@ -281,7 +286,16 @@ class Program:
         _unmask(body, steps, written)
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
-                        tuple(p.name for p in fn.returns), needs=frozenset(needs))
+                        tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files)
+
+
+_FILE = re.compile(rb'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+
+
+def _source_files(text: bytes | str) -> dict[int, str]:
+    """The ``.file N "name"`` directives of a module (PTX ISA 11.5.3): what ``.loc N line`` names."""
+    data = text.encode() if isinstance(text, str) else text
+    return {int(number): name.decode(errors="replace") for number, name in _FILE.findall(data)}
 
 
 def _unmask(body: Body, steps: list[Step], written: list[list[tuple[str, list[bool]]]]) -> None:
