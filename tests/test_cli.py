@@ -299,7 +299,8 @@ def test_doctor_lists_the_c_extensions_and_finds_libnvvm(capsys, tmp_path):
         assert Path(fast["detail"]).is_file() and "_fastlaunch" in fast["detail"]
     from cuda.bindings import nvvm
 
-    assert checks["libNVVM"]["ok"] and checks["libNVVM"]["detail"].startswith("%d.%d (" % nvvm.version())
+    major, minor = nvvm.version()
+    assert checks["libNVVM"]["ok"] and checks["libNVVM"]["detail"].startswith(f"{major}.{minor} (")
     toolkit = tmp_path / "cuda"
     (toolkit / "nvvm" / "lib64").mkdir(parents=True)
     assert toolkit_libnvvm([tmp_path / "none", toolkit]) is None
