@@ -138,7 +138,8 @@ def test_the_help_title_line_is_whole_words():
               "const float* __restrict__ y, float* out, int n, float alpha, double beta) {}")
     kernel = ptxbridge.load([nvrtc.compile(source)], device="cpu").add_vectors_with_a_long_name
     title = pydoc.render_doc(kernel, renderer=pydoc.plaintext).splitlines()[2]
-    assert title == repr(kernel) == "<ptxbridge kernel add_vectors_with_a_long_name(x, y, out, n, alpha, beta)>"
+    expected = "<ptxbridge kernel add_vectors_with_a_long_name(x, y, out, n, alpha, beta)>"
+    assert title == repr(kernel) == expected
     assert repr(module_of(SOURCE).saxpy) == (
         "<ptxbridge kernel #[convention(c)] kernel saxpy(a: f32, x: *const f32, y: *mut f32, n: i32)>")
 

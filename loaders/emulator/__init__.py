@@ -7,6 +7,8 @@ Modules::
     ops_int, ops_float, ops_half, ops_set, ops_data, ops_mem, ops_async, ops_warp, ops_control,
     float_math, values, builtins   instructions and their exact semantics
     machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
+    provenance, extents            which argument an address comes from; errors that name it
+    watchdog           the step limit, endless-loop detection, progress on long launches
     liveness           block-local registers (masked writes that need no mask)
     heap               device malloc/free (new/delete)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter

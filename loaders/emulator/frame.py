@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .memory import Memory
+from .watchdog import Progress, Watchdog
 
 __all__ = ["Batch", "Frame", "ParamStore"]
 
@@ -19,16 +20,17 @@ class Batch:
     """
 
     __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "special", "steps",
-                 "thread_steps")
+                 "thread_steps", "watchdog")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
-                 max_steps: int, heap: Any = None):
+                 max_steps: int, heap: Any = None, progress: Progress | None = None):
         self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
         self.heap = heap  # the device heap (malloc / free), shared by every launch of a backend
         self.block_threads = block_threads  # per block, padded to whole warps
         self.steps = 0
         self.thread_steps = 0  # sum over steps of the threads at the instruction
         self.max_steps = max_steps
+        self.watchdog = Watchdog(max_steps, progress)  # the machine asks it when steps pass check_at
 
 
 class ParamStore:

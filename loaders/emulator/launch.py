@@ -29,6 +29,7 @@ from .heap import Heap
 from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
+from .watchdog import Progress
 
 try:
     from ._native import restore as _restore_allocator
@@ -166,7 +167,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     shared_size = shared_bytes(program, shared_mem)
     valid = np.arange(padded) < per_block
     executed = 0
-    with np.errstate(all="ignore"), pooled():
+    progress = Progress.for_launch(name, blocks)
+    with np.errstate(all="ignore"), pooled(), _finishing(progress):
         for first in range(0, blocks, per_batch):
             count = min(per_batch, blocks - first)
             n = count * padded
@@ -183,8 +185,20 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
                                 workspace)
             regions += heap.regions
             memory = Memory(regions, block_of, thread_of, arguments, by_param)
-            batch = Batch(n, padded, memory, special, name, max_steps, heap)
+            batch = Batch(n, padded, memory, special, name, max_steps, heap, progress)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps
+            if progress is not None:
+                progress.beat(first + count)
     return executed
+
+
+@contextmanager
+def _finishing(progress: Progress | None) -> Iterator[None]:
+    """The progress line ends whether the launch finishes or fails."""
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress.finish()

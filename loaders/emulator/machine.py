@@ -187,12 +187,12 @@ class Machine:
             step = steps[upc]
             batch.thread_steps += group_count
             batch.steps += 1
-            if batch.steps > batch.max_steps:
-                raise EmulatorError(
-                    f"kernel {batch.kernel!r}: gave up after {batch.max_steps} interpreter steps "
-                    f"{self._fail(fn, step)}: an endless loop, or a spin-wait on another thread of the same "
-                    "block (the emulator runs the lowest program counter first; raise max_steps if the "
-                    "kernel is just long)")
+            if batch.steps > batch.watchdog.check_at:  # the step limit, and now and then a look for a loop
+                verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL,
+                                               (pc, group, live, blocked, bound))
+                if verdict is not None:
+                    raise EmulatorError(f"kernel {batch.kernel!r}: {verdict}; at {_where(fr, group)}, "
+                                        f"{self._fail(fn, step)}")
             m = group
             g = m if step.guard is None else _guarded(step, fr, m)
             kind = step.kind
