@@ -53,6 +53,7 @@ from .errors import (
     KernelRaisedError,
     LinkError,
     MemoryAccessError,
+    SanitizerError,
     OptionError,
     PtxBridgeError,
     SignatureSyntaxError,
@@ -91,7 +92,7 @@ from .syntax import format_signature, format_type, parse_signature, parse_signat
 __all__ = [
     "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
     "CudaError", "DType", "DisjointSlice", "EmulatorError", "FlatParam", "FormatError", "LaidParam",
-    "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray",
+    "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "SanitizerError", "NumbaArray",
     "NumbaRecordArray", "OptionError", "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",

@@ -21,6 +21,7 @@ from ptxbridge.abi import (
     MemoryAccessError,
     OptionError,
     PtxBridgeError,
+    SanitizerError,
     Signature,
     ToolchainError,
 )
@@ -33,6 +34,6 @@ __all__ = [
     "AbiMismatchError", "ArgumentError", "Artifact", "CodeKind", "CompileError", "Convention",
     "CudaError", "EmulatorError", "FormatError", "Image", "LinkError", "OptionError", "Provenance",
     "KernelRaisedError", "PtxBridgeError", "Signature", "ToolchainError", "LinkOptions", "link", "load",
-    "MemoryAccessError", "Kernel", "Module",
+    "MemoryAccessError", "SanitizerError", "Kernel", "Module",
 ]
 __version__ = "0.1.0"

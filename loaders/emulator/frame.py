@@ -9,7 +9,7 @@ import numpy as np
 from .memory import Memory
 from .watchdog import Progress, Watchdog
 
-__all__ = ["Batch", "Frame", "ParamStore"]
+__all__ = ["Batch", "Frame", "ParamStore", "source_line"]
 
 
 class Batch:
@@ -19,7 +19,7 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "special", "steps",
+    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "sanitizer", "special", "steps",
                  "thread_steps", "watchdog")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
@@ -31,6 +31,26 @@ class Batch:
         self.thread_steps = 0  # sum over steps of the threads at the instruction
         self.max_steps = max_steps
         self.watchdog = Watchdog(max_steps, progress)  # the machine asks it when steps pass check_at
+        self.sanitizer: Any = None  # racecheck / initcheck shadow state, when a tool is on
+
+    def where(self, thread: int) -> str:
+        """``block (x, y, z), thread (x, y, z)`` of batch thread ``thread``, for messages."""
+        def axis(name: str) -> int:
+            value = self.special[name]
+            return int(value[thread] if isinstance(value, np.ndarray) else value)
+
+        block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
+        tid = tuple(axis(f"%tid.{c}") for c in "xyz")
+        return f"block {block}, thread {tid}"
+
+
+def source_line(files: dict[int, str] | None, ins: Any) -> str:
+    """`` (kernel.cu:7)`` where the PTX has line info (``.loc``) for the instruction, else ''."""
+    if ins.source is None:
+        return ""
+    number, line = ins.source
+    name = (files or {}).get(number, f"file {number}")
+    return f" ({name.rsplit('/', 1)[-1]}:{line})"
 
 
 class ParamStore:

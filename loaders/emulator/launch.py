@@ -29,6 +29,7 @@ from .heap import Heap
 from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
+from .sanitize import SANITIZED_BATCH_THREADS, Sanitizer
 from .watchdog import Progress
 
 try:
@@ -140,9 +141,13 @@ def shared_bytes(program: Program, shared_mem: int) -> int:
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int, max_steps: int, heap: Heap, signature: Any = None) -> int:
+               max_threads: int, max_steps: int, heap: Heap, signature: Any = None,
+               heap_written: dict[int, Any] | None = None) -> int:
     """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run.
-    ``signature`` (the image's, when it has one) lets faults name the argument an access overran."""
+    ``signature`` (the image's, when it has one) lets faults name the argument an access overran;
+    with a ``sanitize=`` tool on (``program.sanitize``), each batch gets its shadow state, and
+    ``heap_written`` keeps initcheck's record of the device heap between launches."""
+    sanitize = program.sanitize if program.sanitize is not None and program.sanitize.interpreted else None
     needs = program.check_launch(name)
     fn: Function = program.functions[name]
     entry = program.entries[name]
@@ -157,7 +162,7 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     per_block = block[0] * block[1] * block[2]
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
-    per_batch = max(1, max_threads // padded)
+    per_batch = max(1, (max_threads if sanitize is None else min(max_threads, SANITIZED_BATCH_THREADS)) // padded)
     workspace = 0
     if "grid" in needs:  # grid-wide sync: every block at once, and the driver's grid workspace
         per_batch = blocks
@@ -186,6 +191,9 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             regions += heap.regions
             memory = Memory(regions, block_of, thread_of, arguments, by_param)
             batch = Batch(n, padded, memory, special, name, max_steps, heap, progress)
+            if sanitize is not None:
+                batch.sanitizer = Sanitizer(sanitize, batch, name, program.shared_names,
+                                            {} if heap_written is None else heap_written)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps

@@ -21,7 +21,7 @@ import numpy as np
 
 from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 
-from .frame import Frame
+from .frame import Frame, source_line
 from .memory import Fault
 from .parse import Instruction
 from .values import as_array
@@ -93,30 +93,13 @@ def _schedule(pc: np.ndarray, runnable: np.ndarray) -> tuple[int, np.ndarray, in
     return lowest, here, int(np.count_nonzero(here)), int(np.where(here, _FAR, candidates).min())
 
 
-def source_line(fn: Function, step: Step) -> str:
-    """`` (kernel.cu:7)`` where the PTX has line info (``.loc``) for the step, else ''."""
-    if step.ins.source is None:
-        return ""
-    number, line = step.ins.source
-    name = (fn.files or {}).get(number, f"file {number}")
-    return f" ({name.rsplit('/', 1)[-1]}:{line})"
-
-
 def _where(fr: Frame, m: Any) -> str:
     thread = 0 if m is None or m is _SKIP else int(np.flatnonzero(m)[0])
     return _coordinates(fr, thread)
 
 
 def _coordinates(fr: Frame, thread: int) -> str:
-    special = fr.batch.special
-
-    def axis(name: str) -> int:
-        value = special[name]
-        return int(value[thread] if isinstance(value, np.ndarray) else value)
-
-    block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
-    tid = tuple(axis(f"%tid.{c}") for c in "xyz")
-    return f"block {block}, thread {tid}"
+    return fr.batch.where(thread)
 
 
 class Machine:
@@ -139,7 +122,7 @@ class Machine:
             f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
 
     def _fail(self, fn: Function, step: Step) -> str:
-        return f"in {fn.name}, PTX line {step.ins.line}{source_line(fn, step)}: `{step.ins.text}`"
+        return f"in {fn.name}, PTX line {step.ins.line}{source_line(fn.files, step.ins)}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
         """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).
@@ -170,6 +153,8 @@ class Machine:
                 if lowest == _FAR:
                     if blocked is None:
                         break
+                    if batch.sanitizer is not None:  # every waiting thread passes its barrier
+                        batch.sanitizer.barrier()
                     pc = np.where(blocked, pc + 1, pc).astype(np.int32)
                     for reduction, arrived in pending:
                         reduction.finish(fr, votes, blocked, arrived)
@@ -242,6 +227,8 @@ class Machine:
                     pc[g] = upc
                     group_count = 0
                 else:
+                    if g is not _SKIP and batch.sanitizer is not None:  # all live threads at once
+                        batch.sanitizer.barrier()
                     upc += 1
             elif kind == CALL:
                 if g is not _SKIP:

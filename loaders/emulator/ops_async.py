@@ -20,6 +20,7 @@ import numpy as np
 
 from .build import Context, Run, op
 from .parse import Imm
+from .sanitize import WRITE, watched
 from .values import as_array
 
 __all__: list[str] = []
@@ -77,7 +78,7 @@ def _cp(cx: Context) -> Run:
             value = memory.load(start + step, _U8, reading) if reading.any() else np.uint8(0)
             memory.store(to + step, _U8, np.where(take, value, np.uint8(0)), m)
 
-    return copy
+    return watched(cx, copy, ops[0], "shared", size, WRITE) if cx.sanitized else copy
 
 
 def _copy_arrive(cx: Context, noinc: bool) -> Run:

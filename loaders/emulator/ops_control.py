@@ -138,6 +138,8 @@ class GridSync:
 def _bar(cx: Context) -> Control | Run:
     flags = set(cx.ins.mods)
     if "warp" in flags:  # bar.warp.sync: lanes already execute in lockstep here
+        if cx.sanitized:  # but it orders the warp's shared accesses for racecheck
+            return lambda fr, m: fr.batch.sanitizer.warp_sync(m)
         return lambda fr, m: None
     if "red" in flags:
         names = flags & {"popc", "and", "or"}

@@ -17,6 +17,7 @@ import numpy as np
 from .build import Context, Run, op
 from .memory import WINDOWS, plus
 from .parse import Mem, Reg, Sym, Vec
+from .sanitize import ATOMIC, READ, WRITE, watched
 from .values import DTYPES, as_array
 
 __all__ = ["apply_atomic"]
@@ -136,7 +137,10 @@ def _ld(cx: Context) -> Run:
         for step, w in zip(steps, writers, strict=True):
             w(fr, memory.load(base, dt, m, step, extent), m)
 
-    return load if shared is None else load_shared if based is None else load_based
+    chosen = load if shared is None else load_shared if based is None else load_based
+    if cx.sanitized and space not in ("param", "const"):
+        return watched(cx, chosen, src, space, count * size, READ)
+    return chosen
 
 
 _OFFSET_TYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
@@ -202,7 +206,10 @@ def _st(cx: Context) -> Run:
         for step, r in zip(steps, readers, strict=True):
             memory.store(base, dt, r(fr), m, step, extent)
 
-    return store if shared is None else store_shared
+    chosen = store if shared is None else store_shared
+    if cx.sanitized:
+        return watched(cx, chosen, dst, space, count * size, WRITE, lambda fr: [r(fr) for r in readers])
+    return chosen
 
 
 _ATOMIC_OPS = ("add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor")
@@ -324,7 +331,7 @@ def _atom(cx: Context) -> Run:
         if w is not None:
             w(fr, result, m)
 
-    return run
+    return watched(cx, run, rest[0], space, dt.itemsize, ATOMIC) if cx.sanitized else run
 
 
 @op("prefetch", "prefetchu", "discard", "applypriority")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,9 @@ class Program:
         ``RESERVED_SMEM`` bytes of shared memory are then the system's (cooperative groups' scratch).
     """
 
-    def __init__(self, texts: Sequence[bytes | str]):
+    def __init__(self, texts: Sequence[bytes | str], sanitize: Any = None):
+        self.sanitize = sanitize  # the sanitize= tools builders wrap accesses for (None: none)
+        self.shared_names: list[tuple[int, int, str]] = []  # (offset, size, name) of shared variables
         modules = [read_ptx(text, source=f"<ptx #{i}>") for i, text in enumerate(texts)]
         files = [_source_files(text) for text in texts]
         self.functions: dict[str, Function] = {}
@@ -90,6 +93,10 @@ class Program:
             except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
                 parsed[name] = exc
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
+        dynamic = sorted({n for scope in scopes for n, sym in scope.items() if sym.space == "shared" and sym.value is None}
+                         | {n for p in parsed.values() if not isinstance(p, UnsupportedInstructionError)
+                            for n, sym in p[1].items() if sym.space == "shared" and sym.value is None})
+        self.shared_names += [(self.dynamic_offset, 0, name) for name in dynamic]  # 0: runs to the end
         for scope in scopes:
             for name in [n for n, sym in scope.items() if sym.value is None]:
                 scope[name] = Symbol("shared", self.dynamic_offset)
@@ -210,6 +217,7 @@ class Program:
                 return Symbol("shared", None)
             offset = _align(self.shared_static, align)
             self.shared_static = offset + size
+            self.shared_names.append((offset, size, name))
             return Symbol("shared", offset)
         if space == "local":
             offset = _align(self.local_size, align)
@@ -268,7 +276,8 @@ class Program:
         kernel_params = {p.name: o for p, o in zip(fn.params, fn.offsets, strict=True)} if entry else {}
         found = origins(body.instructions, kernel_params, body.registers.__contains__)
         for ins, origin in zip(body.instructions, found, strict=True):
-            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin)
+            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin, self.sanitize,
+                         files)
             builder = OPS.get(ins.opcode)
             try:
                 if builder is None:
