@@ -92,8 +92,8 @@ from .syntax import format_signature, format_type, parse_signature, parse_signat
 __all__ = [
     "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
     "CudaError", "DType", "DisjointSlice", "EmulatorError", "FlatParam", "FormatError", "LaidParam",
-    "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "SanitizerError", "NumbaArray",
-    "NumbaRecordArray", "OptionError", "Opaque", "Packer",
+    "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray",
+    "NumbaRecordArray", "OptionError", "SanitizerError", "Opaque", "Packer",
     "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
     "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
     "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",
