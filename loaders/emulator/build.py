@@ -79,7 +79,8 @@ class Context:
 
     def __init__(self, function: str, registers: dict[str, str], symbol: Callable[[str], Symbol | None],
                  ins: Instruction, function_addresses: dict[str, int] | None = None,
-                 origin: frozenset[int] | None = None, sanitize: Any = None, files: dict[int, str] | None = None):
+                 origin: frozenset[int] | None = None, sanitize: Any = None,
+                 files: dict[int, str] | None = None):
         self.function, self.registers, self._symbol, self.ins = function, registers, symbol, ins
         self.origin = origin  # the parameters this access's address derives from (see provenance)
         self.sanitize = sanitize  # the sanitize= tools (None: none), see .sanitize
@@ -95,7 +96,8 @@ class Context:
 
     def site(self) -> str:
         """``fn, PTX line N (file.cu:7): `text``` for messages about this instruction."""
-        return f"{self.function}, PTX line {self.ins.line}{source_line(self.files, self.ins)}: `{self.ins.text}`"
+        ins = self.ins
+        return f"{self.function}, PTX line {ins.line}{source_line(self.files, ins)}: `{ins.text}`"
 
     def unsupported(self, reason: str) -> UnsupportedInstructionError:
         return UnsupportedInstructionError(

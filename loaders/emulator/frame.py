@@ -19,8 +19,8 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "sanitizer", "special", "steps",
-                 "thread_steps", "watchdog")
+    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "sanitizer", "special",
+                 "steps", "thread_steps", "watchdog")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
                  max_steps: int, heap: Any = None, progress: Progress | None = None):

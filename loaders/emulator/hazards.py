@@ -62,7 +62,8 @@ class Races:
     def _found(self, what: str, index: np.ndarray, threads: np.ndarray, site: int, bad: np.ndarray,
                who: np.ndarray, sites: np.ndarray) -> tuple:
         i = int(np.flatnonzero(bad)[0])
-        return (what, int(index[i]), int(threads[i]), self.sites[site], int(who[i]), self.sites[int(sites[i])])
+        return (what, int(index[i]), int(threads[i]), self.sites[site], int(who[i]),
+                self.sites[int(sites[i])])
 
     def read(self, index: np.ndarray, threads: np.ndarray, site_text: str) -> tuple | None:
         """Note reads of bytes ``index`` by ``threads``; the first read-after-write hazard, or None."""
@@ -90,7 +91,8 @@ class Races:
         writer = self.writer[index]
         bad = self._unordered(writer, self.writer_sync[index], threads) & ~same
         if bad.any():
-            return self._found("write-after-write", index, threads, site, bad, writer, self.writer_site[index])
+            return self._found("write-after-write", index, threads, site, bad, writer,
+                               self.writer_site[index])
         for who, synced, sites in ((self.first, self.first_sync, self.first_site),
                                    (self.other, self.other_sync, self.other_site)):
             reader = who[index]
@@ -108,5 +110,6 @@ class Races:
             return ("write-after-write", int(ranked[i + 1]), int(by[i + 1]), self.sites[site], int(by[i]),
                     self.sites[site])
         self._touched.append(index)
-        self.writer[index], self.writer_sync[index], self.writer_site[index] = threads, self.syncs[threads // 32], site
+        self.writer[index], self.writer_site[index] = threads, site
+        self.writer_sync[index] = self.syncs[threads // 32]
         return None

@@ -162,7 +162,9 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     per_block = block[0] * block[1] * block[2]
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
-    per_batch = max(1, (max_threads if sanitize is None else min(max_threads, SANITIZED_BATCH_THREADS)) // padded)
+    if sanitize is not None:
+        max_threads = min(max_threads, SANITIZED_BATCH_THREADS)
+    per_batch = max(1, max_threads // padded)
     workspace = 0
     if "grid" in needs:  # grid-wide sync: every block at once, and the driver's grid workspace
         per_batch = blocks

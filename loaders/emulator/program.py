@@ -93,9 +93,9 @@ class Program:
             except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
                 parsed[name] = exc
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
-        dynamic = sorted({n for scope in scopes for n, sym in scope.items() if sym.space == "shared" and sym.value is None}
-                         | {n for p in parsed.values() if not isinstance(p, UnsupportedInstructionError)
-                            for n, sym in p[1].items() if sym.space == "shared" and sym.value is None})
+        tables = [*scopes, *(p[1] for p in parsed.values() if not isinstance(p, UnsupportedInstructionError))]
+        dynamic = sorted({n for table in tables for n, sym in table.items()
+                          if sym.space == "shared" and sym.value is None})
         self.shared_names += [(self.dynamic_offset, 0, name) for name in dynamic]  # 0: runs to the end
         for scope in scopes:
             for name in [n for n, sym in scope.items() if sym.value is None]:
@@ -276,8 +276,8 @@ class Program:
         kernel_params = {p.name: o for p, o in zip(fn.params, fn.offsets, strict=True)} if entry else {}
         found = origins(body.instructions, kernel_params, body.registers.__contains__)
         for ins, origin in zip(body.instructions, found, strict=True):
-            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin, self.sanitize,
-                         files)
+            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin,
+                         self.sanitize, files)
             builder = OPS.get(ins.opcode)
             try:
                 if builder is None:

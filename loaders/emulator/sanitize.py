@@ -68,7 +68,8 @@ class Sanitize:
         names = [n.strip() if isinstance(n, str) else n for n in names]
         unknown = [n for n in names if n not in TOOLS]
         if unknown or not names:
-            raise ArgumentError(f"sanitize must name tools from {', '.join(TOOLS)}, as a string or a sequence "
+            raise ArgumentError(f"sanitize must name tools from {', '.join(TOOLS)}, as a string or a sequence"
+                                " "
                                 f"(got {value!r})")
         return cls("racecheck" in names, "initcheck" in names)
 
@@ -81,7 +82,8 @@ def watched(cx: Any, run: Callable[[Any, Any], None], mem: Any, space: str, nbyt
     site = cx.site()
 
     def checked(fr: Any, m: Any) -> None:
-        fr.batch.sanitizer.access(fr, m, address(fr), nbytes, kind, None if values is None else values(fr), site)
+        stored = None if values is None else values(fr)
+        fr.batch.sanitizer.access(fr, m, address(fr), nbytes, kind, stored, site)
         run(fr, m)
     return checked
 
@@ -159,7 +161,8 @@ class Sanitizer:
         return np.zeros(len(threads), np.int64)
 
     def _race(self, fr: Any, region: Any, index: np.ndarray, owners: np.ndarray, kind: int,
-              values: list[Any] | None, threads: np.ndarray, inside: np.ndarray, nbytes: int, site: str) -> None:
+              values: list[Any] | None, threads: np.ndarray, inside: np.ndarray, nbytes: int,
+              site: str) -> None:
         if kind == READ:
             found = self.races.read(index, owners, site)
         else:
@@ -186,7 +189,8 @@ class Sanitizer:
             f"{self.batch.where(int(other))} {verb[1]} it in {other_site}, with no barrier between them "
             "(__syncthreads() for the block, __syncwarp() within a warp)", "racecheck")
 
-    def _init(self, region: Any, index: np.ndarray, owners: np.ndarray, kind: int, nbytes: int, site: str) -> None:
+    def _init(self, region: Any, index: np.ndarray, owners: np.ndarray, kind: int, nbytes: int,
+              site: str) -> None:
         written = self._written(region)
         if kind != WRITE:
             unwritten = ~written[index]
@@ -213,8 +217,8 @@ class Sanitizer:
         else:
             where = f"a device-heap (malloc) block at 0x{region.base + byte:x}"
         access = "an atomic on" if kind == ATOMIC else f"a {nbytes}-byte read of"
-        return SanitizerError(f"kernel {self.kernel!r}: initcheck: {access} {where}, which no thread wrote, by "
-                              f"{self.batch.where(thread)} in {site}", "initcheck")
+        return SanitizerError(f"kernel {self.kernel!r}: initcheck: {access} {where}, which no thread wrote, "
+                              f"by {self.batch.where(thread)} in {site}", "initcheck")
 
     def _variable(self, offset: int) -> str:
         for start, size, name in self.shared_names:
