@@ -45,7 +45,8 @@ def named_extents(buffers: Sequence[Any]) -> list[Extent]:
 
 def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) -> dict[int, Extent]:
     """Parameter byte offset -> the extent of the argument buffer its 8-byte value points into
-    (the argument's own buffers only, so a short view is not mistaken for the tensor it views)."""
+    (the argument's own buffers only, so a short view is not mistaken for the tensor it views); a
+    struct's words too, for its pointer fields."""
     if signature is None or not extents:
         return {}
     found: dict[int, Extent] = {}
@@ -54,13 +55,13 @@ def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) 
     except Exception:
         return {}
     for laid in layout.params:
-        if laid.param.size != 8 or laid.end > len(params):
-            continue
-        value = struct.unpack_from("<Q", params, laid.offset)[0]
         owner = signature.params[laid.param.source].name
-        mine = [e for e in extents if e.name == owner and e.lo <= value <= e.hi and e.hi > e.lo]
-        if mine:
-            found[laid.offset] = max(mine, key=lambda e: e.hi - e.lo)
+        start = -(-laid.offset // 8) * 8  # every aligned word: a pointer, or a struct's pointer field
+        for offset in range(start, min(laid.end, len(params)) - 7, 8):
+            value = struct.unpack_from("<Q", params, offset)[0]
+            mine = [e for e in extents if e.name == owner and e.lo <= value <= e.hi and e.hi > e.lo]
+            if mine:
+                found[offset] = max(mine, key=lambda e: e.hi - e.lo)
     return found
 
 
@@ -92,4 +93,4 @@ def nearest(extents: Sequence[Extent], address: int, size: int) -> str:
     def distance(e: Extent) -> int:
         return e.lo - address if address < e.lo else max(address + size - e.hi, 0)
     best = min(extents, key=distance)
-    return f"; the nearest argument is {best.describe()}, {miss(best, address, size)}"
+    return f"; the nearest is {best.describe()}, {miss(best, address, size)}"

@@ -195,7 +195,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             batch = Batch(n, padded, memory, special, name, max_steps, heap, progress)
             if sanitize is not None:
                 batch.sanitizer = Sanitizer(sanitize, batch, name, program.shared_names,
-                                            {} if heap_written is None else heap_written)
+                                            {} if heap_written is None else heap_written,
+                                            RESERVED_SMEM if program.reserves else 0)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps

@@ -151,7 +151,10 @@ def _mbarrier(cx: Context) -> Run:
             current = fr.batch.memory.load(address(fr), _U64, m) >> np.uint64(63)
             before = np.asarray(expected(fr)).astype(np.uint64) & np.uint64(1) if parity else \
                 np.asarray(expected(fr), np.uint64) >> np.uint64(63)
-            write(fr, current != before, m)  # that phase has completed
+            done = current != before
+            write(fr, done, m)  # that phase has completed
+            if cx.sanitized and np.any(done):  # a completed phase orders the threads that arrived
+                fr.batch.sanitizer.barrier()
 
         return wait
     if "pending_count" in flags:

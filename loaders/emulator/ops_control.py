@@ -17,6 +17,7 @@ import numpy as np
 from .build import Context, Control, Run, op
 from .builtins import GRID_SYNC
 from .parse import Group, Imm, Reg, Sym
+from .sanitize import synchronizing
 from .values import as_array
 
 __all__ = ["BarrierReduction", "CallTarget", "GridSync"]
@@ -157,4 +158,4 @@ def _bar(cx: Context) -> Control | Run:
 
 @op("membar", "fence", "nanosleep", "pmevent", "brkpt")
 def _nop(cx: Context) -> Run:
-    return lambda fr, m: None
+    return synchronizing(cx, lambda fr, m: None)

@@ -17,7 +17,7 @@ import numpy as np
 from .build import Context, Run, op
 from .memory import WINDOWS, plus
 from .parse import Mem, Reg, Sym, Vec
-from .sanitize import ATOMIC, READ, WRITE, watched
+from .sanitize import ATOMIC, READ, WRITE, synchronizing, watched
 from .values import DTYPES, as_array
 
 __all__ = ["apply_atomic"]
@@ -139,7 +139,7 @@ def _ld(cx: Context) -> Run:
 
     chosen = load if shared is None else load_shared if based is None else load_based
     if cx.sanitized and space not in ("param", "const"):
-        return watched(cx, chosen, src, space, count * size, READ)
+        return synchronizing(cx, watched(cx, chosen, src, space, count * size, READ))
     return chosen
 
 
@@ -331,7 +331,7 @@ def _atom(cx: Context) -> Run:
         if w is not None:
             w(fr, result, m)
 
-    return watched(cx, run, rest[0], space, dt.itemsize, ATOMIC) if cx.sanitized else run
+    return synchronizing(cx, watched(cx, run, rest[0], space, dt.itemsize, ATOMIC)) if cx.sanitized else run
 
 
 @op("prefetch", "prefetchu", "discard", "applypriority")

@@ -13,11 +13,14 @@ What each tool reports (the first hazard raises :class:`SanitizerError`):
 
 - racecheck (:mod:`.hazards`): two threads of a block access one byte of
   shared memory, at least one writing, with no barrier between them
-  (``bar.sync`` for the block; ``bar.warp.sync`` orders a warp's own
-  threads); writing the value the byte already holds is no hazard, and
-  atomics are not hazards with each other.
+  (``bar.sync`` for the block, or a completed ``mbarrier`` phase;
+  ``bar.warp.sync`` orders a warp's own threads; a fence or an acquire /
+  release access counts as a barrier, :func:`synchronizing`); writing the
+  value the byte already holds is no hazard, and atomics are not hazards with
+  each other.
 - initcheck: a read (or atomic) of shared, local or device-heap memory no
-  thread wrote: shared and local memory start unwritten at each launch, a
+  thread wrote: shared and local memory start unwritten at each launch
+  (but for the shared memory the system reserves, cooperative groups'), a
   ``malloc`` block when it is allocated.
 """
 
@@ -37,7 +40,8 @@ from .hazards import Races
 from .memory import PER_BLOCK, WINDOWS
 from .values import as_array
 
-__all__ = ["Sanitize", "Sanitizer", "TOOLS", "watched", "READ", "WRITE", "ATOMIC", "SANITIZED_BATCH_THREADS"]
+__all__ = ["Sanitize", "Sanitizer", "TOOLS", "watched", "synchronizing", "READ", "WRITE", "ATOMIC",
+           "SANITIZED_BATCH_THREADS"]
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
 READ, WRITE, ATOMIC = 0, 1, 2
@@ -88,12 +92,29 @@ def watched(cx: Any, run: Callable[[Any, Any], None], mem: Any, space: str, nbyt
     return checked
 
 
+_ORDERING = frozenset(("acquire", "release", "acq_rel"))
+
+
+def synchronizing(cx: Any, run: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """``run``, then a barrier for racecheck when the instruction orders memory itself (a fence, an
+    acquire load, a release or acquire atomic: cooperative groups' tile barriers are made of these).
+    racecheck does not model the memory model, so it forgets what came before rather than report
+    accesses that such a protocol orders."""
+    if not cx.sanitized or not (cx.ins.opcode in ("fence", "membar") or _ORDERING & set(cx.ins.mods)):
+        return run
+
+    def ordered(fr: Any, m: Any) -> None:
+        run(fr, m)
+        fr.batch.sanitizer.barrier()
+    return ordered
+
+
 class Sanitizer:
     """The shadow state of one batch: who touched each shared byte since the last barrier (racecheck)
     and which shared, local and heap bytes were written (initcheck)."""
 
     def __init__(self, options: Sanitize, batch: Any, kernel: str, shared_names: list[tuple[int, int, str]],
-                 heap_written: dict[int, tuple[Any, np.ndarray]]):
+                 heap_written: dict[int, tuple[Any, np.ndarray]], reserved: int = 0):
         self.options, self.batch, self.kernel = options, batch, kernel
         memory = batch.memory
         self.shared = next((r for r in memory.regions if r.base == WINDOWS["shared"]), None)
@@ -105,6 +126,9 @@ class Sanitizer:
             for region in (self.shared, self.local):
                 if region is not None:
                     self.written[id(region)] = (region, np.zeros(len(region.data), bool))
+            if self.shared is not None and reserved:  # the system's (cooperative groups'), set up for it
+                bits = self.written[id(self.shared)][1].reshape(-1, self.shared.stride)
+                bits[:, :reserved] = True
         self.heap_written = heap_written  # device heap blocks outlive launches, and so does what was written
 
     # -- the hooks the program and the machine call ------------------------------------------------
@@ -176,15 +200,17 @@ class Sanitizer:
                     new = None
             found = self.races.write(index, owners, site, new, region.data[index])
         if found is not None:
-            raise self._hazard(region, found)
+            raise self._hazard(region, found, nbytes)
 
-    def _hazard(self, region: Any, found: tuple) -> SanitizerError:
+    def _hazard(self, region: Any, found: tuple, nbytes: int) -> SanitizerError:
         what, byte, thread, site, other, other_site = found
         block_offset = int(byte) % region.stride
+        block_offset -= block_offset % nbytes  # where the access starts (accesses are aligned)
         verb = {"read-after-write": ("reads", "wrote"), "write-after-read": ("writes", "read"),
                 "write-after-write": ("writes", "wrote")}[what]
         return SanitizerError(
-            f"kernel {self.kernel!r}: racecheck: {what} hazard on shared memory at offset {block_offset} "
+            f"kernel {self.kernel!r}: racecheck: {what} hazard on {nbytes} bytes of shared memory at offset "
+            f"{block_offset} "
             f"({self._variable(block_offset)}): {self.batch.where(int(thread))} {verb[0]} it in {site}, and "
             f"{self.batch.where(int(other))} {verb[1]} it in {other_site}, with no barrier between them "
             "(__syncthreads() for the block, __syncwarp() within a warp)", "racecheck")
