@@ -46,19 +46,19 @@ def test_a_spin_on_a_flag_nobody_sets_is_stopped_naming_kernel_thread_and_line(m
     with pytest.raises(EmulatorError) as caught:
         module.wait_for_host(flag, out, grid=2, block=64)
     message = str(caught.value)
-    assert re.match(r"kernel 'wait_for_host': stopped a loop that can never end: the threads came back to this "
-                    r"instruction with every register as before and nothing stored in between", message), message
-    assert re.search(r"at block \(0, 0, 0\), thread \(0, 0, 0\), in wait_for_host, PTX line \d+ \(<source>:3\)",
-                     message), message
+    assert re.match(r"kernel 'wait_for_host': stopped a loop that can never end: the threads came back to "
+                    r"this instruction with every register as before and nothing stored in between", message)
+    assert re.search(r"at block \(0, 0, 0\), thread \(0, 0, 0\), in wait_for_host, PTX line \d+ "
+                     r"\(<source>:3\)", message), message
     assert "gave up after" not in message  # found, not the step limit (100 million steps)
 
 
 def test_a_spin_on_another_thread_of_the_block_is_stopped_and_says_why(module):
     """The machine runs the lowest program counter first, so thread 0's store is never reached."""
     flag, out = np.zeros(1, np.int32), np.zeros(32, np.int32)
-    with pytest.raises(EmulatorError, match=r"kernel 'wait_for_thread0': stopped a loop .* the CPU loader runs the "
-                                            r"lowest program counter first.*thread \(1, 0, 0\), in wait_for_thread0, "
-                                            r"PTX line \d+ \(<source>:8\)"):
+    with pytest.raises(EmulatorError, match=r"kernel 'wait_for_thread0': stopped a loop .* the CPU loader runs "
+                                            r"the lowest program counter first.*thread \(1, 0, 0\), in "
+                                            r"wait_for_thread0, PTX line \d+ \(<source>:8\)"):
         module.wait_for_thread0(flag, out, grid=1, block=32)
 
 
