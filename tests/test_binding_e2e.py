@@ -73,7 +73,7 @@ def test_tensors_inside_structs_are_the_cpu_loaders_buffers() -> None:
         src, dst = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
         module.shift({"src": {"ptr": src, "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=2, block=32)
         np.testing.assert_array_equal(dst, np.arange(40) + 1.0)
-        overrun = r"kernel 'shift': a 4-byte read overruns argument 'p' \(20 float32, 80 bytes .* thread \(20,"
+        overrun = r"kernel 'shift': a 4-byte read overruns argument 'p' \(20 float32, 80 bytes .*thread \(20"
         with pytest.raises(MemoryAccessError, match=overrun):  # the struct's tensor, named
             module.shift({"src": {"ptr": src[:20], "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=1,
                          block=40)

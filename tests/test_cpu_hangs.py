@@ -56,9 +56,9 @@ def test_a_spin_on_a_flag_nobody_sets_is_stopped_naming_kernel_thread_and_line(m
 def test_a_spin_on_another_thread_of_the_block_is_stopped_and_says_why(module):
     """The machine runs the lowest program counter first, so thread 0's store is never reached."""
     flag, out = np.zeros(1, np.int32), np.zeros(32, np.int32)
-    with pytest.raises(EmulatorError, match=r"kernel 'wait_for_thread0': stopped a loop .* the CPU loader runs "
-                                            r"the lowest program counter first.*thread \(1, 0, 0\), in "
-                                            r"wait_for_thread0, PTX line \d+ \(<source>:8\)"):
+    stopped = (r"kernel 'wait_for_thread0': stopped a loop .* the CPU loader runs the lowest program counter "
+               r"first.*thread \(1, 0, 0\), in wait_for_thread0, PTX line \d+ \(<source>:8\)")
+    with pytest.raises(EmulatorError, match=stopped):
         module.wait_for_thread0(flag, out, grid=1, block=32)
 
 
