@@ -31,17 +31,19 @@ class Races:
         self.first, self.first_sync, self.first_site = column(), column(), column()
         self.other, self.other_sync, self.other_site = column(), column(), column()
         self.syncs = np.zeros(-(-n // 32), np.int32)  # bar.warp.sync count per warp
+        self._stamp = np.zeros(size, np.int32)  # scratch: does one store name a byte twice?
         self.sites: list[str] = []
         self._site_ids: dict[str, int] = {}
         self._touched: list[np.ndarray] = []
 
     def barrier(self) -> None:
         """Forget what was touched: everything before is ordered before everything after."""
-        if self._touched:
-            touched = np.unique(np.concatenate(self._touched))
+        if sum(len(t) for t in self._touched) > len(self.writer):  # cheaper to clear it all
+            self._touched = [slice(None)]
+        for touched in self._touched:
             for column in (self.writer, self.first, self.other):
                 column[touched] = _NONE
-            self._touched = []
+        self._touched = []
 
     def warp_sync(self, threads: np.ndarray) -> None:
         self.syncs[np.unique(threads // 32)] += 1
@@ -55,9 +57,11 @@ class Races:
 
     def _unordered(self, who: np.ndarray, synced: np.ndarray, threads: np.ndarray) -> np.ndarray:
         """Whether earlier accesses by ``who`` (at sync counts ``synced``) conflict with ``threads`` now."""
+        other = (who != _NONE) & (who != threads)
+        if not other.any():
+            return other
         warps = threads // 32
-        ordered = (who // 32 == warps) & (synced < self.syncs[warps])
-        return (who != _NONE) & (who != threads) & ~ordered
+        return other & ~((who // 32 == warps) & (synced < self.syncs[warps]))
 
     def _found(self, what: str, index: np.ndarray, threads: np.ndarray, site: int, bad: np.ndarray,
                who: np.ndarray, sites: np.ndarray) -> tuple:
@@ -99,17 +103,27 @@ class Races:
             bad = self._unordered(reader, synced[index], threads)
             if bad.any():
                 return self._found("write-after-read", index, threads, site, bad, reader, sites[index])
-        order = np.argsort(index, kind="stable")  # one store, two threads, one byte, two values
+        found = self._clash(index, threads, new)  # one store, two threads, one byte, two values
+        if found is not None:
+            return ("write-after-write", found[0], found[1], self.sites[site], found[2], self.sites[site])
+        self._touched.append(index)
+        self.writer[index], self.writer_site[index] = threads, site
+        self.writer_sync[index] = self.syncs[threads // 32]
+        return None
+
+    def _clash(self, index: np.ndarray, threads: np.ndarray, new: np.ndarray | None) -> tuple | None:
+        """``(byte, thread, other thread)`` where one store's threads write different values to one byte."""
+        positions = np.arange(len(index), dtype=np.int32)
+        self._stamp[index] = positions
+        if (self._stamp[index] == positions).all():  # no byte named twice: the common case, two passes
+            return None
+        order = np.argsort(index, kind="stable")
         ranked, by = index[order], threads[order]
         clash = (ranked[1:] == ranked[:-1]) & (by[1:] != by[:-1])
         if new is not None:
             values = new[order]
             clash &= values[1:] != values[:-1]
-        if clash.any():
-            i = int(np.flatnonzero(clash)[0])
-            return ("write-after-write", int(ranked[i + 1]), int(by[i + 1]), self.sites[site], int(by[i]),
-                    self.sites[site])
-        self._touched.append(index)
-        self.writer[index], self.writer_site[index] = threads, site
-        self.writer_sync[index] = self.syncs[threads // 32]
-        return None
+        if not clash.any():
+            return None
+        i = int(np.flatnonzero(clash)[0])
+        return int(ranked[i + 1]), int(by[i + 1]), int(by[i])

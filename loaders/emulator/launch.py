@@ -29,7 +29,7 @@ from .heap import Heap
 from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
-from .sanitize import SANITIZED_BATCH_THREADS, Sanitizer
+from .sanitize import Sanitizer, batch_blocks
 from .watchdog import Progress
 
 try:
@@ -162,8 +162,6 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     per_block = block[0] * block[1] * block[2]
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
-    if sanitize is not None:
-        max_threads = min(max_threads, SANITIZED_BATCH_THREADS)
     per_batch = max(1, max_threads // padded)
     workspace = 0
     if "grid" in needs:  # grid-wide sync: every block at once, and the driver's grid workspace
@@ -172,6 +170,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
         workspace = data.ctypes.data
         grid_regions.append(Region("grid workspace (cooperative groups)", workspace, len(data), data))
     shared_size = shared_bytes(program, shared_mem)
+    if sanitize is not None and "grid" not in needs:
+        per_batch = batch_blocks(per_batch, shared_size)
     valid = np.arange(padded) < per_block
     executed = 0
     progress = Progress.for_launch(name, blocks)

@@ -41,11 +41,11 @@ from .memory import PER_BLOCK, WINDOWS
 from .values import as_array
 
 __all__ = ["Sanitize", "Sanitizer", "TOOLS", "watched", "synchronizing", "READ", "WRITE", "ATOMIC",
-           "SANITIZED_BATCH_THREADS"]
+           "SHADOW_BYTES", "batch_blocks"]
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
 READ, WRITE, ATOMIC = 0, 1, 2
-SANITIZED_BATCH_THREADS = 4096  # a batch's shadow memory grows with its blocks: keep batches small
+SHADOW_BYTES = 1 << 28  # racecheck keeps 36 bytes per byte of a batch's shared memory: bound the batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +107,12 @@ def synchronizing(cx: Any, run: Callable[[Any, Any], None]) -> Callable[[Any, An
         run(fr, m)
         fr.batch.sanitizer.barrier()
     return ordered
+
+
+def batch_blocks(blocks: int, shared_bytes: int) -> int:
+    """At most ``blocks`` per batch, fewer where racecheck's shadow of their shared memory would pass
+    :data:`SHADOW_BYTES`."""
+    return max(1, min(blocks, SHADOW_BYTES // (36 * max(shared_bytes, 1))))
 
 
 class Sanitizer:
