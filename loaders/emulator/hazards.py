@@ -32,6 +32,7 @@ class Races:
         self.other, self.other_sync, self.other_site = column(), column(), column()
         self.syncs = np.zeros(-(-n // 32), np.int32)  # bar.warp.sync count per warp
         self._stamp = np.zeros(size, np.int32)  # scratch: does one store name a byte twice?
+        self._synced = False  # no bar.warp.sync yet: every sync count is 0
         self.sites: list[str] = []
         self._site_ids: dict[str, int] = {}
         self._touched: list[np.ndarray] = []
@@ -47,6 +48,7 @@ class Races:
 
     def warp_sync(self, threads: np.ndarray) -> None:
         self.syncs[np.unique(threads // 32)] += 1
+        self._synced = True
 
     def _site(self, site: str) -> int:
         found = self._site_ids.get(site)
@@ -77,14 +79,22 @@ class Races:
         if bad.any():
             return self._found("read-after-write", index, threads, site, bad, writer, self.writer_site[index])
         self._touched.append(index)
-        sync = self.syncs[threads // 32]
-        mine = (self.first[index] == _NONE) | (self.first[index] == threads)
-        self.first[index[mine]], self.first_sync[index[mine]], self.first_site[index[mine]] = \
-            threads[mine], sync[mine], site
+        sync = self.syncs[threads // 32] if self._synced else None
+        first = self.first[index]
+        mine = (first == _NONE) | (first == threads)
+        self._note(self.first, self.first_sync, self.first_site, index, threads, sync, site, mine)
         rest = self.first[index] != threads  # after the assignment: two threads of one read both count
-        self.other[index[rest]], self.other_sync[index[rest]], self.other_site[index[rest]] = \
-            threads[rest], sync[rest], site
+        if rest.any():
+            self._note(self.other, self.other_sync, self.other_site, index, threads, sync, site, rest)
         return None
+
+    @staticmethod
+    def _note(who: np.ndarray, synced: np.ndarray, sites: np.ndarray, index: np.ndarray, threads: np.ndarray,
+              sync: np.ndarray | None, site: int, chosen: np.ndarray) -> None:
+        at = index[chosen]
+        who[at] = threads[chosen]
+        synced[at] = 0 if sync is None else sync[chosen]
+        sites[at] = site
 
     def write(self, index: np.ndarray, threads: np.ndarray, site_text: str, new: np.ndarray | None,
               old: np.ndarray) -> tuple | None:
