@@ -9,6 +9,7 @@ Modules::
     machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
     provenance, extents            which argument an address comes from; errors that name it
     watchdog           the step limit, endless-loop detection, progress on long launches
+    sanitize, hazards  sanitize=: racecheck (hazards: the shared-memory shadow) and initcheck
     liveness           block-local registers (masked writes that need no mask)
     heap               device malloc/free (new/delete)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter

@@ -174,7 +174,7 @@ class Machine:
             batch.steps += 1
             if batch.steps > batch.watchdog.check_at:  # the step limit, and now and then a look for a loop
                 verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL,
-                                               (pc, group, live, blocked, bound))
+                                               (pc, group, live, blocked, bound, votes, len(pending)))
                 if verdict is not None:
                     raise EmulatorError(f"kernel {batch.kernel!r}: {verdict}; at {_where(fr, group)}, "
                                         f"{self._fail(fn, step)}")
