@@ -33,16 +33,20 @@ def _numpy_include() -> str | None:
     return numpy.get_include()
 
 
+# The launch ABI both launch extensions share (cuLaunchKernel, DLPack views, argument kinds, no-alias test).
+LAUNCH_ABI = "bridge/launch/launch_abi.h"
+
 extensions = [Extension("ptxbridge.launch._fastlaunch",
-                        ["bridge/launch/_fastlaunch.c", "bridge/launch/_launcher.c"],
-                        depends=["bridge/launch/_fastlaunch.h"], extra_compile_args=["-O2", "-std=c11"],
-                        optional=True)]
+                        [f"bridge/launch/{name}.c" for name in ("_fastlaunch", "_launcher", "_tensors")],
+                        depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI],
+                        extra_compile_args=["-O2", "-std=c11"], optional=True)]
 if (numpy_include := _numpy_include()) is not None:
     extensions.append(Extension("ptxbridge.loaders.emulator._native", ["loaders/emulator/_native.c"],
                                 include_dirs=[numpy_include], extra_compile_args=["-O3", "-std=c11"],
                                 optional=True))
 if (include := _jaxlib_include()) is not None:
     extensions.append(Extension("ptxbridge.jax._xla_ffi", ["bridge/frameworks/jax/_xla_ffi.c"],
-                                include_dirs=[include], extra_compile_args=["-O2", "-std=c11"],
+                                include_dirs=["bridge/launch", include], depends=[LAUNCH_ABI],
+                                extra_compile_args=["-O2", "-std=c11"],
                                 optional=True))
 setup(ext_modules=extensions)

@@ -27,6 +27,7 @@ Modules::
     elf.py, nvinfo.py  ELF sections and .nv.info records (KPARAM, REQNTID, cluster...)
     cubin.py           cubin reader (kernels, launch facts, Tile IR marker, embedded PTX)
     fatbin.py          fatbin containers (lz4, zstd)
+    ltoir.py           the target an LTO-IR file records in its header
     archive.py         ar archives (.a static libraries: GNU and BSD member names)
     oxart.py           cuda-oxide .oxart bundles (and the .options policy files)
     cutile_cache.py    cutile-rs JIT cache entries (CUTILECUBIN header + cubin)
@@ -35,75 +36,78 @@ Modules::
     cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
+    targets.py         GPU targets (sm_90a, compute_90, (9, 0)): the one parser and compatibility rules
     errors.py          PtxBridgeError and its subclasses
+    raised.py          the exception table of a numba debug kernel (what each stored error code means)
 """
+from __future__ import annotations
 
-from .check import DeclaredParam, check, check_layout, find_entry
-from .cubin import Cubin, read_cubin
-from .cutile_names import demangle as demangle_cutile
-from .cutile_names import is_cutile_symbol
-from .dtypes import DTYPES, DType, dtype
-from .errors import (
-    AbiMismatchError,
-    ArgumentError,
-    CompileError,
-    CudaError,
-    EmulatorError,
-    FormatError,
-    KernelRaisedError,
-    LinkError,
-    MemoryAccessError,
-    OptionError,
-    PtxBridgeError,
-    SanitizerError,
-    SignatureSyntaxError,
-    ToolchainError,
-    UnsupportedInstructionError,
-)
-from .fatbin import Fatbin, read_fatbin
-from .kinds import (
-    Constant,
-    DisjointSlice,
-    NumbaArray,
-    NumbaRecordArray,
-    Opaque,
-    Pointer,
-    Scalar,
-    Slice,
-    Struct,
-    StructField,
-    TileArray,
-    TileList,
-    TileTensor,
-    Tuple,
-)
-from .layout import LaidParam, Layout, Packer, layout_of
-from .lowering import FlatParam, field_offsets, lower_param, lower_params, memory_layout
-from .manifest import MANIFEST_VERSION, from_manifest, to_manifest
-from .manifest import dumps as dumps_manifest
-from .manifest import loads as loads_manifest
-from .memory_access import Access, Memory, Promise, access
-from .oxart import read_oxart, write_oxart
-from .ptx import PtxFunction, PtxGlobal, PtxModule, PtxParam, read_ptx
-from .signature import Convention, LaunchMeta, Param, Signature
-from .sniff import sniff
-from .syntax import format_signature, format_type, parse_signature, parse_signatures, parse_type
+import importlib
+from typing import Any
 
-__all__ = [
-    "DTYPES", "AbiMismatchError", "ArgumentError", "CompileError", "Constant", "Convention",
-    "CudaError", "DType", "DisjointSlice", "EmulatorError", "FlatParam", "FormatError", "LaidParam",
-    "KernelRaisedError", "LaunchMeta", "Layout", "LinkError", "MemoryAccessError", "NumbaArray",
-    "NumbaRecordArray", "OptionError", "SanitizerError", "Opaque", "Packer",
-    "Param", "Pointer", "PtxBridgeError", "Scalar", "Signature", "SignatureSyntaxError", "Slice",
-    "Struct", "StructField", "TileArray", "TileList", "TileTensor", "ToolchainError", "Tuple",
-    "UnsupportedInstructionError", "dtype", "field_offsets", "layout_of", "lower_param",
-    "lower_params", "memory_layout",
-    # the access trait (what a kernel may do to a parameter's memory)
-    "Access", "Memory", "Promise", "access",
-    # readers, checks and the text/JSON forms
-    "MANIFEST_VERSION", "Cubin", "DeclaredParam", "Fatbin", "PtxFunction", "PtxGlobal", "PtxModule",
-    "PtxParam", "check", "check_layout", "demangle_cutile", "dumps_manifest", "find_entry",
-    "format_signature", "format_type", "from_manifest", "is_cutile_symbol", "loads_manifest",
-    "parse_signature", "parse_signatures", "parse_type", "read_cubin", "read_fatbin", "read_oxart",
-    "read_ptx", "sniff", "to_manifest", "write_oxart",
-]
+_EXPORTS: dict[str, tuple[str, str]] = {  # public name -> (module, its name there)
+    "DeclaredParam": ("check", "DeclaredParam"), "check": ("check", "check"),
+    "check_layout": ("check", "check_layout"), "find_entry": ("check", "find_entry"),
+    "Cubin": ("cubin", "Cubin"), "read_cubin": ("cubin", "read_cubin"),
+    "demangle_cutile": ("cutile_names", "demangle"),
+    "is_cutile_symbol": ("cutile_names", "is_cutile_symbol"),
+    "DTYPES": ("dtypes", "DTYPES"), "DType": ("dtypes", "DType"), "dtype": ("dtypes", "dtype"),
+    "AbiMismatchError": ("errors", "AbiMismatchError"), "ArgumentError": ("errors", "ArgumentError"),
+    "CompileError": ("errors", "CompileError"), "CudaError": ("errors", "CudaError"),
+    "EmulatorError": ("errors", "EmulatorError"), "FormatError": ("errors", "FormatError"),
+    "KernelRaisedError": ("errors", "KernelRaisedError"), "LinkError": ("errors", "LinkError"),
+    "MemoryAccessError": ("errors", "MemoryAccessError"), "OptionError": ("errors", "OptionError"),
+    "PtxBridgeError": ("errors", "PtxBridgeError"), "SanitizerError": ("errors", "SanitizerError"),
+    "SignatureSyntaxError": ("errors", "SignatureSyntaxError"), "TargetError": ("errors", "TargetError"),
+    "ToolchainError": ("errors", "ToolchainError"),
+    "UnsupportedInstructionError": ("errors", "UnsupportedInstructionError"),
+    "Fatbin": ("fatbin", "Fatbin"), "read_fatbin": ("fatbin", "read_fatbin"),
+    "Constant": ("kinds", "Constant"), "DisjointSlice": ("kinds", "DisjointSlice"),
+    "NumbaArray": ("kinds", "NumbaArray"), "NumbaRecordArray": ("kinds", "NumbaRecordArray"),
+    "Opaque": ("kinds", "Opaque"), "Pointer": ("kinds", "Pointer"), "Scalar": ("kinds", "Scalar"),
+    "Slice": ("kinds", "Slice"), "Struct": ("kinds", "Struct"), "StructField": ("kinds", "StructField"),
+    "TileArray": ("kinds", "TileArray"), "TileList": ("kinds", "TileList"),
+    "TileTensor": ("kinds", "TileTensor"), "Tuple": ("kinds", "Tuple"),
+    "LaidParam": ("layout", "LaidParam"), "Layout": ("layout", "Layout"), "Packer": ("layout", "Packer"),
+    "layout_of": ("layout", "layout_of"),
+    "FlatParam": ("lowering", "FlatParam"), "field_offsets": ("lowering", "field_offsets"),
+    "lower_param": ("lowering", "lower_param"), "lower_params": ("lowering", "lower_params"),
+    "memory_layout": ("lowering", "memory_layout"),
+    "MANIFEST_VERSION": ("manifest", "MANIFEST_VERSION"), "from_manifest": ("manifest", "from_manifest"),
+    "to_manifest": ("manifest", "to_manifest"), "dumps_manifest": ("manifest", "dumps"),
+    "loads_manifest": ("manifest", "loads"),
+    "Access": ("memory_access", "Access"), "Memory": ("memory_access", "Memory"),
+    "Promise": ("memory_access", "Promise"), "access": ("memory_access", "access"),
+    "read_oxart": ("oxart", "read_oxart"), "write_oxart": ("oxart", "write_oxart"),
+    "PtxFunction": ("ptx", "PtxFunction"), "PtxGlobal": ("ptx", "PtxGlobal"),
+    "PtxModule": ("ptx", "PtxModule"), "PtxParam": ("ptx", "PtxParam"), "read_ptx": ("ptx", "read_ptx"),
+    "Convention": ("signature", "Convention"), "LaunchMeta": ("signature", "LaunchMeta"),
+    "Param": ("signature", "Param"), "Signature": ("signature", "Signature"),
+    "sniff": ("sniff", "sniff"),
+    "format_signature": ("syntax", "format_signature"), "format_type": ("syntax", "format_type"),
+    "parse_signature": ("syntax", "parse_signature"), "parse_signatures": ("syntax", "parse_signatures"),
+    "parse_type": ("syntax", "parse_type"),
+    "Target": ("targets", "Target"), "parse_target": ("targets", "parse_target"),
+}
+__all__ = sorted(_EXPORTS)
+
+# Two functions share their module's name: importing the module binds the name to the module, so these
+# are bound now, before any import of the submodule can shadow them.
+from .check import check as check  # noqa: E402
+from .sniff import sniff as sniff  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """Each public name is imported from its module on first use, so ``import ptxbridge.abi`` (and a
+    reader such as ``ptxbridge.abi.ptx``) loads only what it needs."""
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'ptxbridge.abi' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"ptxbridge.abi.{module}"), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

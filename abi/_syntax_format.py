@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._syntax_tables import DIM3_ATTRIBUTES
 from .kind_entries import KINDS, quote_name
 from .kind_table import Generic
 from .kinds import ParamType
-
-if TYPE_CHECKING:
-    from .signature import Signature
+from .params import SignatureFields
 
 __all__ = ["format_signature", "format_type"]
 
@@ -67,7 +65,7 @@ def format_type(t: ParamType) -> str:
     return syntax.format(t, format_type)
 
 
-def _format_attributes(sig: Signature) -> list[str]:
+def _format_attributes(sig: SignatureFields) -> list[str]:
     attrs = [f"#[convention({sig.convention.value})]"]
     for name, attr in DIM3_ATTRIBUTES:
         dims = getattr(sig.launch, attr)
@@ -85,7 +83,7 @@ def _format_attributes(sig: Signature) -> list[str]:
     return attrs
 
 
-def format_signature(sig: Signature) -> str:
+def format_signature(sig: SignatureFields) -> str:
     """One line of text that :func:`parse_signature` reads back to an equal signature."""
     head = "kernel" if sig.kind == "kernel" else "device fn"
     params = ", ".join(f"{quote_name(p.name)}: {format_type(p.type)}" for p in sig.params)

@@ -10,7 +10,9 @@ of declared structs are bounded, so hostile text fails with a syntax error, not 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing
+from collections.abc import Callable
+from typing import Any
 
 from ._syntax_format import format_type
 from ._syntax_tables import ATTRIBUTE_NAMES, DIM3_ATTRIBUTES, GRAMMAR_WORDS
@@ -19,10 +21,9 @@ from .dtypes import DTYPES
 from .kind_entries import KINDS
 from .kind_table import Arg, Generic
 from .kinds import ParamType, Struct, StructField
-from .params import Convention, LaunchMeta, Param
+from .params import Convention, LaunchMeta, Param, SignatureFields
 
-if TYPE_CHECKING:
-    from .signature import Signature
+S = typing.TypeVar("S", bound=SignatureFields)  # the signature class the caller builds
 
 __all__ = ["Parser"]
 
@@ -30,10 +31,10 @@ _MAX_DEPTH = 64  # types nested deeper than this are rejected, not recursed into
 _MAX_EXPANDED = 1 << 16  # struct-type nodes that references to declared structs may expand to
 
 
-class Parser(Cursor):
+class Parser(Cursor, typing.Generic[S]):
     """Recursive descent over the token list; ``structs`` holds declared struct names."""
 
-    def __init__(self, text: str, signature_type: type[Signature]):
+    def __init__(self, text: str, signature_type: Callable[..., S]):
         super().__init__(text)
         self.signature_type = signature_type  # the class to build (the signature module owns it)
         self.depth = 0
@@ -206,7 +207,7 @@ class Parser(Cursor):
         self.comma_list(")", item)
         return sizes
 
-    def signature(self) -> Signature:
+    def signature(self) -> S:
         convention, launch = self.attributes()
         if self.accept("device"):
             self.expect("fn", "'fn'")
@@ -240,8 +241,8 @@ class Parser(Cursor):
         self.shapes[name] = self.shape(body)
         self.structs[name] = body
 
-    def items(self) -> list[Signature]:
-        found: list[Signature] = []
+    def items(self) -> list[S]:
+        found: list[S] = []
         while self.peek().kind != "eof":
             if self.accept(";"):
                 continue

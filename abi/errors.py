@@ -21,6 +21,7 @@ __all__ = [
     "PtxBridgeError",
     "SanitizerError",
     "SignatureSyntaxError",
+    "TargetError",
     "ToolchainError",
     "UnsupportedInstructionError",
 ]
@@ -59,6 +60,14 @@ class ArgumentError(PtxBridgeError, TypeError):
 
 class OptionError(PtxBridgeError, ValueError):
     """An option given to a frontend, the linker or a loader is not valid (arch, output, flags)."""
+
+
+class TargetError(ArgumentError, OptionError):
+    """A GPU target that is not one (``sm_9``, ``gfx90a``), or one the code at hand cannot serve.
+
+    One class for every frontend, the linker and the loaders; it is both an :class:`ArgumentError`
+    and an :class:`OptionError` (so a ``TypeError`` and a ``ValueError``), which each raised before.
+    """
 
 
 class ToolchainError(PtxBridgeError, RuntimeError):

@@ -1,4 +1,4 @@
-"""The saved-image file: one linked image (code, signatures, arch, PTX) in one checksummed file.
+"""The saved-image file: one linked image (a cubin per target, signatures, PTX) in one checksummed file.
 
 The format is specified in ``docs/image-format.md``; this module is its only reader and writer.
 Reading is strict: a wrong magic, an unknown version, a checksum that does not match, a header
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import reprlib
 import struct
 from collections.abc import Iterable, Mapping
@@ -20,25 +19,31 @@ from typing import Any
 from .errors import FormatError
 from .manifest import from_manifest, to_manifest
 from .signature import Signature
+from .targets import known_target
 
 __all__ = ["IMAGE_MAGIC", "IMAGE_VERSION", "ImageFile", "image_file_sections", "is_image_file",
            "read_image_file", "write_image_file"]
 
 IMAGE_MAGIC = b"\x89PTXBIMG"
-IMAGE_VERSION = 2
+IMAGE_VERSION = 3
 _FIXED = struct.Struct("<8sII32s")  # magic, format version, header length, SHA-256 of the rest
 _V1_KEYS = frozenset({"arch", "sections", "signatures", "created_by"})
 _FACTS = ("unusable", "cpu_unavailable")  # kernel name -> why (version 2 on)
-_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS)}  # the keys of each version the reader knows
+_NAMES = "name_expressions"  # C++ name expression -> kernel symbol (version 3 on)
+_HEADER_KEYS = {1: _V1_KEYS, 2: _V1_KEYS | set(_FACTS), 3: _V1_KEYS | set(_FACTS) | {_NAMES}}  # per version
+_MULTI = 3  # from this version on: several cubins, each section of them naming its arch
 _SECTION_KINDS = ("cubin", "ptx")
-_ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 
 
 @dataclass(frozen=True, slots=True)
 class ImageFile:
-    """What a saved-image file holds: ``kernels`` and ``device_functions`` map names to signatures;
-    ``unusable`` and ``cpu_unavailable`` map kernel names to why no signature could be made / why the
-    CPU loader cannot run them (empty in a version 1 file, which did not keep them)."""
+    """What a saved-image file holds: ``cubins`` maps each target (``sm_90``) to its cubin, in file
+    order, ``arch`` / ``cubin`` are the first (None: none; a version 1 or 2 file has at most one);
+    ``kernels`` and ``device_functions`` map names to signatures; ``unusable`` and
+    ``cpu_unavailable`` map kernel names to why no signature could be made / why the CPU loader
+    cannot run them (empty in a version 1 file, which did not keep them); ``name_expressions`` maps
+    NVRTC name expressions to kernel symbols (empty before version 3).  Given ``arch`` and
+    ``cubin`` alone, ``cubins`` is that one."""
 
     arch: str | None
     cubin: bytes | None
@@ -49,7 +54,13 @@ class ImageFile:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     version: int = IMAGE_VERSION
-    offsets: tuple[int, ...] = ()  # where each section (cubin first, then PTX) starts in the file; read only
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
+    offsets: tuple[int, ...] = ()  # where each section (cubins first, then PTX) starts in the file; read only
+    cubins: Mapping[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.cubins and self.cubin is not None and self.arch is not None:
+            object.__setattr__(self, "cubins", {self.arch: self.cubin})
 
 
 def is_image_file(data: bytes) -> bool:
@@ -59,19 +70,25 @@ def is_image_file(data: bytes) -> bool:
 
 def write_image_file(image: ImageFile) -> bytes:
     """The bytes of ``image`` in format :data:`IMAGE_VERSION` (``docs/image-format.md``)."""
-    if image.arch is not None and not _ARCH.fullmatch(image.arch):
-        raise ValueError(f"arch must look like 'sm_90' or 'sm_90a' (got {image.arch!r})")
+    for arch in [image.arch, *image.cubins]:
+        if arch is not None and not _is_sm_name(arch):
+            raise ValueError(f"arch must look like 'sm_90' or 'sm_90a' (got {arch!r})")
+    if image.cubin is not None and (image.arch is None or next(iter(image.cubins.items())) != (image.arch,
+                                                                                            image.cubin)):
+        raise ValueError("a cubin needs its arch, and cubins must start with (arch, cubin)")
     sections = list(image_file_sections(image))
     header = {
         "arch": image.arch,
         "created_by": image.created_by,
-        "sections": [{"kind": kind, "size": len(data)} for kind, data in sections],
+        "sections": [{"kind": kind, "size": len(data), **({"arch": arch} if arch else {})}
+                     for kind, arch, data in sections],
         "signatures": to_manifest([*image.kernels.values(), *image.device_functions.values()]),
         "unusable": dict(image.unusable),
         "cpu_unavailable": dict(image.cpu_unavailable),
+        _NAMES: dict(image.name_expressions),
     }
-    body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for _, d in sections)
-    header_size = len(body) - sum(len(d) for _, d in sections)
+    body = json.dumps(header, sort_keys=True, allow_nan=False).encode() + b"".join(d for *_, d in sections)
+    header_size = len(body) - sum(len(d) for *_, d in sections)
     return _FIXED.pack(IMAGE_MAGIC, IMAGE_VERSION, header_size, hashlib.sha256(body).digest()) + body
 
 
@@ -108,6 +125,12 @@ def read_image_file(data: bytes, source: str = "<bytes>") -> ImageFile:
     return _parse(header, body[header_size:], source, _FIXED.size + header_size, version)
 
 
+def _is_sm_name(arch: Any) -> bool:
+    """``arch`` is a target's ``sm_`` name as written (``sm_90a``; not ``compute_90`` or ``90``)."""
+    target = known_target(arch)
+    return target is not None and target.sm == arch
+
+
 def _fail(path: str, message: str, source: str) -> FormatError:
     return FormatError(message, source=source, where=f"header.{path}")
 
@@ -128,46 +151,58 @@ def _header(raw: bytes, keys: frozenset[str], source: str) -> dict[str, Any]:
     return header
 
 
-def _reasons(header: dict[str, Any], key: str, source: str) -> dict[str, str]:
-    """A version 2 kernel -> reason object; absent (empty) in version 1."""
+def _strings(header: dict[str, Any], key: str, source: str,
+             what: str = "kernel name -> reason") -> dict[str, str]:
+    """An object of strings (a kernel's reason, an expression's symbol); absent (empty) in older versions."""
     value = header.get(key, {})
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise _fail(key, f"must be an object of kernel name -> reason string (got {reprlib.repr(value)})",
-                    source)
+        raise _fail(key, f"must be an object of {what} string (got {reprlib.repr(value)})", source)
     return value
 
 
 def _parse(header: dict[str, Any], payload: bytes, source: str, start: int, version: int) -> ImageFile:
     arch = header["arch"]
-    if arch is not None and not (isinstance(arch, str) and _ARCH.fullmatch(arch)):
+    if arch is not None and not _is_sm_name(arch):
         raise _fail("arch", f"must be null or look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
                     source)
     if not isinstance(header["created_by"], str):
         raise _fail("created_by", f"must be a string (got {reprlib.repr(header['created_by'])})", source)
-    cubin, ptx, offsets = _sections(header["sections"], payload, source)
+    cubins, ptx, offsets = _sections(header["sections"], payload, source, version)
+    cubin = next(iter(cubins.values()), None)
     if not isinstance(header["signatures"], dict):
         raise _fail("signatures", "must be a signature manifest object (docs/manifest.md)", source)
     signatures = from_manifest(header["signatures"], source=f"{source} header.signatures")
     kernels = {s.name: s for s in signatures if s.kind == "kernel"}
     device = {s.name: s for s in signatures if s.kind == "device"}
-    unusable, cpu_unavailable = (_reasons(header, key, source) for key in _FACTS)
+    unusable, cpu_unavailable = (_strings(header, key, source) for key in _FACTS)
+    names = _strings(header, _NAMES, source, "name expression -> kernel symbol")
+    if unknown := sorted(set(names.values()) - set(kernels)):
+        raise _fail(_NAMES, f"names no kernel of the image (got {reprlib.repr(unknown[0])})", source)
+    if "" not in cubins and arch != next(iter(cubins), None):
+        raise _fail("arch", f"must be the first cubin's arch, {next(iter(cubins), None)!r} "
+                            f"(got {reprlib.repr(arch)})", source)
+    cubins = ({arch: cubin} if arch is not None else {}) if "" in cubins else cubins
     return ImageFile(arch, cubin, ptx, kernels, device, header["created_by"], unusable, cpu_unavailable,
-                     version, offsets=tuple(start + offset for offset in offsets))
+                     version, names, offsets=tuple(start + offset for offset in offsets), cubins=cubins)
 
 
-def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tuple[bytes, ...], list[int]]:
-    """The cubin (at most one), the PTX modules, and where each starts in ``payload``
-    (cubin first, as :func:`image_file_sections` orders them)."""
+def _sections(table: Any, payload: bytes, source: str, version: int
+              ) -> tuple[dict[str, bytes], tuple[bytes, ...], list[int]]:
+    """The cubins by arch (a section without one, the only cubin, keys it ``""``), the PTX modules,
+    and where each starts in ``payload`` (cubins first, as :func:`image_file_sections` orders them)."""
     if not isinstance(table, list):
         raise _fail("sections", f"must be a list (got {reprlib.repr(table)})", source)
-    cubin, ptx, offset = None, [], 0
+    cubins: dict[str, bytes] = {}
+    ptx, offset = [], 0
     starts: dict[str, list[int]] = {"cubin": [], "ptx": []}
     for i, entry in enumerate(table):
         where = f"sections[{i}]"
-        if not isinstance(entry, dict) or set(entry) != {"kind", "size"}:
-            raise _fail(where, f"must be an object with keys kind and size (got {reprlib.repr(entry)})",
-                        source)
-        kind, size = entry["kind"], entry["size"]
+        kind = entry.get("kind") if isinstance(entry, dict) else None
+        keys = {"kind", "size", "arch"} if version >= _MULTI and kind == "cubin" else {"kind", "size"}
+        if not isinstance(entry, dict) or not {"kind", "size"} <= set(entry) <= keys:
+            raise _fail(where, f"must be an object with keys {', '.join(sorted(keys))} "
+                               f"(got {reprlib.repr(entry)})", source)
+        size = entry["size"]
         if kind not in _SECTION_KINDS:
             raise _fail(f"{where}.kind", f"must be one of {', '.join(_SECTION_KINDS)} "
                                          f"(got {reprlib.repr(kind)})", source)
@@ -180,18 +215,28 @@ def _sections(table: Any, payload: bytes, source: str) -> tuple[bytes | None, tu
         offset += size
         if kind == "ptx":
             ptx.append(data)
-        elif cubin is not None:
-            raise _fail(where, "a second cubin section (an image has at most one)", source)
-        else:
-            cubin = data
+            continue
+        arch = entry.get("arch", "")  # none: the header's (before version 3, and its first writers)
+        if "arch" in entry and not _is_sm_name(arch):
+            raise _fail(f"{where}.arch", f"must look like 'sm_90' or 'sm_90a' (got {reprlib.repr(arch)})",
+                        source)
+        if arch in cubins or (cubins and "" in (arch, *cubins)):
+            raise _fail(where, f"a second cubin for {arch} (an image has one per target)" if arch in cubins
+                        and arch else "a second cubin section (one without arch is the image's only one)",
+                        source)
+        if version >= _MULTI and len(starts["ptx"]):
+            raise _fail(where, "a cubin section after a ptx section (cubins come first)", source)
+        cubins[arch] = data
     if offset != len(payload):
         raise _fail("sections", f"sections cover {offset} bytes but {len(payload)} follow the header", source)
-    return cubin, tuple(ptx), starts["cubin"] + starts["ptx"]
+    return cubins, tuple(ptx), starts["cubin"] + starts["ptx"]
 
 
-def image_file_sections(image: ImageFile) -> Iterable[tuple[str, bytes]]:
-    """(kind, bytes) of every section in file order: the cubin first, then each PTX module."""
-    if image.cubin is not None:
-        yield "cubin", image.cubin
+def image_file_sections(image: ImageFile) -> Iterable[tuple[str, str | None, bytes]]:
+    """(kind, arch, bytes) of every section in file order: each cubin with its arch, then each PTX
+    module (arch None)."""
+    cubins = image.cubins or ({image.arch: image.cubin} if image.cubin is not None else {})
+    for arch, cubin in cubins.items():
+        yield "cubin", arch, cubin
     for module in image.ptx:
-        yield "ptx", module
+        yield "ptx", None, module

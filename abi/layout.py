@@ -11,12 +11,10 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .lowering import FlatParam, lower_params
-
-if TYPE_CHECKING:
-    from .signature import Signature
+from .params import SignatureFields
 
 __all__ = ["MAX_PARAM_BYTES", "PACK_CODES", "LaidParam", "Layout", "Packer", "layout_of"]
 
@@ -69,7 +67,7 @@ def _place(flat: Sequence[FlatParam]) -> Layout:
 
 
 @lru_cache(maxsize=4096)
-def layout_of(signature: Signature) -> Layout:
+def layout_of(signature: SignatureFields) -> Layout:
     """The parameter layout of ``signature`` (cached: signatures are immutable)."""
     return _place(lower_params(signature.params, signature.convention))
 

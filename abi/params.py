@@ -1,17 +1,19 @@
 """The parts a signature is made of: the calling convention, parameters and launch metadata.
 
-Kept apart from :mod:`.signature` so that lowering and the text syntax can build on them without
-importing the signature class, whose convenience methods use both.
+Kept apart from :mod:`.signature` so that lowering, the layout and the text syntax can build on them
+without importing the signature class, whose convenience methods use all three: they read a signature
+through :class:`SignatureFields`, so no module imports the signature module back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from .kinds import ParamType
 
-__all__ = ["Convention", "LaunchMeta", "Param"]
+__all__ = ["Convention", "LaunchMeta", "Param", "SignatureFields"]
 
 
 class Convention(StrEnum):
@@ -57,3 +59,20 @@ class LaunchMeta:
         for name in ("static_shared", "dynamic_shared"):
             if getattr(self, name) < 0:
                 raise ValueError(f"LaunchMeta.{name} must be >= 0 bytes (got {getattr(self, name)!r})")
+
+
+class SignatureFields(Protocol):
+    """What the layout and the text forms read of a signature (:class:`~.signature.Signature` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> tuple[Param, ...]: ...
+    @property
+    def convention(self) -> Convention: ...
+    @property
+    def launch(self) -> LaunchMeta: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def returns(self) -> ParamType | None: ...

@@ -4,9 +4,10 @@
 
 Readers: each case is a real artifact (NVRTC PTX, ptxas cubin, fatbinary fatbins plain / LZ4 /
 zstd / encoded LTO-IR, .oxart blobs and host objects, an ``ar`` static library of nvcc LTO-IR
-objects, JSON manifests) with 1-6 random mutations
-(byte flips, extreme header fields, inserted tokens, truncation), read under the per-input budget
-of the fuzz tests (1 s of CPU time, 10x the input's size in memory plus 2 MiB).  A case *fails*
+objects, JSON manifests, raw NVRTC LTO-IR, a saved image with cubins for three targets) with 1-6
+random mutations (byte flips, extreme header fields, inserted tokens, truncation), read under the
+per-input budget of the fuzz tests (1 s of CPU time, 10x the input's size in memory plus 2 MiB).
+A case *fails*
 when the reader raises anything but its documented ptxbridge error, or exceeds the budget.
 
 Cache: processes racing on one key (every read must be a whole entry of one writer), entries
@@ -50,12 +51,15 @@ from ptxbridge.abi.archive import read_archive  # noqa: E402
 from ptxbridge.abi.cubin import read_cubin  # noqa: E402
 from ptxbridge.abi.errors import FormatError, PtxBridgeError  # noqa: E402
 from ptxbridge.abi.fatbin import read_fatbin  # noqa: E402
+from ptxbridge.abi.image_file import read_image_file  # noqa: E402
+from ptxbridge.abi.ltoir import read_ltoir_target  # noqa: E402
 from ptxbridge.abi.manifest import dumps, loads  # noqa: E402
 from ptxbridge.abi.oxart import read_oxart, write_oxart  # noqa: E402
 from ptxbridge.abi.ptx import read_ptx  # noqa: E402
 from ptxbridge.abi.sniff import sniff  # noqa: E402
 from ptxbridge.abi.syntax import parse_signatures  # noqa: E402
 from ptxbridge.artifacts.artifact import artifact_from_bytes  # noqa: E402
+from ptxbridge.linker import link  # noqa: E402
 
 EXTREMES = [0, 1, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 63, (1 << 64) - 1]
 TOKENS = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"/*", b"*/", b"//", b'"', b"\n", b".entry",
@@ -84,6 +88,9 @@ def corpus(work: Path) -> dict[str, bytes]:
         "archive": archive(work, {"k.o": lto_object,
                                   "a_member_name_longer_than_fifteen_bytes.o": lto_object}),
         "manifest": dumps(SIGNATURES).encode(),
+        "ltoir": lto,
+        "image": link([artifact_from_bytes(text, name="k.ptx")],
+                      arch=["sm_90", "sm_100", "sm_120"]).to_bytes(),
     }
 
 
@@ -143,6 +150,8 @@ READERS: dict[str, tuple[Callable[[bytes], object], tuple[type[Exception], ...]]
     "archive": (lambda d: read_archive(d, "fuzz"), (FormatError,)),
     "manifest": (lambda d: loads(d, source="fuzz"), (FormatError,)),
     "sniff": (lambda d: sniff(d, "fuzz"), (FormatError,)),
+    "ltoir": (lambda d: read_ltoir_target(d, "fuzz"), (FormatError,)),
+    "image": (lambda d: read_image_file(d, "fuzz"), (FormatError,)),
     # sniff, the reader, and the signatures checked against the code, as Artifact.from_file does
     "artifact": (lambda d: artifact_from_bytes(d, (), source="fuzz"), (PtxBridgeError,)),
 }
@@ -150,7 +159,8 @@ READS = {"ptx": ["ptx", "sniff", "artifact"], "cubin": ["cubin", "sniff", "artif
          "fatbin": ["fatbin", "sniff", "artifact"], "fatbin-lz4": ["fatbin", "artifact"],
          "fatbin-zstd": ["fatbin", "artifact"], "fatbin-ltoir": ["fatbin", "artifact"],
          "oxart": ["oxart", "sniff"], "host-elf-oxart": ["oxart", "sniff"], "manifest": ["manifest"],
-         "archive": ["archive", "sniff", "artifact"]}
+         "archive": ["archive", "sniff", "artifact"], "ltoir": ["ltoir", "sniff", "artifact"],
+         "image": ["image"]}
 
 
 def fuzz(samples: dict[str, bytes], cases: int, seed: int) -> tuple[Counter, list[str]]:

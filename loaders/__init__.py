@@ -5,24 +5,23 @@ takes any object with an image's fields (:class:`~ptxbridge.loaders.base.Loadabl
 a :class:`~ptxbridge.loaders.base.Backend`, which the call path wraps into a user-facing module.
 
 Modules: ``base`` (the Backend interface every loader implements), ``driver`` (what the CUDA
-driver states: version, GPUs, archs), ``cuda`` (the CUDA driver through cuda-python), ``emulator``
-(the CPU loader).
+driver states: version, GPUs, archs), ``choice`` (which code of an image a GPU loads), ``cuda``
+(the CUDA driver through cuda-python), ``emulator`` (the CPU loader).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from ptxbridge.abi.errors import ArgumentError, CudaError
+from ptxbridge.abi.ptx import read_ptx
+from ptxbridge.abi.targets import known_target
 
 from .base import Backend, LoadableImage
+from .choice import CodeChoice, PtxFacts, choose_code
 
-__all__ = ["cubin_runs_on", "open_backend", "parse_device"]
-
-_ARCH = re.compile(r"sm_([0-9]+)([0-9])([af]?)")
-
+__all__ = ["cubin_runs_on", "open_backend", "parse_device", "ptx_facts"]
 
 def parse_device(device: Any) -> tuple[str, int] | None:
     """``("cpu", 0)`` / ``("cuda", N)`` for a device spec, or None for "pick one".
@@ -68,6 +67,8 @@ def cubin_runs_on(built: str, device: str) -> bool:
     """Whether a cubin built for ``built`` runs on a GPU of arch ``device`` (CUDA Programming Guide,
     "Binary Compatibility").
 
+    The rule is :meth:`ptxbridge.abi.targets.Target.cubin_runs_on`:
+
     ==================  ==========================================
     cubin               runs on
     ==================  ==========================================
@@ -76,16 +77,15 @@ def cubin_runs_on(built: str, device: str) -> bool:
     ``sm_XYa``          ``sm_XY`` only (arch-specific features)
     ==================  ==========================================
     """
-    have, want = _ARCH.fullmatch(device), _ARCH.fullmatch(built)
+    have, want = known_target(device), known_target(built)
     if have is None or want is None:
         return True  # not an arch name this rule knows: let the driver decide
-    if want[3] == "a":
-        return (want[1], want[2]) == (have[1], have[2])
-    return want[1] == have[1] and int(want[2]) <= int(have[2])
+    return want.cubin_runs_on(have)
 
 
-def _check_gpu(image: LoadableImage, index: int) -> None:
-    """A CudaError saying what to do when there is no driver, or when the GPU cannot run the cubin."""
+def _check_gpu(image: LoadableImage, index: int) -> CodeChoice:
+    """The code GPU ``index`` loads (:func:`~ptxbridge.loaders.choice.choose_code`), or a CudaError
+    saying what to do when there is no driver or nothing of the image runs on the GPU."""
     from . import driver
 
     problem = driver.driver_problem()
@@ -97,11 +97,19 @@ def _check_gpu(image: LoadableImage, index: int) -> None:
         code = "" if missing else problem.removeprefix("cuInit failed: ")
         raise CudaError(f'cuda:{index}: {found}; device="cpu" runs the kernels on ptxbridge\'s CPU loader '
                         "(a PTX interpreter) instead", code=code)
-    arch, built = driver.device_arch(index), image.arch
-    if image.cubin is not None and arch and built and not cubin_runs_on(built, arch):
-        raise CudaError(f"cuda:{index} is {arch} but the image's cubin is built for {built}, which it cannot "
-                        f"run; rebuild the image for {arch}: ptxbridge.link(..., arch={arch!r}) or "
-                        f"`ptxbridge link ... --arch {arch} -o FILE`", code="CUDA_ERROR_NO_BINARY_FOR_GPU")
+    cubins = image.cubins or ({image.arch or "": image.cubin} if image.cubin is not None else {})
+    return choose_code(driver.device_arch(index), index, cubins, lambda: ptx_facts(image),
+                       driver.driver_version())
+
+
+def ptx_facts(image: LoadableImage) -> PtxFacts | None:
+    """The newest ``.target`` and ``.version`` of the image's PTX modules (None: it has none)."""
+    if not image.ptx:
+        return None
+    modules = [read_ptx(code, "<image PTX>") for code in image.ptx]
+    targets = [t for t in (known_target(m.target[0]) for m in modules if m.target) if t is not None]
+    return PtxFacts(max(targets).sm if targets else None, max(m.version for m in modules),
+                    tuple(image.cpu_unavailable))
 
 
 def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Backend:
@@ -110,8 +118,10 @@ def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Ba
     ``sanitize``: racecheck / initcheck, see :class:`~ptxbridge.loaders.emulator.EmulatorBackend`); the GPU
     takes none (on a GPU, compute-sanitizer is the sanitizer).
 
-    Before the CUDA loader starts, a missing driver and a GPU that cannot run the image's cubin
-    (:func:`cubin_runs_on`) are each a :class:`CudaError` that says what to do.
+    On a GPU the image's cubin for it loads, else one it runs (:func:`cubin_runs_on`), else its
+    PTX JIT-compiled by the driver when the driver reads its ISA
+    (:func:`~ptxbridge.loaders.choice.choose_code`); a missing driver, and an image with nothing the
+    GPU runs, are each a :class:`CudaError` that says what to do before the CUDA loader starts.
     """
     kind, index = parse_device(device) or _auto()
     if kind == "cpu":
@@ -126,7 +136,7 @@ def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Ba
     if options:
         raise ArgumentError(f"{', '.join(sorted(options))}: an option of the CPU loader; the GPU loader "
                             f"({kind}:{index}) takes none")
-    _check_gpu(image, index)
+    choice = _check_gpu(image, index)
     from .cuda import CudaBackend
 
-    return CudaBackend(image, index)
+    return CudaBackend(image, index, choice)

@@ -30,8 +30,10 @@ class LoadableImage(Protocol):
 
     cubin: bytes | None  # machine code for the GPU loader; None when linked for the CPU only
     arch: str | None  # what the cubin was built for (``sm_90``)
+    cubins: Mapping[str, bytes]  # every target's cubin (``cubin`` is the first), for the GPU loader
     kernels: Mapping[str, Signature]
-    ptx: tuple[bytes, ...]  # every PTX module, for the CPU loader
+    ptx: tuple[bytes, ...]  # every PTX module, for the CPU loader (and the driver's JIT)
+    cpu_unavailable: Mapping[str, str]  # kernels the PTX lacks, each with why
 
 
 @dataclass(frozen=True, slots=True)

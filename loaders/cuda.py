@@ -36,6 +36,7 @@ from ptxbridge.abi.layout import MAX_PARAM_BYTES, Packer
 from ptxbridge.abi.signature import Signature
 
 from .base import Backend, Buffer
+from .choice import CodeChoice
 from .driver import driver_version
 
 __all__ = ["CudaBackend", "DeviceArray", "cooperative_kernels", "cuda_error"]
@@ -45,6 +46,7 @@ _BUFFER_POINTER, _BUFFER_SIZE, _PARAM_END = 1, 2, 0  # CU_LAUNCH_PARAM_* (cuda.h
 _DEFAULT_STREAMS = (0, 1, 2)  # NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
 _OLD_PARAM_BYTES, _LARGE_PARAMS_DRIVER = 4096, (12, 1)  # the limit before CUDA 12.1, and since
 _INIT = threading.Lock()
+_JIT_LOG_BYTES = 16 * 1024  # the driver JIT's error log, attached to a failed JIT
 _state: dict[str, Any] = {}
 
 
@@ -193,6 +195,30 @@ def _callers_of(elf: Any, name: str) -> set[str]:
     return {names[i] for i in reached if i in names}
 
 
+def _jit(modules: tuple[bytes, ...], device_id: int, target: str | None) -> bytes:
+    """A cubin for the current GPU from PTX ``modules``, compiled and linked by the driver's JIT
+    linker (``cuLinkCreate``: one program, as nvJitLink would have linked it); a failure is a
+    CudaError carrying the JIT's error log."""
+    log = bytearray(_JIT_LOG_BYTES)
+    option = cu.CUjit_option
+    state = _call("cuLinkCreate", cu.cuLinkCreate, 2, [option.CU_JIT_ERROR_LOG_BUFFER,
+                                                     option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                  [log, len(log)])
+    try:
+        for i, ptx in enumerate(modules):
+            data = ptx if ptx.endswith(b"\0") else ptx + b"\0"
+            _call(f"cuda:{device_id}: JIT-compiling the image's PTX for {target} (module {i})",
+                  cu.cuLinkAddData, state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data),
+                  f"ptx{i}".encode(), 0, [], [])
+        cubin, size = _call(f"cuda:{device_id}: linking the JIT-compiled PTX", cu.cuLinkComplete, state)
+        return ctypes.string_at(int(cubin), size)  # copied: the cubin is the link state's
+    except CudaError as exc:
+        text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
+        raise CudaError(f"{exc}\n{text}".rstrip(), code=exc.code) from None
+    finally:
+        cu.cuLinkDestroy(state)
+
+
 def _release(library: Any, device: Any) -> None:
     """Finalizer: unload quietly (at interpreter exit the driver may already be gone)."""
     with contextlib.suppress(Exception):
@@ -203,13 +229,15 @@ def _release(library: Any, device: Any) -> None:
 
 
 class CudaBackend(Backend):
-    """An :class:`~ptxbridge.Image` loaded on GPU ``device_id``."""
+    """An :class:`~ptxbridge.Image` loaded on GPU ``device_id``: the code ``choice`` names (default:
+    its cubin; :func:`ptxbridge.loaders.choice.choose_code`).  ``loaded`` says which, in words."""
 
     device_type = DLPACK_CUDA
     needs_buffers = False  # the driver does its own bounds-checking (or faults)
 
-    def __init__(self, image: Any, device_id: int = 0):
-        if image.cubin is None:
+    def __init__(self, image: Any, device_id: int = 0, choice: CodeChoice | None = None):
+        choice = choice or CodeChoice("cubin", image.arch)
+        if choice.kind == "cubin" and image.cubin is None:
             raise CudaError(f"cuda:{device_id}: the image has no cubin (it was linked for the CPU loader "
                             "only); link with an arch to load it on a GPU")
         self._lib = _libcuda()
@@ -224,9 +252,15 @@ class CudaBackend(Backend):
         self._context_handle = ctypes.c_void_p(int(self._context))
         self._library = None
         try:  # a failed load (bad image, a signature the driver disagrees with) releases what it took
-            self.cooperative_kernels = cooperative_kernels(image.cubin)
             with self._current():
-                self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, image.cubin,
+                if choice.kind == "cubin":
+                    code = image.cubins.get(choice.arch, image.cubin)
+                    self.loaded = f"the cubin for {choice.arch}"
+                else:
+                    code = _jit(image.ptx, device_id, choice.arch)
+                    self.loaded = f"its PTX for {choice.arch}, JIT-compiled by the driver"
+                self.cooperative_kernels = cooperative_kernels(code)
+                self._library = _call("cuLibraryLoadData", cu.cuLibraryLoadData, code,
                                       None, None, 0, None, None, 0)
                 self._functions = {name: self._open(name, sig) for name, sig in image.kernels.items()}
         except BaseException:
@@ -330,6 +364,7 @@ class CudaBackend(Backend):
         entry = ctypes.c_void_p
         return {"launch_entry": ctypes.cast(self._lib.cuLaunchKernel, entry).value,
                 "set_current_entry": ctypes.cast(self._lib.cuCtxSetCurrent, entry).value,
+                "pointer_attribute_entry": ctypes.cast(self._lib.cuPointerGetAttribute, entry).value,
                 "function": function.handle, "context": int(self._context),
                 "pointer_offsets": function.param_offsets if pointers else None,
                 "max_shared": function.max_dynamic_shared, "function_obj": function,

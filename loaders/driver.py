@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ptxbridge.abi.targets import Target
+
 __all__ = ["Gpu", "device_arch", "device_count", "driver_problem", "driver_version", "gpus"]
 
 
@@ -68,7 +70,7 @@ def device_arch(ordinal: int = 0) -> str | None:
         return None
     _, major = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
     _, minor = driver.cuDeviceGetAttribute(attrs.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
-    return f"sm_{major}{minor}"
+    return Target(major, minor).sm
 
 
 def gpus() -> list[Gpu]:

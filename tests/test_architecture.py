@@ -12,6 +12,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 from _packages import PACKAGES, ROOT, module_name, source_files
 
 TOPS = ("abi", "bridge", "loaders")
@@ -70,3 +71,15 @@ def test_code_and_docs_cite_only_what_ships():
              and p.name != "RESULTS.md" and p != Path(__file__).resolve()]
     citing = sorted(str(p.relative_to(ROOT)) for p in files if notes.search(p.read_text(errors="replace")))
     assert not citing, citing
+
+
+def test_a_stale_folder_that_would_hide_a_room_is_refused_by_name(tmp_path, monkeypatch):
+    import ptxbridge
+    mapped = {name.removeprefix("ptxbridge.") for name, folder in PACKAGES.items()
+              if folder.parent.parent == ROOT / "bridge"}  # bridge/frontends/X, bridge/frameworks/X
+    assert set(ptxbridge._ROOMS) == mapped
+    monkeypatch.setattr(ptxbridge, "__file__", str(tmp_path / "__init__.py"))
+    ptxbridge._refuse_shadowing_folders()
+    (tmp_path / "rust" / "__pycache__").mkdir(parents=True)  # what `git pull` leaves of bridge/rust/
+    with pytest.raises(ImportError, match=r"rust left from an older checkout would hide"):
+        ptxbridge._refuse_shadowing_folders()

@@ -1,5 +1,5 @@
-"""Mutated real cubins, fatbins, .oxart data and static libraries: every reader returns or raises
-FormatError, nothing else.
+"""Mutated real cubins, fatbins, .oxart data, static libraries and LTO-IR headers: every reader
+returns or raises FormatError, nothing else.
 
 Mutations: byte flips, truncation (also every cut of real nvJitLink and NVRTC cubins near their
 program and section header tables), and header fields (ELF, section headers,
@@ -35,6 +35,7 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.elf import read_elf
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.ltoir import read_ltoir_target
 from ptxbridge.abi.oxart import read_oxart, write_oxart
 from ptxbridge.abi.sniff import sniff
 
@@ -95,6 +96,7 @@ def corpus(tmp_path_factory):
                                              (24, 8)]] + [(60 + i, 4) for i in range(0, 200, 4)]),
         "elf_oxart": (elf_oxart, _elf_fields(elf_oxart)),
         "archive": (library, [(h + i, 1) for h in _ar_headers(library) for i in range(60)]),
+        "ltoir": (ltoir("sm_90"), [(o, 2) for o in range(0, 48, 2)] + [(o, 4) for o in range(0, 48, 4)]),
     }
 
 
@@ -142,6 +144,12 @@ def test_fatbin_reader(corpus, data):
 @given(st.data())
 def test_fatbin_reader_lz4(corpus, data):
     _survives(read_fatbin, _mutate(*corpus["lz4"], data.draw))
+
+
+@FUZZ
+@given(st.data())
+def test_ltoir_target_reader(corpus, data):
+    _survives(read_ltoir_target, _mutate(*corpus["ltoir"], data.draw))
 
 
 @FUZZ

@@ -109,6 +109,13 @@ def needs(module: str) -> Callable[[Path], dict]:
     return setup
 
 
+def export_setup(tmp_path: Path) -> dict:
+    """A folder for the saved image; jax.export's serialization needs flatbuffers."""
+    pytest.importorskip("ptxbridge.jax._xla_ffi")
+    pytest.importorskip("flatbuffers")
+    return {"tmp": tmp_path}
+
+
 GPU = "needs a GPU"
 # (doc, block index) -> setup, or a skip reason.  Blocks of one doc share a namespace, in order.
 BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
@@ -117,11 +124,14 @@ BLOCKS: dict[tuple[str, int], Callable[[Path], dict] | str] = {
     ("frameworks.md", 2): needs("torch"),
     ("frameworks.md", 3): needs("ptxbridge.jax._xla_ffi"),
     ("frameworks.md", 4): needs("ptxbridge.jax._xla_ffi"),
+    ("frameworks.md", 5): export_setup,
+    ("frameworks.md", 6): needs("ptxbridge.jax._xla_ffi"),
     ("linking.md", 0): nvrtc_setup,
     ("linking.md", 1): lambda tmp_path: {},  # self-contained: C++ names on the CPU loader
     ("linking.md", 2): link_setup,
     ("linking.md", 3): GPU,
     ("image-format.md", 0): needs("cuda.bindings.nvrtc"),
+    ("image-format.md", 1): needs("cuda.bindings.nvrtc"),  # an image for three targets
     ("manifest.md", 0): manifest_setup,
     ("numba.md", 0): needs("numba.cuda"),
     ("numba.md", 1): needs("numba.cuda"),

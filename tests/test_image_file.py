@@ -52,11 +52,11 @@ def saved(image) -> bytes:
 def _parts(data: bytes) -> tuple[dict, bytes]:
     """(header, payload) of a saved image, read as docs/image-format.md lays it out."""
     magic, version, size, digest = struct.unpack_from("<8sII32s", data)
-    assert (magic, version, digest) == (b"\x89PTXBIMG", 2, hashlib.sha256(data[48:]).digest())
+    assert (magic, version, digest) == (b"\x89PTXBIMG", 3, hashlib.sha256(data[48:]).digest())
     return json.loads(data[48:48 + size]), data[48 + size:]
 
 
-def _build(header: dict, payload: bytes, version: int = 2) -> bytes:
+def _build(header: dict, payload: bytes, version: int = 3) -> bytes:
     """A file with a valid checksum around ``header`` and ``payload`` (to reach the checks past it)."""
     body = json.dumps(header).encode() + payload
     size = len(body) - len(payload)
@@ -95,10 +95,12 @@ def test_a_saved_image_has_the_mode_the_umask_gives(image, tmp_path, umask):
 
 def test_the_file_is_laid_out_as_documented(image, saved):
     header, payload = _parts(saved)
-    assert set(header) == {"arch", "sections", "signatures", "created_by", "unusable", "cpu_unavailable"}
+    assert set(header) == {"arch", "sections", "signatures", "created_by", "unusable", "cpu_unavailable",
+                           "name_expressions"}
     assert header["unusable"] == header["cpu_unavailable"] == {}  # every kernel usable, each has PTX
+    assert header["name_expressions"] == {}  # extern "C" kernels: no name expressions
     assert header["arch"] == "sm_90" and header["created_by"].startswith("ptxbridge")
-    assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin)},
+    assert header["sections"] == [{"kind": "cubin", "size": len(image.cubin), "arch": "sm_90"},
                                   {"kind": "ptx", "size": len(image.ptx[0])}]
     assert payload == image.cubin + image.ptx[0]
     assert header["signatures"]["ptxbridge_manifest"] == 1
@@ -128,8 +130,8 @@ CORRUPT = ("checksum mismatch: the file is corrupt or truncated (the SHA-256 of 
     (lambda d: d[:10], "<f>: truncated: a ptxbridge image file is at least 48 bytes (got 10)"),
     (lambda d: b"\x7fELF" + d[4:], r"<f>: not a ptxbridge image file (starts with b'\x7fELFBIMG', expected "
                                    r"b'\x89PTXBIMG')"),
-    (lambda d: d[:8] + struct.pack("<I", 3) + d[12:],
-     "<f>:8: image format version 3 is not supported (this ptxbridge reads versions 1 to 2) (written by a "
+    (lambda d: d[:8] + struct.pack("<I", 4) + d[12:],
+     "<f>:8: image format version 4 is not supported (this ptxbridge reads versions 1 to 3) (written by a "
      "newer ptxbridge: upgrade to read it)"),
     (lambda d: d[:-1], f"<f>: {CORRUPT}"),
     (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], f"<f>: {CORRUPT}"),
@@ -142,21 +144,26 @@ def test_damaged_files_are_format_errors(saved, mangle, message):
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda h, p: ({**h, "extra": 1}, p),
-     "<f>:header.$: unknown key 'extra' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: unknown key 'extra' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({k: v for k, v in h.items() if k != "arch"}, p),
-     "<f>:header.$: missing key 'arch' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: missing key 'arch' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({k: v for k, v in h.items() if k != "unusable"}, p),
-     "<f>:header.$: missing key 'unusable' (keys: arch, cpu_unavailable, created_by, sections, signatures, "
-     "unusable)"),
+     "<f>:header.$: missing key 'unusable' (keys: arch, cpu_unavailable, created_by, name_expressions, "
+     "sections, signatures, unusable)"),
     (lambda h, p: ({**h, "cpu_unavailable": {"k": 1}}, p),
      "<f>:header.cpu_unavailable: must be an object of kernel name -> reason string (got {'k': 1})"),
+    (lambda h, p: ({**h, "name_expressions": {"f<1>": 2}}, p),
+     "<f>:header.name_expressions: must be an object of name expression -> kernel symbol string (got "
+     "{'f<1>': 2})"),
+    (lambda h, p: ({**h, "name_expressions": {"f<1>": "_Z1fILi1EEvv"}}, p),
+     "<f>:header.name_expressions: names no kernel of the image (got '_Z1fILi1EEvv')"),
     (lambda h, p: ({**h, "arch": "gfx90a"}, p),
      "<f>:header.arch: must be null or look like 'sm_90' or 'sm_90a' (got 'gfx90a')"),
     (lambda h, p: (h, p + b"x"), "<f>:header.sections: sections cover 0 bytes but 1 follow the header"),
-    (lambda h, p: ({**h, "sections": [{"kind": "cubin", "size": 4}] * 2}, b"\0" * 8),
-     "<f>:header.sections[1]: a second cubin section (an image has at most one)"),
+    (lambda h, p: ({**h, "sections": [{"kind": "cubin", "size": 4, "arch": "sm_90"}] * 2}, b"\0" * 8),
+     "<f>:header.sections[1]: a second cubin for sm_90 (an image has one per target)"),
     (lambda h, p: ({**h, "sections": [{"kind": "elf", "size": 0}]}, b""),
      "<f>:header.sections[0].kind: must be one of cubin, ptx (got 'elf')"),
     (lambda h, p: ({**h, "sections": [{"kind": "ptx", "size": -1}]}, b""),
@@ -193,10 +200,29 @@ def test_unusable_and_cpu_unavailable_kernels_survive_save_and_open(tmp_path):
     assert str(info.value) == image.unusable["k"]
 
 
+def _before_version_3(header: dict) -> dict:
+    """``header`` as versions 1 and 2 wrote it: no arch in the (one) cubin section."""
+    return {**header, "sections": [{k: v for k, v in e.items() if k != "arch"} for e in header["sections"]]}
+
+
+def test_a_version_2_file_still_opens(image, saved):
+    """Version 2 had no name_expressions key: such a file reads with none, and a version 2 header
+    that has one is refused as version 2 always refused it."""
+    header, payload = _parts(saved)
+    header = _before_version_3(header)
+    del header["name_expressions"]
+    opened = ptxbridge.Image.from_bytes(_build(header, payload, version=2), "<v2>")
+    assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
+    assert opened.name_expressions == {} and read_image_file(_build(header, payload, version=2)).version == 2
+    with pytest.raises(FormatError, match=r"unknown key 'name_expressions' \(keys: arch, cpu_unavailable, "):
+        read_image_file(_build({**header, "name_expressions": {}}, payload, version=2), "<v2>")
+
+
 def test_a_version_1_file_still_opens(image, saved):
     """Version 1 had no unusable / cpu_unavailable keys: such a file reads with none."""
     header, payload = _parts(saved)
-    del header["unusable"], header["cpu_unavailable"]
+    header = _before_version_3(header)
+    del header["unusable"], header["cpu_unavailable"], header["name_expressions"]
     opened = ptxbridge.Image.from_bytes(_build(header, payload, version=1), "<v1>")
     assert (opened.cubin, dict(opened.kernels), opened.ptx) == (image.cubin, dict(image.kernels), image.ptx)
     assert opened.unusable == opened.cpu_unavailable == {}
@@ -301,17 +327,20 @@ def test_a_gpu_device_without_a_driver_says_so_and_names_the_cpu_loader(image, m
 
 @pytest.mark.gpu
 def test_an_image_for_another_arch_says_what_to_rebuild():
+    """A cubin for another arch and no PTX to JIT-compile: refused, naming the GPU, the image's target
+    and the rebuild (tests/gpu/test_gpu_targets.py has the images that do have PTX)."""
     from ptxbridge.loaders.driver import device_arch
 
     here = device_arch(0)
     other = "sm_80" if not here.startswith("sm_8") else "sm_90"
     built = ptxbridge.link([nvrtc.compile(SOURCE, arch=other)], arch=other)
-    image = ptxbridge.Image.from_bytes(built.to_bytes())
+    image = ptxbridge.Image.from_bytes(ptxbridge.Image(built.cubin, built.arch, built.kernels).to_bytes())
     with pytest.raises(CudaError) as info:
         image.load(0)
     assert str(info.value) == (f"cuda:0 is {here} but the image's cubin is built for {other}, which it "
-                               f"cannot run; rebuild the image for {here}: ptxbridge.link(..., "
-                               f"arch={here!r}) or `ptxbridge link ... --arch {here} -o FILE`")
+                               f"cannot run, and it has no PTX to JIT-compile; rebuild the image for {here}: "
+                               f"ptxbridge.link(..., arch={[other, here]!r}) or `ptxbridge link ... --arch "
+                               f"{other},{here} -o FILE`")
     assert info.value.code == "CUDA_ERROR_NO_BINARY_FOR_GPU"
 
 
@@ -334,7 +363,7 @@ def test_link_on_the_command_line_then_inspect_the_saved_file(tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out}: {opened!r}\n"
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"{out}: image\n  ptxbridge image, format 2, for sm_90 (ptxbridge")
+    assert text.startswith(f"{out}: image\n  ptxbridge image, format 3, for sm_90 (ptxbridge")
     assert "checksum ok): 2 kernels, 1 PTX modules for the CPU loader\n" in text
     assert "  [0] elf sm_90 at 0x" in text and "  [1] ptx sm_90 at 0x" in text
     assert text.count("#[convention(c)] kernel affine(p: struct Pair { scale: f32, shift: i32 }, "
@@ -343,7 +372,7 @@ def test_link_on_the_command_line_then_inspect_the_saved_file(tmp_path, capsys):
     assert main(["inspect", "--json", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)
     facts = (report["format"], report["format_version"], report["arch"], report["ok"])
-    assert facts == ("image", 2, "sm_90", True)
+    assert facts == ("image", 3, "sm_90", True)
     assert [c["image"]["kind"] for c in report["children"]] == ["elf", "ptx"]
     assert main(["link", str(source), "-o", str(out), "--arch", "sm_80"]) == 0  # sources compiled for it too
     capsys.readouterr()

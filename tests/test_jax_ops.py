@@ -13,21 +13,14 @@ jax = pytest.importorskip("jax")
 pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built (no jaxlib)")
 
 import jax.numpy as jnp
+from _cuda_sources import VADD_AXPY
 
 import ptxbridge
 import ptxbridge.jax as pj
 from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.jax.xla_ffi import TARGET
 
-CPP = r"""
-extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}
-extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
+CPP = VADD_AXPY + r"""
 extern "C" __global__ void minmax(const float* x, float* lo, float* hi, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { lo[i] = fminf(x[i], 0.0f); hi[i] = fmaxf(x[i], 0.0f); }

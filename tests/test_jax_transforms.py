@@ -240,7 +240,7 @@ def test_restrict_promises_reach_the_handler(image):
     call = [line for line in jax.jit(lambda x, y: raxpy(2.0, x, y)).lower(x, x).as_text().splitlines()
             if "custom_call @ptxbridge_launch" in line]
     assert "no_alias = dense<[1, 0]>" in call[0]  # slot 1 (y, the promiser) against slot 0 (x)
-    assert "no_alias_bytes = dense<32>" in call[0]
+    assert "spans = dense<[32, 0, 32, 1]>" in call[0]  # x: 32 bytes read; y: 32 bytes written
     assert "'y' is a __restrict__ pointer, which no other argument may overlap" in call[0]
     unchecked = elementwise(image, "raxpy", "x", check_aliasing=False)
     assert "no_alias" not in jax.jit(lambda x, y: unchecked(2.0, x, y)).lower(x, x).as_text()
@@ -272,8 +272,8 @@ def test_the_handler_refuses_overlapping_restrict_buffers(image):
                r"in bytes \[0x[0-9a-f]+, 0x[0-9a-f]+\) \(32 bytes\): 'y' is a __restrict__ pointer, which no "
                r"other argument may overlap; pass arrays that do not overlap, or check_aliasing=False")
     with pytest.raises(Exception, match=refused):
-        jax.jit(lambda x: call(x, **xf.cpu_attributes(overlapping, raxpy.modules)))(x).block_until_ready()
+        jax.jit(lambda x: call(x, **xf.attributes(overlapping, raxpy.image, "cpu")))(x).block_until_ready()
     unchecked = dataclasses.replace(overlapping, no_alias=xf.NoAlias())
-    found = jax.jit(lambda x: call(x, **xf.cpu_attributes(unchecked, raxpy.modules)))(x)
+    found = jax.jit(lambda x: call(x, **xf.attributes(unchecked, raxpy.image, "cpu")))(x)
     np.testing.assert_allclose(found, 3.0 * np.arange(8))  # y = 2x + y on one buffer, as the kernel ran it
 

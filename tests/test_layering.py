@@ -2,14 +2,17 @@
 ``abi``, and no module imports (directly or through others) a module that imports it back.
 
 Imports are read from the source with ``ast``, function-level imports included, so a loop hidden
-behind a local import counts.  Two kinds do not count: imports under ``if TYPE_CHECKING:`` (never
-run), and a package's implicit import of its parent ``__init__`` (how Python finds a submodule,
-not a dependency the code chose).
+behind a local import counts, and so do imports under ``if TYPE_CHECKING:`` (a loop a type checker
+walks is a loop in the design; modules that read a signature type it through
+``abi.params.SignatureFields`` instead).  Only a package's implicit import of its parent ``__init__``
+does not count (how Python finds a submodule, not a dependency the code chose).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,20 +33,13 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-
-
 def _imports(module: str, path: Path) -> set[str]:
     if path.suffix == ".c":  # a C extension imports nothing of ptxbridge
         return set()
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -115,3 +111,27 @@ def test_the_cycle_finder_finds_a_planted_cycle(monkeypatch):
     planted = GRAPH["ptxbridge.abi.dtypes"] | {"ptxbridge.abi.kinds"}
     monkeypatch.setitem(GRAPH, "ptxbridge.abi.dtypes", planted)
     assert _cycle() is not None
+
+
+@pytest.mark.parametrize("statement", ["import ptxbridge.abi", "import ptxbridge",
+                                       "import ptxbridge.abi.ptx"])
+def test_importing_the_abi_or_the_package_loads_no_numpy_and_no_later_layer(statement):
+    script = (f"import sys; {statement}; "
+              "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith(('ptxbridge.', 'cuda'))))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          check=True)
+    loaded = ast.literal_eval(done.stdout)
+    assert "numpy" not in loaded
+    assert all(m.startswith("ptxbridge.abi") for m in loaded if m.startswith("ptxbridge.")), loaded
+    assert not any(m.startswith("cuda") for m in loaded), loaded
+
+
+def test_the_lazy_names_resolve_to_what_they_name():
+    import ptxbridge
+    import ptxbridge.abi
+    assert ptxbridge.load is ptxbridge.linker.load and ptxbridge.Signature is ptxbridge.abi.Signature
+    assert callable(ptxbridge.abi.check) and callable(ptxbridge.abi.sniff)  # not their modules
+    assert set(ptxbridge.abi.__all__) <= set(dir(ptxbridge.abi))
+    assert set(ptxbridge.__all__) <= set(dir(ptxbridge))
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        ptxbridge.abi.nothing  # noqa: B018

@@ -373,6 +373,46 @@ def test_template_kernels_by_name_expression(device):
     np.testing.assert_array_equal(y2, y * 3)
 
 
+TEMPLATES = r"""
+enum Color { RED = 1, GREEN = 2 };
+namespace ns { enum class Mode : int { A = 3, B = 7 }; }
+__device__ int g_value;
+template <typename T, unsigned N, bool Neg> __global__ void block_sum(T* out) { out[0] = Neg ? -(T)N : (T)N; }
+template <Color C> __global__ void colored(int* out) { out[0] = (int)C * 10; }
+template <ns::Mode M> __global__ void moded(int* out) { out[0] = (int)M * 100; }
+template <int* P> __global__ void pointed(int* out) { out[0] = P == &g_value ? 5 : 6; }
+namespace ns { template <typename T> __global__ void inner(T* out) { out[0] = (T)42; } }
+"""
+# expression -> (symbol NVRTC lowers it to, dtype of out, the value the instantiation writes)
+EXPRESSIONS = {
+    "block_sum<int, 64, true>": ("_Z9block_sumIiLj64ELb1EEvPT_", np.int32, -64),  # demangles as 64u, (bool)1
+    "block_sum<unsigned int, 64u, false>": ("_Z9block_sumIjLj64ELb0EEvPT_", np.uint32, 64),
+    "colored<GREEN>": ("_Z7coloredIL5Color2EEvPi", np.int32, 20),  # enum: demangles as (Color)2
+    "moded<ns::Mode::B>": ("_Z5modedILN2ns4ModeE7EEvPi", np.int32, 700),
+    "pointed<&g_value>": ("_Z7pointedIXadL_Z7g_valueEEEvPi", np.int32, 5),  # a pointer argument
+    "ns::inner<long long>": ("_ZN2ns5innerIxEEvPT_", np.int64, 42),  # namespace-qualified
+}
+
+
+def test_template_kernels_by_their_exact_name_expression(device, tmp_path):
+    """Every kernel is found by the expression it was compiled with (unsigned, bool, enum, scoped enum,
+    pointer and namespace-qualified arguments), on the linked image and on a saved one, and runs the
+    instantiation the expression names."""
+    artifact = nvrtc.compile(TEMPLATES, name_expressions=list(EXPRESSIONS))
+    assert dict(artifact.name_expressions) == {e: symbol for e, (symbol, _, _) in EXPRESSIONS.items()}
+    image = ptxbridge.link([artifact])
+    opened = ptxbridge.Image.open(image.save(tmp_path / "templates.ptxb"))
+    assert dict(opened.name_expressions) == dict(image.name_expressions) == dict(artifact.name_expressions)
+    for m in (image.load(device), opened.load(device)):
+        for expression, (symbol, dtype, value) in EXPRESSIONS.items():
+            assert m[expression] is m[symbol]
+            (out,) = _run(m, expression, np.zeros(1, dtype), grid=1, block=1)
+            assert out[0] == value, expression
+        listed = r"; name expressions: block_sum<int, 64, true>, block_sum<unsigned int, 64u, false>, "
+        with pytest.raises(KeyError, match=r"no kernel 'block_sum<int, 64, false>' .*" + listed):
+            m["block_sum<int, 64, false>"]
+
+
 def test_cp_async_copies_and_zero_fill(device):
     x = np.arange(128, dtype=np.float32) + 0.5
     _, out, wide, tail = _run(_load(ASYNC, device), "staged", x, np.zeros(128, np.float32),

@@ -81,8 +81,9 @@ def test_rustc_options_are_a_pure_function():
     assert prust.rustc_options("sm_100", emit="llvm-ir")[-2:] == ("--emit", "llvm-ir")
     with pytest.raises(ArgumentError, match=r"emit must be one of asm, llvm-ir \(got 'obj'\)"):
         prust.rustc_options("sm_80", emit="obj")
-    with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'compute_90'\)"):
-        prust.rustc_options("compute_90")
+    assert prust.rustc_options("compute_90") == prust.rustc_options((9, 0)) == prust.rustc_options("sm_90")
+    with pytest.raises(ArgumentError, match=r"arch must look like 'sm_80'.*\(got 'gfx90'\)"):
+        prust.rustc_options("gfx90")
     with pytest.raises(ArgumentError, match=r"opt_level .*\(got 7\)"):
         prust.rustc_options("sm_80", opt_level=7)
 

@@ -112,7 +112,7 @@ def test_second_export_runs_no_tileiras(monkeypatch):
 
 
 @pytest.mark.parametrize(("args", "arch", "match"), [
-    ((vadd, VADD_F32), "90", r"arch must look like 'sm_90' \(got '90'\)"),
+    ((vadd, VADD_F32), "9.0", r"arch must look like 'sm_90' \(got '9.0'\)"),
     ((lambda a: a, VADD_F32), None, "must be a @cuda.tile.kernel"),
     ((vadd, []), None, "one or more"),
     ((vadd, ["vadd"]), None, "one or more"),

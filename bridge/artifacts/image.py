@@ -18,7 +18,8 @@ from typing import Any
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, FormatError, LinkError
 from ptxbridge.abi.image_file import ImageFile, read_image_file, write_image_file
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import describe_code, with_cubin_facts
+from ptxbridge.artifacts.artifact import describe_code
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.launch.module import Module
 from ptxbridge.launch.raised import RaisedException
 from ptxbridge.loaders import open_backend
@@ -48,7 +49,9 @@ class Image:
     """What ``ptxbridge.link`` returns.
 
     ``cubin`` is the linked machine code for ``arch`` (None when only the CPU
-    loader will run it); ``ptx`` keeps the PTX text of every PTX input so the
+    loader will run it); ``cubins`` maps every target the image was linked for
+    to its cubin (``arch`` first: ``link(..., arch=["sm_80", "sm_100"])``;
+    given ``cubin`` and ``arch`` alone, it is that one); ``ptx`` keeps the PTX text of every PTX input so the
     CPU loader can interpret the same program (LTO-IR inputs finalised to
     PTX, the PTX embedded in fatbins, objects and libraries).  ``kernels``
     and ``device_functions`` map names to signatures (launch metadata
@@ -56,7 +59,9 @@ class Image:
     be made for, each with the reason; ``cpu_unavailable``: kernels without
     PTX for the CPU loader, each with the reason; ``raises``: the exception
     tables of numba kernels compiled with ``debug=True`` (not kept by
-    :meth:`save`: such a kernel of a saved image reports an exception by its code).
+    :meth:`save`: such a kernel of a saved image reports an exception by its code);
+    ``name_expressions``: the NVRTC name expressions of its kernels, each to its symbol
+    (``module["block_sum<int, 64, true>"]`` finds the kernel by it; kept by :meth:`save`).
     """
 
     cubin: bytes | None
@@ -68,6 +73,15 @@ class Image:
     unusable: Mapping[str, str] = field(default_factory=dict)
     cpu_unavailable: Mapping[str, str] = field(default_factory=dict)
     raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
+    name_expressions: Mapping[str, str] = field(default_factory=dict)
+    cubins: Mapping[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.cubins and self.cubin is not None and self.arch is not None:
+            object.__setattr__(self, "cubins", {self.arch: self.cubin})
+        elif self.cubins and next(iter(self.cubins.items())) != (self.arch, self.cubin):
+            raise ArgumentError(f"Image: cubins must start with arch and cubin ({self.arch!r}; got "
+                                f"{', '.join(self.cubins)})")
 
     def load(self, device: Any = None, *, check_aliasing: bool = True, **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
@@ -77,11 +91,14 @@ class Image:
         kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``options`` are the
         loader's (the CPU loader's ``max_steps``), see :func:`ptxbridge.loaders.open_backend`.
 
+        On a GPU the cubin for its arch loads, else a cubin it runs, else the PTX, JIT-compiled
+        by the driver when the driver reads its ISA (:func:`ptxbridge.loaders.choice.choose_code`).
+
         Raises
         ------
         CudaError
-            A GPU was asked for but there is no NVIDIA driver, or the GPU's arch cannot run the
-            cubin (the message names the arch to rebuild for).
+            A GPU was asked for but there is no NVIDIA driver, or nothing of the image runs on it
+            (the message names the GPU, the image's targets and what to rebuild).
         """
         return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing)
 
@@ -89,7 +106,8 @@ class Image:
         """The image as one saved-image file (``docs/image-format.md``); the link log is not kept, the
         reasons kernels are unusable or not for the CPU loader are."""
         found = ImageFile(self.arch, self.cubin, self.ptx, self.kernels, self.device_functions, _created_by(),
-                          self.unusable, self.cpu_unavailable)
+                          self.unusable, self.cpu_unavailable, name_expressions=self.name_expressions,
+                          cubins=self.cubins)
         return write_image_file(found)
 
     @classmethod
@@ -104,14 +122,17 @@ class Image:
         """
         found = read_image_file(data, source)
         kernels = found.kernels
-        if found.cubin is not None:
-            try:
-                checked = with_cubin_facts(kernels, found.cubin, f"{source} cubin")
+        for arch, cubin in reversed((found.cubins or {found.arch: found.cubin}).items()):
+            if cubin is None:
+                continue
+            try:  # each cubin is checked; the first's launch facts are kept
+                checked = with_cubin_facts(found.kernels, cubin, f"{source} cubin for {arch}")
             except (LinkError, AbiMismatchError) as exc:
                 raise FormatError(f"the signatures do not match the cubin: {exc}", source=source) from None
-            kernels = {name: checked[name] for name in kernels}
+            kernels = {name: checked[name] for name in found.kernels}
         return cls(found.cubin, found.arch, kernels, found.device_functions, found.ptx,
-                   unusable=found.unusable, cpu_unavailable=found.cpu_unavailable)
+                   unusable=found.unusable, cpu_unavailable=found.cpu_unavailable,
+                   name_expressions=found.name_expressions, cubins=found.cubins)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the image to ``path`` (replaced atomically); ``Image.open(path)`` reads it back.
@@ -153,5 +174,9 @@ class Image:
     def __repr__(self) -> str:
         cubin = self.cubin is not None
         kind, size = ("cubin", len(self.cubin)) if cubin else ("PTX", sum(map(len, self.ptx)))
-        return (f"<ptxbridge.Image {describe_code(kind, self.arch, size, self.kernels)}; "
+        code = describe_code(kind, self.arch, size, self.kernels)
+        if len(self.cubins) > 1:
+            code = describe_code("cubins", ", ".join(self.cubins), sum(map(len, self.cubins.values())),
+                                 self.kernels)
+        return (f"<ptxbridge.Image {code}; "
                 f"{len(self.ptx)} PTX module{'s' if len(self.ptx) != 1 else ''} for the CPU loader>")

@@ -34,7 +34,8 @@ from ptxbridge.abi.oxart import OxartBundle, PayloadKind, read_oxart
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
 from ptxbridge.abi.sniff import sniff
-from ptxbridge.artifacts.artifact import Artifact, coerce_signatures, sidecar_signatures
+from ptxbridge.artifacts.artifact import Artifact
+from ptxbridge.artifacts.signatures import coerce_signatures, sidecar_signatures
 from ptxbridge.cli.report import format_report
 from ptxbridge.oxide.payloads import bundle_choice, load_rule
 
@@ -316,12 +317,13 @@ def _image(data: bytes, source: str, sigs: _Signatures) -> dict[str, Any]:
     found = read_image_file(data, source)
     sigs.frontend, sigs.origin = {**found.device_functions, **found.kernels}, "image"
     children = []
-    for i, ((kind, code), offset) in enumerate(zip(image_file_sections(found), found.offsets, strict=True)):
+    for i, ((kind, built, code), offset) in enumerate(zip(image_file_sections(found), found.offsets,
+                                                          strict=True)):
         child = inspect_bytes(code, f"{source} section {i} at {offset:#x}", sigs, nested=True)
-        arch = found.arch if kind == "cubin" else next(iter(child.get("target", ())), None)
+        arch = built if kind == "cubin" else next(iter(child.get("target", ())), None)
         children.append({"image": {"index": i, "kind": "elf" if kind == "cubin" else kind, "arch": arch,
                                    "offset": offset, "compression": None}, **child})
-    note = (f"ptxbridge image, format {found.version}, for {found.arch or 'any arch'} "
+    note = (f"ptxbridge image, format {found.version}, for {', '.join(found.cubins) or 'any arch'} "
             f"({found.created_by or 'creator unknown'}; checksum ok): {len(found.kernels)} kernels, "
             f"{len(found.ptx)} PTX modules for the CPU loader")
     return {"format": "image", "format_version": found.version, "arch": found.arch,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.errors import FormatError, PtxBridgeError
+from ptxbridge.abi.targets import parse_target
 from ptxbridge.cli.report import printable_lines
 
 __all__ = ["error_text", "main"]
@@ -66,16 +67,22 @@ def _cmd_link(args: argparse.Namespace) -> int:
     from ptxbridge.cli.inspect import compile_source, is_source
     from ptxbridge.linker import link
 
+    targets = args.arch.split(",") if args.arch else []
+    try:  # sources compile for the oldest target: their PTX links for every newer one
+        oldest = min(map(parse_target, targets)).sm if targets else None
+    except PtxBridgeError as exc:
+        sys.stderr.write(error_text("ptxbridge link", exc))
+        return 1
     artifacts = []
     for name in args.inputs:
         path = Path(name)
         try:
-            artifacts.append(compile_source(path, args.arch) if is_source(path) else artifact_from_file(path))
+            artifacts.append(compile_source(path, oldest) if is_source(path) else artifact_from_file(path))
         except (PtxBridgeError, OSError) as exc:
             sys.stderr.write(error_text(name, exc))
             return 1
     try:
-        image = link(artifacts, arch=args.arch, lto=args.lto)
+        image = link(artifacts, arch=targets if len(targets) > 1 else args.arch, lto=args.lto)
         image.save(args.output)
     except PtxBridgeError as exc:
         sys.stderr.write(error_text("ptxbridge link", exc))
@@ -149,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "source")
     link_cmd.add_argument("-o", "--output", required=True, metavar="FILE",
                           help="the image file to write (conventionally .ptxb)")
-    link_cmd.add_argument("--arch", help="the GPU arch to link for, e.g. sm_90 (default: the first GPU's, "
+    link_cmd.add_argument("--arch", help="the GPU arch to link for, e.g. sm_90, or several: "
+                                         "sm_80,sm_90,sm_100 (a cubin for each; default: the first GPU's, "
                                          "else sm_90)")
     link_cmd.add_argument("--lto", action=argparse.BooleanOptionalAction, default=None,
                           help="link-time optimisation (default: on when an input is LTO-IR)")

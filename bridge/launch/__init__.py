@@ -3,12 +3,15 @@
 A call ``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` runs on one of three tiers, each
 decided once per (kernel, tuple of argument types) and cached in the kernel's plan table:
 
-1. **C plan** (``_fastlaunch.c`` + ``_launcher.c``, built by ``setup.py`` where a C compiler is;
-   :mod:`.fastpath` ``native_specs``): every argument is a torch tensor on a pointer/slice parameter
-   or a plain int/float scalar.  ``Kernel``'s base type is then ``_fastlaunch.Launcher``, whose
-   vectorcall parses keywords, finds the plan, reads tensors through the DLPack C exchange API,
-   packs on the stack and calls ``cuLaunchKernel``.  Any check that fails *declines* (no error is
-   raised in C) and the call falls through to tier 2.  ``PTXBRIDGE_FASTLAUNCH=0`` turns it off.
+1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_launcher.c``, built by ``setup.py`` where a
+   C compiler is; :mod:`.fastpath` ``native_specs``): every argument is a tensor the C plan reads
+   (:class:`.args.NativeTensor`: torch through the DLPack C exchange API, CuPy arrays through their
+   attributes, other ``__cuda_array_interface__`` producers through the interface) on a pointer,
+   slice, ``DisjointSlice`` or numba array parameter, or a plain int/float scalar.  ``Kernel``'s
+   base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,
+   reads and checks the tensors, packs on the stack and calls ``cuLaunchKernel``.  Any check that
+   fails *declines* (no error is raised in C) and the call falls through to tier 2.
+   ``PTXBRIDGE_FASTLAUNCH=0`` turns it off.
 2. **Generated Python** (:mod:`.fastpath` ``compile_launch``): one function written per plan, with
    the common binders' reads in line (torch / CuPy tensor facts, scalars), falling back per
    argument to the binder itself.
@@ -22,6 +25,10 @@ of contiguous tensors they already read and hand anything else to the full check
 
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.
+
+``launch_abi.h`` is the C launch ABI both C extensions (this one and ``ptxbridge.jax._xla_ffi``) share:
+``cuLaunchKernel``'s type, the DLPack views, the C plan's argument kinds (exported as
+``_fastlaunch.ARG_*``, which :mod:`.fastpath` reads) and the no-alias range test.
 
 Also: ``call_form`` (the launch keywords), ``symbols`` (kernels found by their C++ names),
 ``members`` (where an argument's tensors sit: by-value structs and tuples walked).

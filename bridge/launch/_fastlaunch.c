@@ -1,12 +1,12 @@
 /* ptxbridge.launch._fastlaunch: the per-launch hot path of a checked launch, in C.
  *
  * A Plan is built once per (kernel, argument types) from what the Python
- * side decided (bridge/fastpath.py): per argument, where its flat values
- * come from and what it must be.  Per launch it reads each torch tensor
- * through the DLPack C exchange API (one C call, no Python objects), checks
- * dtype, device and contiguity, range-checks Python int / float scalars,
+ * side decided (bridge/launch/fastpath.py): per argument, where its flat values
+ * come from and what it must be.  Per launch it reads and checks each tensor
+ * (_tensors.c: the DLPack C exchange API, a CuPy array's attributes or the
+ * __cuda_array_interface__), range-checks Python int / float scalars,
  * checks that tensors the signature promises not to alias do not overlap
- * (bridge/launch/aliasing.py decides which pairs), packs the parameter
+ * (bridge/launch/aliasing.py decides which pairs; launch_abi.h the test), packs the parameter
  * buffer (on the stack up to 4 KiB, on the heap up to the driver's 32,764
  * bytes) and calls cuLaunchKernel through the entry points the CUDA loader
  * gives each plan (this file never loads libcuda: the loader is the only
@@ -17,10 +17,11 @@
  * this path is too strict for or raises the house-format ArgumentError.
  * Results of Plan.launch: None (launched), False (declined, nothing
  * launched), an int CUresult (the driver refused the launch).
- * bridge/_launcher.c puts a vectorcall type in front of the plans, so a
+ * bridge/launch/_launcher.c puts a vectorcall type in front of the plans, so a
  * kernel call reaches plan_run without running Python code.
  */
 #include "_fastlaunch.h"
+#include "launch_abi.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -30,56 +31,10 @@
 #error "the parameter buffer is packed little-endian by memcpy"
 #endif
 
-/* --- DLPack (dlpack.h v1.2+), the parts this file reads ----------------------------------- */
-typedef struct { uint32_t major, minor; } DLVersion;
-typedef struct { int32_t device_type; int32_t device_id; } DLDev;
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
-typedef struct {
-    void *data;
-    DLDev device;
-    int32_t ndim;
-    DLType dtype;
-    int64_t *shape;
-    int64_t *strides;
-    uint64_t byte_offset;
-} DLView;
-typedef struct ExchangeHeader { DLVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
-typedef struct {
-    ExchangeHeader header;
-    void *managed_tensor_allocator;
-    void *managed_tensor_from_py_object_no_sync;
-    void *managed_tensor_to_py_object_no_sync;
-    int (*dltensor_from_py_object_no_sync)(void *py_object, DLView *out);
-    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
-} ExchangeAPI;
-
-#define KDL_CUDA 2
-
-/* --- the driver's entry points, as the CUDA loader hands them over -------------------------- */
-typedef int (*LaunchFn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned shared, void *stream, void **params, void **extra);
-typedef int (*SetCurrentFn)(void *context);
-
 /* --- plans ---------------------------------------------------------------------------------- */
-enum { ARG_TENSOR = 0, ARG_INT = 1, ARG_FLOAT = 2 };
-#define MAX_PARAMS 32764  /* bytes: the driver's limit (CUDA 12.1+), abi/layout.py MAX_PARAM_BYTES */
-#define STACK_PARAMS 4096 /* larger buffers go on the heap: threads may have small stacks */
 #define STACK_SLOTS 256   /* kernelParams pointers kept on the stack */
 #define MAX_ALIAS_SLOTS 64 /* tensors with a no-alias promise a C plan checks; more: the Python path */
 
-typedef struct {
-    int kind;
-    int offset, code;            /* the (first) flat value: byte offset, struct code */
-    int len_offset, len_code;    /* slices: where numel goes; len_offset < 0 for pointers */
-    PyTypeObject *type;          /* tensors: the exact type the API came from */
-    const ExchangeAPI *api;
-    DLType dtype;
-    int32_t device_type, device_id;
-    long long lo;                /* ints: the range; unsigned when lo >= 0 */
-    unsigned long long hi;
-    double limit;                /* floats: |x| <= limit */
-    int alias_slot;              /* tensors in a no-alias pair: where its byte range goes; else -1 */
-} ArgSpec;
 
 typedef struct {
     PyObject_HEAD
@@ -98,7 +53,9 @@ typedef struct {
     PyObject *function_obj;      /* re-read max_dynamic_shared when a launch asks for more */
     PyObject *last, *name;       /* last[0] = name after each launch: the loader's one-slot list, written
                                     without the attribute lookups a setattr on the loader costs */
-    const ExchangeAPI *stream_api;
+    const ExchangeAPI *stream_api; /* the first DLPack tensor's: its framework's current stream */
+    PyObject *default_stream;    /* without one: callable(device_id) -> the current stream, or None: 0 */
+    PointerAttributeFn pointer_attribute_fn; /* cuPointerGetAttribute: the device of CAI pointers */
     int32_t device_id;
     int npairs;
     int (*pairs)[2];             /* alias slots whose byte ranges must not overlap */
@@ -123,50 +80,8 @@ static int put_int(char *buf, int offset, int code, long long sv, unsigned long 
     return 1;
 }
 
-static int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
+int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
-}
-
-/* Torch's is_contiguous(): unit axes ignored, empty tensors contiguous. */
-static int contiguous(const DLView *t, uint64_t *numel) {
-    uint64_t n = 1;
-    int ok = 1;
-    int64_t expected = 1;
-    for (int32_t axis = t->ndim - 1; axis >= 0; --axis) {
-        int64_t extent = t->shape[axis];
-        n *= (uint64_t)extent;
-        if (extent != 1 && t->strides != NULL) {
-            if (t->strides[axis] != expected) ok = 0;
-            expected *= extent;
-        }
-    }
-    *numel = n;
-    return ok || n == 0;
-}
-
-/* range (when not NULL): the bytes [range[0], range[1]) the contiguous tensor covers. */
-static int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range) {
-    DLView view;
-    if (Py_TYPE(arg) != s->type) return 0;
-    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    uint64_t numel;
-    if (view.dtype.code != s->dtype.code || view.dtype.bits != s->dtype.bits || view.dtype.lanes != 1
-        || view.device.device_type != s->device_type || view.device.device_id != s->device_id
-        || !contiguous(&view, &numel))
-        return 0;
-    uint64_t address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
-    if (range != NULL) {
-        uint64_t bits;
-        if (__builtin_mul_overflow(numel, (uint64_t)s->dtype.bits, &bits) || bits > UINT64_MAX - 7
-            || __builtin_add_overflow(address, (bits + 7) / 8, &range[1]))
-            return 0;
-        range[0] = address;
-    }
-    if (!put_unsigned(buf, s->offset, s->code, address)) return 0;
-    return s->len_offset < 0 || put_unsigned(buf, s->len_offset, s->len_code, numel);
 }
 
 static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
@@ -197,6 +112,10 @@ static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     return 1;
 }
 
+static int is_tensor(int kind) {
+    return kind == PTXB_ARG_TENSOR || kind == PTXB_ARG_CAI || kind == PTXB_ARG_CUPY;
+}
+
 /* 1: every argument packed into buf and no no-alias pair overlaps; 0: declined. */
 static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf) {
     uint64_t ranges[MAX_ALIAS_SLOTS][2];
@@ -206,50 +125,29 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         const ArgSpec *s = &plan->args[i];
         PyObject *arg = argv[i];
         uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
-        int ok = s->kind == ARG_TENSOR ? pack_tensor(s, arg, buf, range)
-               : s->kind == ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
+        int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn)
+               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
         const uint64_t *a = ranges[plan->pairs[k][0]], *b = ranges[plan->pairs[k][1]];
-        if (a[0] < b[1] && b[0] < a[1]) return 0;
+        if (ranges_overlap(a[0], a[1], b[0], b[1])) return 0;
     }
     return 1;
 }
 
 static int read_spec(ArgSpec *s, PyObject *item) {
-    PyObject *capsule = NULL, *type = NULL;
-    int dl_code, dl_bits;
     unsigned long long hi;
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) goto bad;
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
-    s->len_offset = -1;
     s->alias_slot = -1;
-    if (s->kind == ARG_TENSOR) {
-        if (!PyArg_ParseTuple(item, "iOOiiiiiiii", &s->kind, &type, &capsule, &dl_code, &dl_bits,
-                              &s->device_type, &s->device_id, &s->offset, &s->code, &s->len_offset,
-                              &s->len_code))
-            return 0;
-        if (!PyType_Check(type)) goto bad;
-        s->type = (PyTypeObject *)type;
-        s->api = (const ExchangeAPI *)PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
-        if (s->api == NULL) return 0;
-        if (s->api->header.version.major != 1 || s->api->header.version.minor < 2
-            || s->api->dltensor_from_py_object_no_sync == NULL || s->api->current_work_stream == NULL) {
-            PyErr_SetString(PyExc_ValueError, "the DLPack exchange API is too old or lacks DLTensor views");
-            return 0;
-        }
-        s->dtype.code = (uint8_t)dl_code;
-        s->dtype.bits = (uint8_t)dl_bits;
-        s->dtype.lanes = 1;
-        return 1;
-    }
-    if (s->kind == ARG_INT) {
+    if (is_tensor(s->kind)) return read_tensor_spec(s, item);
+    if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
         return 1;
     }
-    if (s->kind == ARG_FLOAT) {
+    if (s->kind == PTXB_ARG_FLOAT) {
         if (!PyArg_ParseTuple(item, "iiid", &s->kind, &s->offset, &s->code, &s->limit)) return 0;
         if (s->code != 'f' && s->code != 'd') goto bad;
         return 1;
@@ -259,14 +157,17 @@ bad:
     return 0;
 }
 
-static int check_place(const ArgSpec *s, int size) {
+static int place_fits(int offset, int code, int size) {
     static const char codes[] = "bBhHiIqQfd";
     static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
-    int places[2][2] = {{s->offset, s->code}, {s->len_offset, s->len_code}};
-    for (int k = 0; k < (s->len_offset < 0 ? 1 : 2); ++k) {
-        const char *found = places[k][1] > 0 ? strchr(codes, places[k][1]) : NULL;
-        if (found == NULL || places[k][0] < 0 || places[k][0] + sizes[found - codes] > size) return 0;
-    }
+    const char *found = code > 0 ? strchr(codes, code) : NULL;
+    return found != NULL && offset >= 0 && offset + sizes[found - codes] <= size;
+}
+
+static int check_place(const ArgSpec *s, int size) {
+    if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
+    for (int k = 0; k < s->nplaces; ++k)
+        if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
     return 1;
 }
 
@@ -284,7 +185,7 @@ static int read_pairs(Plan *self, PyObject *pairs) {
         PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
         if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "nn", &index[0], &index[1])) goto bad;
         for (int e = 0; e < 2; ++e) {
-            if (index[e] < 0 || index[e] >= self->nargs || self->args[index[e]].kind != ARG_TENSOR) goto bad;
+            if (index[e] < 0 || index[e] >= self->nargs || !is_tensor(self->args[index[e]].kind)) goto bad;
             ArgSpec *s = &self->args[index[e]];
             if (s->alias_slot < 0) {
                 if (nslots == MAX_ALIAS_SLOTS) goto bad;
@@ -303,27 +204,37 @@ bad:
     return 0;
 }
 
+static void free_args(Plan *self) {
+    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) PyMem_Free(self->args[i].places);
+    PyMem_Free(self->args);
+}
+
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
- *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=()): the
- *      two entries are the addresses of cuLaunchKernel and cuCtxSetCurrent; a plan without them never
- *      launches. */
+ *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=(),
+ *      pointer_attribute_entry=0, default_stream=None): the entries are the addresses of cuLaunchKernel,
+ *      cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never launches. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
                             "function_obj", "last_kernel", "name", "device_id", "launch_entry",
-                            "set_current_entry", "alias_pairs", NULL};
+                            "set_current_entry", "alias_pairs", "pointer_attribute_entry", "default_stream",
+                            NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *last = Py_None, *name = Py_None;
-    PyObject *alias_pairs = NULL;
-    unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0;
+    PyObject *alias_pairs = NULL, *default_stream = Py_None;
+    unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0, pointer_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKO", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &last, &name, &self->device_id, &launch_entry,
-                                     &set_current_entry, &alias_pairs))
+                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream))
         return -1;
-    if (self->size < 0 || self->size > MAX_PARAMS) {
+    if (default_stream != Py_None && !PyCallable_Check(default_stream)) {
+        PyErr_SetString(PyExc_TypeError, "default_stream must be None or callable(device_id) -> int");
+        return -1;
+    }
+    if (self->size < 0 || self->size > MAX_PARAM_BYTES) {
         PyErr_SetString(PyExc_ValueError, "parameter buffer too large for the C path");
         return -1;
     }
@@ -337,17 +248,17 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
             PyErr_Format(PyExc_ValueError, "argument spec %zd does not fit the %d-byte buffer", i, self->size);
             goto fail;
         }
-        if (s->kind == ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
+        if (s->kind == PTXB_ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
     }
     if (alias_pairs != NULL && !read_pairs(self, alias_pairs)) goto fail;
     if (offsets != Py_None) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
         if (seq == NULL) goto fail;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        self->slots = n > MAX_PARAMS ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
+        self->slots = n > MAX_PARAM_BYTES ? NULL : PyMem_Calloc(n ? n : 1, sizeof(int));
         if (self->slots == NULL) {
             Py_DECREF(seq);
-            if (n > MAX_PARAMS) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
+            if (n > MAX_PARAM_BYTES) PyErr_SetString(PyExc_ValueError, "more parameters than the buffer has bytes");
             else PyErr_NoMemory();
             goto fail;
         }
@@ -367,13 +278,15 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     self->context = (void *)(uintptr_t)context;
     self->launch_fn = (LaunchFn)(uintptr_t)launch_entry;
     self->set_current_fn = (SetCurrentFn)(uintptr_t)set_current_entry;
+    self->pointer_attribute_fn = (PointerAttributeFn)(uintptr_t)pointer_entry;
+    Py_XSETREF(self->default_stream, default_stream == Py_None ? NULL : Py_NewRef(default_stream));
     Py_XSETREF(self->keep, Py_NewRef(specs));
     Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
     Py_XSETREF(self->last, Py_NewRef(last));
     Py_XSETREF(self->name, Py_NewRef(name));
     return 0;
 fail: /* leave an empty plan behind: packing it writes nothing and launches nothing */
-    PyMem_Free(self->args);
+    free_args(self);
     PyMem_Free(self->pairs);
     PyMem_Free(self->slots);
     self->args = NULL;
@@ -387,7 +300,8 @@ fail: /* leave an empty plan behind: packing it writes nothing and launches noth
 }
 
 static void plan_dealloc(Plan *self) {
-    PyMem_Free(self->args);
+    free_args(self);
+    Py_XDECREF(self->default_stream);
     PyMem_Free(self->pairs);
     PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
@@ -397,15 +311,15 @@ static void plan_dealloc(Plan *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* One launch's parameter buffer: on the stack up to STACK_PARAMS bytes, else on the heap (per launch:
+/* One launch's parameter buffer: on the stack up to STACK_PARAM_BYTES bytes, else on the heap (per launch:
  * a plan may launch from several threads at once, each packing its own buffer). */
 typedef struct {
-    char stack[STACK_PARAMS];
+    char stack[STACK_PARAM_BYTES];
     char *data;
 } ParamBuffer;
 
 static char *buffer_open(ParamBuffer *b, int size) {
-    b->data = size <= STACK_PARAMS ? b->stack : PyMem_Malloc((size_t)size);
+    b->data = size <= STACK_PARAM_BYTES ? b->stack : PyMem_Malloc((size_t)size);
     return b->data;
 }
 
@@ -468,12 +382,22 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     if (self->launch_fn == NULL || self->set_current_fn == NULL || self->function == NULL || shared < 0 || shared > 0x7fffffffL
         || !shared_allowed(self, shared))
         return 0;
-    if (stream_arg == Py_None) {
-        if (self->stream_api == NULL) return 0;
-        if (self->stream_api->current_work_stream(KDL_CUDA, self->device_id, &stream) != 0) {
+    if (stream_arg == Py_None && self->stream_api != NULL) {
+        if (self->stream_api->current_work_stream(DL_CUDA, self->device_id, &stream) != 0) {
             PyErr_Clear();
             return 0;
         }
+    } else if (stream_arg == Py_None && self->default_stream != NULL) { /* as Kernel's stream_of */
+        PyObject *device = PyLong_FromLong(self->device_id);
+        PyObject *handle = device == NULL ? NULL : PyObject_CallOneArg(self->default_stream, device);
+        Py_XDECREF(device);
+        unsigned long long value = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsUnsignedLongLong(handle)
+                                                                                : (unsigned long long)-1;
+        Py_XDECREF(handle);
+        if (value == (unsigned long long)-1) { PyErr_Clear(); return 0; }
+        stream = (void *)(uintptr_t)value;
+    } else if (stream_arg == Py_None) {
+        stream = NULL; /* no framework names a current stream: the legacy default stream, as Kernel's stream_of */
     } else if (PyLong_CheckExact(stream_arg)) {
         unsigned long long handle = PyLong_AsUnsignedLongLong(stream_arg);
         if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
@@ -491,8 +415,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
         return 0;
     }
     size_t size = (size_t)self->size;
-    void *extra[5] = {(void *)1 /* CU_LAUNCH_PARAM_BUFFER_POINTER */, buf,
-                      (void *)2 /* CU_LAUNCH_PARAM_BUFFER_SIZE */, &size, NULL /* END */};
+    void *extra[5] = {LAUNCH_PARAM_BUFFER_POINTER, buf, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
@@ -566,11 +489,19 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
-    if (str_max_shared == NULL || PyType_Ready(&PlanType) < 0 || !launcher_ready())
+    if (str_max_shared == NULL || !tensors_ready() || PyType_Ready(&PlanType) < 0 || !launcher_ready())
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAMS) < 0
+    if (PyModule_AddIntConstant(module, "MAX_PARAMS", MAX_PARAM_BYTES) < 0
+        || PyModule_AddIntConstant(module, "ARG_TENSOR", PTXB_ARG_TENSOR) < 0
+        || PyModule_AddIntConstant(module, "ARG_INT", PTXB_ARG_INT) < 0
+        || PyModule_AddIntConstant(module, "ARG_FLOAT", PTXB_ARG_FLOAT) < 0
+        || PyModule_AddIntConstant(module, "ARG_CAI", PTXB_ARG_CAI) < 0
+        || PyModule_AddIntConstant(module, "ARG_CUPY", PTXB_ARG_CUPY) < 0
+        || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
+        || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
+        || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);

@@ -1,9 +1,39 @@
-/* ptxbridge.launch._fastlaunch: what bridge/_fastlaunch.c (plans) and bridge/_launcher.c (the vectorcall
- * Launcher in front of them) share. */
+/* ptxbridge.launch._fastlaunch's two halves: what _fastlaunch.c (plans, the module) exports to _launcher.c
+ * (the vectorcall Launcher in front of them) and back.  The launch ABI itself is launch_abi.h. */
 #ifndef PTXBRIDGE_FASTLAUNCH_H
 #define PTXBRIDGE_FASTLAUNCH_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "launch_abi.h"
+
+/* One argument of a plan (bridge/launch/fastpath.py native_specs writes them). */
+typedef struct {
+    int kind;                    /* PTXB_ARG_* */
+    int offset, code;            /* scalars: the flat value's byte offset and struct code */
+    PyTypeObject *type;          /* tensors: the exact type the plan was made for */
+    PyObject *source;            /* tensors: the exchange API capsule, CAI typestr or cupy dtype (borrowed) */
+    const ExchangeAPI *api;      /* PTXB_ARG_TENSOR */
+    DLType dtype;
+    int32_t device_type, device_id;
+    int form, ndim, layout;      /* PTXB_FORM_*; numba arrays: ndim and 'C' / 'F' / 'A' */
+    int align, itemsize, refuses_readonly;
+    int nplaces;
+    int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
+    long long lo;                /* ints: the range; unsigned when lo >= 0 */
+    unsigned long long hi;
+    double limit;                /* floats: |x| <= limit */
+    int alias_slot;              /* tensors in a no-alias pair: where its byte range goes; else -1 */
+} ArgSpec;
+
+/* _tensors.c: a tensor spec read from its tuple (1, or 0 with an error set); one tensor argument packed
+ * (1, or 0: declined), its byte range into range[0:2] when range is not NULL; the interned names. */
+int read_tensor_spec(ArgSpec *s, PyObject *item);
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute);
+int tensors_ready(void);
+
+/* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0. */
+int put_unsigned(char *buf, int offset, int code, unsigned long long v);
 
 extern PyTypeObject PlanType;
 extern PyTypeObject LauncherType;

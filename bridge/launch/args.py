@@ -24,11 +24,11 @@ from typing import Any
 import numpy
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
-from ptxbridge.abi.dtypes import KDL_COMPLEX
+from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import ParamType
+from ptxbridge.abi.kinds import NumbaArray, ParamType
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -37,6 +37,7 @@ from ptxbridge.launch.dlpack import (
     TensorInfo,
     device_name,
     extractor_for,
+    producer_of,
     torch_dtype_map,
 )
 from ptxbridge.launch.members import members, read
@@ -110,13 +111,32 @@ class Binder:
     is an optional hint for the plan compiler (:mod:`ptxbridge.launch.module`) to
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
-    ``("int", lo, hi)`` or ``("float", limit)``.
+    ``("int", lo, hi)`` or ``("float", limit)``.  ``native``: for tensor arguments the C plan
+    can read, what it reads and checks (:class:`NativeTensor`).
     """
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
+    native: NativeTensor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NativeTensor:
+    """A tensor argument as the C plan takes it (:func:`ptxbridge.launch.fastpath.native_specs`): read
+    through ``producer`` (``"dlpack"``: the DLPack C exchange API; ``"cai"``: ``__cuda_array_interface__``;
+    ``"cupy"``: a ``cupy.ndarray``'s attributes), checked as :func:`_check_tensor` and the kind's rule
+    check it, packed as ``form`` (``"pointer"``, ``"slice"`` or ``"numba"``: numba's array struct of
+    ``ndim`` axes and ``layout``)."""
+
+    producer: str
+    form: str
+    dtype: DType
+    device_id: int  # -1: the CPU
+    refuses_readonly: bool
+    ndim: int = 0
+    layout: str = "A"
 
 
 class _Where:
@@ -192,7 +212,10 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     t, layout = where.t, where.rule.values
 
     def checked(arg: Any, stream: Any) -> tuple:
-        info = extract(arg, stream)
+        try:
+            info = extract(arg, stream)
+        except ArgumentError as exc:  # the producer's facts do not add up: say which argument
+            raise where.fail(f"cannot be read: {exc}") from None
         _check_tensor(info, where)
         try:
             return layout(info, t)
@@ -203,11 +226,41 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         return (_buffer(extract(arg, stream), where.name),)
 
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
+    native = _native_tensor(ctx, where, arg_type)
     fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
                      or _cupy_fast_path(ctx, where, form, arg_type, checked))
     if not fast:
-        return Binder(checked, buffers=buffers)
-    return Binder(fast[0], buffers=buffers, inline=fast[1])
+        return Binder(checked, buffers=buffers, native=native)
+    return Binder(fast[0], buffers=buffers, inline=fast[1], native=native)
+
+
+def _native_tensor(ctx: BindContext, where: _Where, arg_type: type) -> NativeTensor | None:
+    """How the C plan reads this argument, or None where it does not (the Python path then runs).
+
+    ============================= ========================================= =====================
+    argument type                 read through                              contexts
+    ============================= ========================================= =====================
+    torch.Tensor                  ``__dlpack_c_exchange_api__`` (DLPack)    GPU and CPU
+    cupy.ndarray                  ``data.ptr``, ``dtype``, ``shape``...     GPU
+    other ``__cuda_array_interface__`` producers (numba device arrays)      GPU
+    ============================= ========================================= =====================
+
+    Kinds: what the rule reads as a contiguous pointer or slice, and numba arrays (any layout) of a
+    plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
+    """
+    t, want = where.t, where.want
+    form = where.rule.contiguous(t) or ("numba" if isinstance(t, NumbaArray) else None)
+    if form is None or want is None or want.code == KDL_COMPLEX or want.bits % 8:
+        return None
+    on_gpu = ctx.device_type == DLPACK_CUDA
+    producer = producer_of(arg_type)
+    if producer == "torch" and getattr(arg_type, "__dlpack_c_exchange_api__", None) is not None:
+        producer = "dlpack"
+    elif not (on_gpu and want.numpy_name is not None and producer in ("cupy", "cai")):
+        return None
+    shaped = (t.ndim, t.layout) if form == "numba" else ()
+    device = ctx.device_id if on_gpu else -1
+    return NativeTensor(producer, form, want, device, where.refuses_readonly, *shaped)
 
 
 def _buffer(info: TensorInfo, name: str) -> Buffer:

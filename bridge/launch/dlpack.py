@@ -35,7 +35,7 @@ from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType, from_dlpack, from_numpy
 from ptxbridge.abi.errors import ArgumentError
 
-__all__ = ["TensorInfo", "extractor_for", "is_tensor_type", "device_name", "torch_dtype_map",
+__all__ = ["TensorInfo", "extractor_for", "is_tensor_type", "producer_of", "device_name", "torch_dtype_map",
            "stream_handle", "default_stream_for"]
 
 
@@ -292,6 +292,16 @@ def extractor_for(tp: type) -> Callable[[Any, Any], TensorInfo] | None:
     except KeyError:
         found = _EXTRACTORS[tp] = _choose(tp)
         return found
+
+
+def producer_of(tp: type) -> str | None:
+    """Which reader takes instances of ``tp``: ``"torch"``, ``"cupy"``, ``"numpy"``, ``"dlpack"``
+    (``__dlpack__`` capsules) or ``"cai"`` (``__cuda_array_interface__``); None for no tensor type."""
+    extract = extractor_for(tp)
+    if extract is None:
+        return None
+    return {_cupy_extract: "cupy", _numpy_extract: "numpy", _dlpack_extract: "dlpack",
+            _cai_extract: "cai"}.get(extract, "torch")
 
 
 def is_tensor_type(tp: type) -> bool:

@@ -9,11 +9,12 @@ the loader's launch.  Generated code only ever names values from the
 binders; nothing from the arguments reaches the source text.
 
 When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
-arguments are all torch tensors on pointers/slices and plain int/float
-scalars also get a C plan (:func:`native_specs`): it reads tensors through
-the DLPack C exchange API, checks the byte ranges of tensors the signature
-promises not to overlap (:mod:`.aliasing`), packs on the stack and calls the
-driver; on any check failure it declines and this module's Python function runs.  Set
+arguments are all tensors the C plan reads (``Binder.native``: torch, CuPy and
+``__cuda_array_interface__`` producers on pointers, slices and numba arrays) and plain
+int/float scalars also get a C plan (:func:`native_specs`): it reads and checks the
+tensors, checks the byte ranges of tensors the signature promises not to overlap
+(:mod:`.aliasing`), packs on the stack and calls the driver; on any check failure it
+declines and this module's Python function runs.  Set
 ``PTXBRIDGE_FASTLAUNCH=0`` to turn the C plan off.
 """
 
@@ -23,10 +24,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy
+
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
-from ptxbridge.launch.args import Binder
+from ptxbridge.launch.args import Binder, NativeTensor
 
 try:
     from ptxbridge.launch import _fastlaunch
@@ -35,7 +38,11 @@ except ImportError:  # not built (no compiler at install time): the Python path 
 
 __all__ = ["compile_launch", "native_specs", "native_available"]
 
-_TENSOR, _INT, _FLOAT = 0, 1, 2  # argument kinds of bridge/launch/_fastlaunch.c
+# The C plan's argument kinds and tensor forms (flat values per form; numba's depend on ndim), as
+# bridge/launch/launch_abi.h defines them: the extension exports them.
+_INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is not None else (None, None)
+_FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
+           "numba": (_fastlaunch.FORM_NUMBA, 0)} if _fastlaunch is not None else {})
 
 
 def native_available() -> bool:
@@ -51,37 +58,42 @@ def _codes(layout: Layout, first: int, count: int) -> list[tuple[int, int]] | No
     return [(p.offset, ord(PACK_CODES[p.param.ptx_type])) for p in laid]
 
 
-def _torch_spec(hint: tuple, arg_type: type, places: list[tuple[int, int]]) -> tuple | None:
-    import torch
-
-    from ptxbridge.launch.dlpack import torch_dtype_map
-
-    _, _kind, torch_dtype, device = hint
-    api = getattr(arg_type, "__dlpack_c_exchange_api__", None)
-    dtype = torch_dtype_map(torch).get(torch_dtype)
-    if api is None or dtype is None:
-        return None
-    where = (DLPACK_CUDA, device) if device >= 0 else (DLPACK_CPU, 0)
-    length = places[1] if len(places) == 2 else (-1, 0)
-    return (_TENSOR, arg_type, api, dtype.code, dtype.bits, *where, *places[0], *length)
+def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, int]]) -> tuple | None:
+    """The C plan's spec of one tensor argument (bridge/launch/_tensors.c read_tensor_spec)."""
+    want = native.dtype
+    if native.producer == "dlpack":
+        kind, source = _fastlaunch.ARG_TENSOR, getattr(arg_type, "__dlpack_c_exchange_api__", None)
+        if source is None:
+            return None
+    else:
+        dtype = numpy.dtype(want.numpy_name)
+        cupy = native.producer == "cupy"
+        kind, source = (_fastlaunch.ARG_CUPY, dtype) if cupy else (_fastlaunch.ARG_CAI, dtype.str)
+    where = (DLPACK_CUDA, native.device_id) if native.device_id >= 0 else (DLPACK_CPU, 0)
+    return (kind, arg_type, source, want.code, want.bits, *where, _FORMS[native.form][0], native.ndim,
+            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places))
 
 
 def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: Layout) -> tuple | None:
     """Per argument, what the C plan reads and where it packs it; None when any argument
-    needs the Python path (or no torch tensor is there to name the current stream)."""
+    needs the Python path."""
     specs: list[tuple] = []
     cursor = 0
     for binder, arg_type in zip(binders, arg_types, strict=True):
-        hint = binder.inline
-        if hint is None or hint[0] not in ("torch", "int", "float"):
+        native, hint = binder.native, binder.inline
+        if native is not None:
+            # numba: meminfo, parent, nitems, itemsize, data, shape, strides
+            count = _FORMS[native.form][1] or 5 + 2 * native.ndim
+        elif hint is not None and hint[0] in ("int", "float"):
+            count = 1
+        else:
             return None
-        count = 2 if hint[:2] == ("torch", "slice") else 1
         places = _codes(layout, cursor, count)
         cursor += count
         if places is None:
             return None
-        if hint[0] == "torch":
-            spec = _torch_spec(hint, arg_type, places)
+        if native is not None:
+            spec = _tensor_spec(native, arg_type, places)
             if spec is None:
                 return None
         elif hint[0] == "int":
@@ -89,7 +101,7 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
         else:
             spec = (_FLOAT, *places[0], float(hint[1]))
         specs.append(spec)
-    if cursor != len(layout.params) or not any(s[0] == _TENSOR for s in specs):
+    if cursor != len(layout.params):
         return None
     return tuple(specs)
 

@@ -113,7 +113,8 @@ class _Plan:
             facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
                                                                                      kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, pairs, **facts)
+                self.native = native_plan(packer.size, specs, pairs, default_stream=self.default_stream,
+                                          **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
@@ -348,12 +349,14 @@ class Module:
         return tuple(self.image.kernels)
 
     def __getitem__(self, name: str) -> Kernel:
-        """Kernel ``name``: its symbol, or its C++ name (``"vectorAdd"``, ``"scale<float>"``)."""
+        """Kernel ``name``: its symbol, its C++ name (``"vectorAdd"``, ``"scale<float>"``), or the NVRTC
+        name expression it was compiled with (``"block_sum<int, 64, true>"``)."""
         found = self._kernels.get(name)
         if found is None:
             if name in getattr(self.image, "unusable", {}):
                 raise AbiMismatchError(self.image.unusable[name])
-            symbol = symbol_for(name, self.image.kernels, "kernel")
+            expressions = getattr(self.image, "name_expressions", None)
+            symbol = symbol_for(name, self.image.kernels, "kernel", expressions)
             found = self._kernels.get(symbol) or Kernel(self, symbol, self.image.kernels[symbol])
             self._kernels[name] = self._kernels[symbol] = found
         return found

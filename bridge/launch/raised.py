@@ -14,45 +14,15 @@ allow: such a launch is refused (:func:`unreadable`) rather than run with nobody
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ptxbridge.abi.errors import ArgumentError, KernelRaisedError
+from ptxbridge.abi.raised import RaisedException, table_from_json, table_to_json
 from ptxbridge.launch.symbols import global_names
 
 __all__ = ["RaisedException", "ErrorFlag", "debug_kernels", "error_table", "table_from_json", "table_to_json",
            "unreadable"]
-
-
-@dataclass(frozen=True, slots=True)
-class RaisedException:
-    """One entry of numba's table: the exception type (``ValueError``, or ``module.QualName``), its
-    constant arguments and where the ``raise`` is (``In function 'f', file x.py, line 7``)."""
-
-    type: str
-    args: tuple[Any, ...] = ()
-    location: str = ""
-
-    def instance(self) -> BaseException | None:
-        """The Python exception itself, for built-in exception types (others are named only)."""
-        cls = getattr(builtins, self.type, None)
-        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-            return None
-        try:
-            return cls(*self.args)
-        except Exception:  # an exception type whose constructor takes other arguments
-            return None
-
-
-def table_to_json(table: Mapping[int, RaisedException]) -> dict[str, list[Any]]:
-    return {str(code): [e.type, list(e.args), e.location] for code, e in table.items()}
-
-
-def table_from_json(data: Mapping[str, list[Any]]) -> dict[int, RaisedException]:
-    return {int(code): RaisedException(kind, tuple(args), where)
-            for code, (kind, args, where) in data.items()}
 
 
 def error_table(image: Any, kernel: str, names: Collection[str]) -> Mapping[int, RaisedException] | None:

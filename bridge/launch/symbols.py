@@ -1,14 +1,17 @@
-"""Kernels and module globals by the name a user writes: the symbol itself or its C++ name.
+"""Kernels and module globals by the name a user writes: the symbol itself, its C++ name, or the NVRTC
+name expression it was compiled with.
 
 CUDA C++ kernels that are not ``extern "C"`` and file-``static`` variables
 reach the image under mangled names (``_Z9vectorAddPKfS0_Pfi``,
 ``_ZL12d_OptionData``); :func:`ptxbridge.abi.cxx_names.find_symbol` maps
-``"vectorAdd"`` or ``"d_OptionData"`` to them.
+``"vectorAdd"`` or ``"d_OptionData"`` to them.  A template kernel is found first by the expression
+NVRTC lowered (``"block_sum<int, 64, true>"``, kept as ``Image.name_expressions``): demangling spells
+its arguments differently (``64u``, ``(bool)1``), so the expression is looked up, not re-derived.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ptxbridge.abi.cxx_names import find_symbol
@@ -38,11 +41,14 @@ def global_names(image: Any) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def symbol_for(name: str, symbols: Iterable[str], what: str) -> str:
-    """The symbol ``name`` means among ``symbols``; KeyError naming the choices otherwise."""
+def symbol_for(name: str, symbols: Iterable[str], what: str,
+               expressions: Mapping[str, str] | None = None) -> str:
+    """The symbol ``name`` means among ``symbols`` (``expressions``: name expression -> symbol, tried
+    first); KeyError naming the choices otherwise."""
     symbols = tuple(symbols)
-    found = find_symbol(name, symbols)
+    found = (expressions or {}).get(name) or find_symbol(name, symbols)
     if found is None:
-        raise KeyError(f"the image has no {what} {name!r} (by symbol or C++ name; {what}s: "
-                       f"{', '.join(symbols) or 'none'})")
+        spelled = f"; name expressions: {', '.join(expressions)}" if expressions else ""
+        raise KeyError(f"the image has no {what} {name!r} (by symbol, C++ name or name expression; {what}s: "
+                       f"{', '.join(symbols) or 'none'}{spelled})")
     return found

@@ -23,9 +23,9 @@ from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.elf import is_elf
 from ptxbridge.abi.errors import FormatError
 from ptxbridge.abi.fatbin import FatbinEntry, read_fatbin
+from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.symbols import parsed_ptx
-from ptxbridge.linker.target import arch_number
 
 __all__ = ["CONTAINERS", "Embedded", "embedded_code", "host_objects"]
 
@@ -100,7 +100,7 @@ def _ptx(entries: Sequence[FatbinEntry], arch: str, name: str) -> tuple[bytes | 
 
 def _pick(images: Sequence[FatbinEntry], arch: str) -> FatbinEntry:
     """The image for the highest arch not above ``arch``, else the lowest one."""
-    target = arch_number(arch)
+    target = parse_target(arch).number
     fitting = [e for e in images if e.sm <= target]
     return max(fitting, key=lambda e: e.sm) if fitting else min(images, key=lambda e: e.sm)
 

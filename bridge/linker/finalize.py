@@ -3,6 +3,8 @@
 - NVVM IR inputs become LTO-IR through libNVVM (:mod:`ptxbridge.nvvm`) for
   the target they record (else the link's), under the policy their
   ``link_options`` spell.
+- An LTO-IR input built for a target the link's cannot take (newer, or another
+  ``a`` arch) is a :class:`LinkError` naming both, before nvJitLink runs.
 - Every LTO-IR input's ``link_options`` (a cuda-oxide bundle's ``-fma=0``,
   ``-lineinfo``, ``-g``) join the nvJitLink options; two inputs that need
   different policies, or a :class:`LinkOptions` that contradicts one, are a
@@ -18,11 +20,12 @@ import dataclasses
 from collections.abc import Sequence
 
 from ptxbridge.abi.errors import LinkError
+from ptxbridge.abi.targets import known_target, parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.options import LinkOptions
 from ptxbridge.nvvm import compile_to_ltoir, policy_of
 
-__all__ = ["as_ltoir", "policy_args"]
+__all__ = ["as_ltoir", "check_ltoir_targets", "policy_args"]
 
 
 def as_ltoir(artifact: Artifact, arch: str) -> Artifact:
@@ -32,6 +35,19 @@ def as_ltoir(artifact: Artifact, arch: str) -> Artifact:
     target = artifact.arch or arch
     code = compile_to_ltoir(artifact.code, artifact.name, target, policy_of(artifact.link_options))
     return dataclasses.replace(artifact, code=code, kind=CodeKind.LTOIR, arch=target)
+
+
+def check_ltoir_targets(artifacts: Sequence[Artifact], arch: str) -> None:
+    """A :class:`LinkError` naming both targets for an LTO-IR input nvJitLink would refuse for ``arch``
+    (``NVJITLINK_ERROR_ARCH_MISMATCH``): LTO-IR links for its own target and newer ones, as PTX
+    JIT-compiles (:meth:`ptxbridge.abi.targets.Target.ptx_runs_on`); ``a`` code for its own only."""
+    linking = parse_target(arch)
+    for artifact in artifacts:
+        built = known_target(artifact.arch) if artifact.kind is CodeKind.LTOIR else None
+        if built is not None and not built.ptx_runs_on(linking):
+            raise LinkError(f"{artifact.name}: LTO-IR built for {built}; linking for {linking}, which it "
+                            f"cannot be linked for: link for {built} (arch={built.sm!r}) or rebuild it for "
+                            f"{linking}")
 
 
 def policy_args(artifacts: Sequence[Artifact], options: LinkOptions) -> list[str]:

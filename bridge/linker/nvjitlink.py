@@ -15,25 +15,21 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ptxbridge import cache
 from ptxbridge.abi.cubin import read_cubin
-from ptxbridge.abi.errors import LinkError, ToolchainError
+from ptxbridge.abi.errors import LinkError, OptionError, ToolchainError
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import (
-    Artifact,
-    CodeKind,
-    artifact_from_bytes,
-    artifact_from_file,
-    with_cubin_facts,
-)
+from ptxbridge.abi.targets import Target, parse_target
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, artifact_from_bytes, artifact_from_file
 from ptxbridge.artifacts.image import Image
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
-from ptxbridge.linker.finalize import as_ltoir, policy_args
+from ptxbridge.linker.finalize import as_ltoir, check_ltoir_targets, policy_args
 from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
 from ptxbridge.linker.target import (
@@ -122,8 +118,9 @@ def as_artifact(item: Artifact | bytes | str | os.PathLike[str], index: int = 0)
     raise TypeError(f"link inputs must be Artifacts, paths or bytes (got {type(item).__name__})")
 
 
-def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str | None = None,
-         lto: bool | None = None, *, options: LinkOptions | None = None) -> Image:
+def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
+         arch: str | tuple[int, int] | Sequence[str] | None = None, lto: bool | None = None, *,
+         options: LinkOptions | None = None) -> Image:
     """Link artifacts from any frontend into one :class:`Image`.
 
     Parameters
@@ -134,7 +131,11 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         libraries (recognised by content).
     arch
         Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
-        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).
+        raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).  A
+        list of targets (``["sm_80", "sm_90", "sm_100"]``) links a cubin for
+        each (``Image.cubins``); the PTX is the oldest target's, so a GPU with
+        none of them can JIT-compile it (``Image.load``).  Inputs must then be
+        built for the oldest target (PTX and LTO-IR link for newer ones).
     lto
         Link-time optimisation; ``None`` turns it on when any input is or holds LTO-IR (:func:`use_lto`).
     options
@@ -147,6 +148,9 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
         a PTX input is newer than nvJitLink reads, or nvJitLink failed (its
         log is ``.log``).
     """
+    targets = _targets(arch)
+    if targets is not None:
+        return _link_targets([as_artifact(item, i) for i, item in enumerate(inputs)], targets, lto, options)
     options = options or LinkOptions()
     artifacts = _with_libraries([as_artifact(item, i) for i, item in enumerate(inputs)])
     if not artifacts:
@@ -168,9 +172,11 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
     if executable is not None:
         facts = _usable(with_cubin_facts(kernels, executable.code, executable.name), unusable)
         return Image(executable.code, executable.arch, facts, device_functions, unusable=unusable,
-                     cpu_unavailable=_machine_code_only(artifacts), raises=raises)
+                     cpu_unavailable=_machine_code_only(artifacts), raises=raises,
+                     name_expressions=_name_expressions(artifacts, facts))
     arch = choose_arch(arch, None if arch else device_arch(0), (a.arch for a in artifacts))
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
+    check_ltoir_targets(artifacts, arch)
     lto = use_lto(artifacts) if lto is None else lto
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     args += policy_args(artifacts, options)
@@ -194,7 +200,28 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], arch: str 
                  if not name.startswith("__nv_static_") and name not in hidden}
     ptx, cpu_unavailable = _cpu_ptx(artifacts, arch, args)
     return Image(cubin, arch, facts, device_functions, ptx, json.loads(header)["log"], unusable=unusable,
-                 cpu_unavailable=cpu_unavailable, raises=raises)
+                 cpu_unavailable=cpu_unavailable, raises=raises,
+                 name_expressions=_name_expressions(artifacts, facts))
+
+
+def _targets(arch: Any) -> list[Target] | None:
+    """The targets of a list of them (``(9, 0)`` is one target, not a list); None for one target."""
+    if not isinstance(arch, (list, tuple)) or (len(arch) == 2 and all(isinstance(v, int) for v in arch)):
+        return None
+    if not arch:
+        raise OptionError("link: arch= lists no target (got an empty list); give one or more, e.g. "
+                          "['sm_80', 'sm_90']")
+    return sorted({parse_target(a, like="'sm_90', 'sm_90a' or (9, 0)") for a in arch})
+
+
+def _link_targets(artifacts: list[Artifact], targets: list[Target], lto: bool | None,
+                  options: LinkOptions | None) -> Image:
+    """One link per target, oldest first: its image, with every target's cubin (two targets an
+    input raises to one ``a`` arch are one)."""
+    images = [link(artifacts, target.sm, lto, options=options) for target in targets]
+    cubins = {image.arch: image.cubin for image in images if image.cubin is not None}
+    log = "\n".join(f"{image.arch}: {image.log}" for image in images if image.log)
+    return replace(images[0], cubins=cubins, log=log)
 
 
 def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:
@@ -209,6 +236,18 @@ def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -
         parts += [artifact.name, artifact.code]
     blob = cache.cached("ltoir-ptx", cache.key(*parts), lambda: _run_nvjitlink(full, inputs))
     return blob.partition(b"\n")[2]
+
+
+def _name_expressions(artifacts: Sequence[Artifact], kernels: Mapping[str, Signature]) -> dict[str, str]:
+    """The inputs' NVRTC name expressions of linked kernels; an expression two inputs lowered to
+    different symbols is left out (the module then finds neither by it, only by symbol)."""
+    found: dict[str, str] = {}
+    clashing: set[str] = set()
+    for artifact in artifacts:
+        for expression, symbol in artifact.name_expressions.items():
+            if found.setdefault(expression, symbol) != symbol:
+                clashing.add(expression)
+    return {e: symbol for e, symbol in found.items() if e not in clashing and symbol in kernels}
 
 
 def _usable(facts: dict[str, Signature], unusable: dict[str, str]) -> dict[str, Signature]:

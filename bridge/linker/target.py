@@ -4,46 +4,20 @@ Every frontend and the linker default to :func:`default_arch`: the first GPU's a
 reports one, else ``sm_90`` (:data:`DEFAULT_ARCH`).  Driver facts come from
 :mod:`ptxbridge.loaders.driver`, the one module that asks the driver.
 
-PTX ISA releases by CUDA version (PTX ISA manual, "Release Notes"):
-
-=========  =====  =========  =====
-CUDA       ISA    CUDA       ISA
-=========  =====  =========  =====
-11.0-11.8  7.0-7.8 (minor = minor)
-12.0-12.5  8.0-8.5 (minor = minor)
-12.6       8.5    12.8       8.7
-12.9       8.8    13.x       9.x
-=========  =====  =========  =====
-
-A driver newer than the table is assumed to accept at least the newest ISA listed.
+Which PTX ISA a driver reads is :func:`ptxbridge.abi.targets.max_ptx_isa` (re-exported here).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from ptxbridge.abi.errors import OptionError
+from ptxbridge.abi.targets import Target, known_target, max_ptx_isa, parse_target
 from ptxbridge.loaders import driver
 
-__all__ = ["DEFAULT_ARCH", "arch_number", "choose_arch", "default_arch", "device_arch", "driver_version",
+__all__ = ["DEFAULT_ARCH", "choose_arch", "default_arch", "device_arch", "driver_version",
            "max_ptx_isa", "needs_cubin", "normalize_arch", "ptx_isa_supported"]
 
 DEFAULT_ARCH = "sm_90"
-
-_SPECIAL = {(12, 6): (8, 5), (12, 7): (8, 6), (12, 8): (8, 7), (12, 9): (8, 8)}
-
-
-def max_ptx_isa(cuda_version: tuple[int, int]) -> tuple[int, int]:
-    """The newest PTX ISA the driver of ``cuda_version`` (major, minor) can JIT."""
-    major, minor = cuda_version
-    if cuda_version in _SPECIAL:
-        return _SPECIAL[cuda_version]
-    if major == 11 or (major == 12 and minor <= 5) or major == 13:
-        return major - 4, minor
-    if major > 13:
-        return 9, 9
-    raise ValueError(f"CUDA {major}.{minor} is older than ptxbridge supports (needs 11.0 or newer)")
 
 
 def needs_cubin(ptx_version: tuple[int, int], cuda_version: tuple[int, int]) -> bool:
@@ -52,14 +26,9 @@ def needs_cubin(ptx_version: tuple[int, int], cuda_version: tuple[int, int]) -> 
 
 
 def normalize_arch(arch: str | tuple[int, int]) -> str:
-    """``"sm_90"``, ``"sm_90a"``, ``"compute_90"``, ``"90"`` or ``(9, 0)`` -> ``"sm_90"`` / ``"sm_90a"``."""
-    if isinstance(arch, tuple) and len(arch) == 2 and all(isinstance(v, int) for v in arch):
-        return f"sm_{arch[0]}{arch[1]}"
-    if isinstance(arch, str):
-        number = arch.removeprefix("sm_").removeprefix("compute_").removeprefix("lto_")
-        if (number[:-1].isdigit() and number[-1] in "af") or number.isdigit():
-            return f"sm_{number}"
-    raise OptionError(f"arch must look like 'sm_90', 'sm_90a' or (9, 0) (got {arch!r})")
+    """``"sm_90"``, ``"sm_90a"``, ``"compute_90"``, ``"90"`` or ``(9, 0)`` -> ``"sm_90"`` / ``"sm_90a"``
+    (:func:`ptxbridge.abi.targets.parse_target`)."""
+    return parse_target(arch, like="'sm_90', 'sm_90a' or (9, 0)").sm
 
 
 def device_arch(ordinal: int = 0) -> str | None:
@@ -93,24 +62,19 @@ def choose_arch(requested: str | None, device: str | None, input_archs: Iterable
                                         link it, the ``a`` arch runs all)
     ==================================  =====================================
     """
-    input_archs = [a for a in input_archs if a]
-    arch = normalize_arch(requested or device or max([DEFAULT_ARCH, *input_archs], key=arch_number))
-    if arch[-1].isdigit() and any(a and normalize_arch(a) == f"{arch}a" for a in input_archs):
-        return f"{arch}a"
-    return arch
-
-
-def arch_number(arch: str) -> int:
-    """``sm_100a`` -> 100 (for ordering archs)."""
-    digits = re.search(r"\d+", arch)
-    return int(digits.group()) if digits else 0
+    inputs = [t for t in map(known_target, input_archs) if t is not None]
+    given = requested or device
+    arch = parse_target(given, like="'sm_90', 'sm_90a' or (9, 0)") if given else max(
+        [parse_target(DEFAULT_ARCH), *inputs], key=lambda t: t.number)
+    specific = Target(arch.major, arch.minor, "a")
+    return (specific if not arch.suffix and specific in inputs else arch).sm
 
 
 def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:
     """The newest PTX ISA a driver, or an nvJitLink, of ``cuda_version`` reads.
 
     ``cuda_version`` is ``(13, 0)`` or ``cuDriverGetVersion``'s ``13000``.
-    The table is :func:`ptxbridge.linker.target.max_ptx_isa` (PTX ISA release notes).
+    The table is :func:`ptxbridge.abi.targets.max_ptx_isa` (PTX ISA release notes).
     """
     if isinstance(cuda_version, int):
         cuda_version = (cuda_version // 1000, cuda_version % 1000 // 10)

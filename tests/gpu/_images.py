@@ -1,7 +1,8 @@
 """The images the GPU suite runs, built by ptxbridge's own frontends and linker.
 
 Each builder compiles real sources (NVRTC, numba-cuda, Debian rustc, cuTile
-and tileiras) and links with nvJitLink for sm_90.  Every image the suite runs
+and tileiras) and links with nvJitLink for sm_90 (the images ``TARGETS`` names:
+for each target it lists, with the oldest one's PTX).  Every image the suite runs
 has gone through the public saved-image format (``Image.save`` / ``Image.open``,
 docs/image-format.md): a machine with the toolchains writes them with
 ``python tests/gpu/_images.py DIR`` (one ``NAME.ptxb`` per image), and a GPU
@@ -328,11 +329,42 @@ def _debug() -> list:
                        options=pn.NumbaOptions(debug=True, opt=False))]
 
 
+CPP_SCALE = r"""
+extern "C" __global__ void scale_shift(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + 1.0f;
+}
+"""
+
+
+def _targets() -> list:
+    """A C++ kernel as sm_80 PTX: linked for several targets (TARGETS), its PTX the sm_80 one."""
+    from ptxbridge import nvrtc
+
+    return [nvrtc.compile(CPP_SCALE, arch="sm_80")]
+
+
+def _oxide_nvvm() -> list:
+    """cuda-oxide's opaque-pointer NVVM IR with libdevice calls (tests/rust/oxide/opaque.ll), its
+    ``.target`` sm_90: libNVVM reads it for sm_90 once ptxbridge rewrites it (ptxbridge.nvvm.dialect)."""
+    import shutil
+    import tempfile
+
+    import ptxbridge.oxide as ox
+
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(RUST_DIR / "oxide" / "opaque.ll", Path(folder) / "opaque.ll")
+        (Path(folder) / "opaque.target").write_text(f"{ARCH}\n")
+        return [ox.load(Path(folder) / "opaque.ll", RUST_DIR / "oxide" / "opaque.rs")]
+
+
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
     "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
     "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar, "debug": _debug,
+    "targets_80_100": _targets, "targets_80_90_100": _targets, "oxide_nvvm": _oxide_nvvm,
 }
+TARGETS = {"targets_80_100": ["sm_80", "sm_100"], "targets_80_90_100": ["sm_80", "sm_90", "sm_100"]}
 
 
 def _store() -> Path | None:
@@ -341,9 +373,9 @@ def _store() -> Path | None:
 
 
 def build(name: str) -> Image:
-    """Compile and link image ``name`` with the frontends on this machine (a tileiras cubin makes
-    it an sm_90a image: ``choose_arch``); a frontend package that is not installed (cuda.tile,
-    numba-cuda) is a ToolchainError, as a missing compiler is."""
+    """Compile and link image ``name`` with the frontends on this machine, for sm_90 or its
+    ``TARGETS`` (a tileiras cubin makes it an sm_90a image: ``choose_arch``); a frontend package
+    that is not installed (cuda.tile, numba-cuda) is a ToolchainError, as a missing compiler is."""
     from ptxbridge.linker import link
 
     try:
@@ -352,7 +384,7 @@ def build(name: str) -> Image:
         if not (exc.name or "").startswith(("cuda", "numba")):
             raise
         raise ToolchainError(f"{exc.name} is not installed") from exc
-    return link(parts, arch=ARCH)
+    return link(parts, arch=TARGETS.get(name, ARCH))
 
 
 def path(name: str, where: Path) -> Path:

@@ -243,7 +243,7 @@ def test_jax_handler_checks_restrict_promises_on_device_buffers(jax):
     overlapping = dataclasses.replace(honest, slots=((8, 0), (16, -1)))
     result = jax.ShapeDtypeStruct((1000,), jnp.float32)
     call = jax.ffi.ffi_call(xf.TARGET, result, input_output_aliases={0: 0})
-    attributes = xf.cuda_attributes(overlapping, raxpy._cuda_facts(0))
+    attributes = xf.attributes(overlapping, raxpy.image, "cuda")
     refused = r"raxpy: argument 'y' \(\*mut restrict f32\) overlaps argument 'x' .* \(4000 bytes\)"
     with pytest.raises(Exception, match=refused):
         jax.jit(lambda x: call(x, **attributes))(x).block_until_ready()

@@ -27,9 +27,13 @@ is a ``jax.custom_jvp`` whose rule refuses differentiation in ptxbridge's words.
 launches the kernel once per batch element (``vmap_method="sequential"``: a loop in the
 program), every rule seeing one element's shapes.
 
+``sharding_rule=`` lets XLA partition the op over sharded arrays, one launch per shard with no
+collective (:mod:`ptxbridge.jax.sharding`).
+
 Modules: ``xla_ffi`` (the handler's registration, attributes and CPU launches), ``_xla_ffi.c``
 (the XLA FFI handler, built where jaxlib is installed), ``refused`` (the GPU branch of an op that
-must not launch there).
+must not launch there), ``sharding`` (``sharding_rule=``: the op as a ``custom_partitioning``
+function).
 """
 
 from __future__ import annotations
@@ -51,14 +55,17 @@ from ptxbridge.abi.syntax import format_type
 from ptxbridge.abi.tensor_rules import TensorProblem
 from ptxbridge.artifacts.image import Image
 from ptxbridge.jax.refused import refused
-from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, cpu_attributes, cuda_attributes, no_alias, register
+from ptxbridge.jax.sharding import partitioned
+from ptxbridge.jax.xla_ffi import TARGET, NoAlias, Packed, attributes, no_alias, provide, register
 from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.dlpack import TensorInfo
 from ptxbridge.launch.module import Module, dim3
 from ptxbridge.launch.raised import unreadable
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, shape_numel
+from ptxbridge.opspec.sharding import ShardingRule
+from ptxbridge.opspec.sharding import sharding_rule as parse_rule
 
-__all__ = ["JaxOp", "Output", "op"]
+__all__ = ["JaxOp", "Output", "op", "register_image"]
 
 _ML_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2"}
 _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
@@ -67,7 +74,8 @@ _TO_JAX = {v: k for k, v in _ML_DTYPES.items()}
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
        read_only: Sequence[str] = (), shapes: Mapping[str, Any] | None = None,
-       backward: Callable[..., Mapping[str, Any]] | None = None, check_aliasing: bool = True) -> JaxOp:
+       backward: Callable[..., Mapping[str, Any]] | None = None, check_aliasing: bool = True,
+       sharding_rule: str | None = None, need_replication_factors: Sequence[str] = ()) -> JaxOp:
     """Kernel ``kernel`` of ``source`` as a function usable inside ``jax.jit``.
 
     Parameters
@@ -91,6 +99,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     check_aliasing
         Check the kernel's no-alias promises on the buffers XLA passes, in the handler, before
         each launch (docs/safety.md); False takes that responsibility.
+    sharding_rule, need_replication_factors
+        Lets XLA partition the op under ``jax.jit`` over sharded arrays, one launch per shard
+        (:mod:`ptxbridge.jax.sharding`): ``"b n, n -> b n"`` names a factor per dimension of each
+        array argument and each result; factors in ``need_replication_factors`` stay whole.
 
     Returns
     -------
@@ -101,7 +113,24 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
                               grid=grid, block=block, shared_mem=shared_mem, shapes=shapes)
     if backward is not None:
         spec.check_backward()
-    return JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
+    found = JaxOp(spec, modules, backward, no_alias(spec) if check_aliasing else NoAlias())
+    if sharding_rule is not None:
+        found.sharding = parse_rule(spec.name, sharding_rule, need_replication_factors, found.arrays,
+                                    found.written)
+    elif need_replication_factors:
+        raise ArgumentError(f"{spec.name}: need_replication_factors needs a sharding_rule")
+    return found
+
+
+def register_image(source: Image | Module) -> str:
+    """Make ``source``'s image known to the handler in this process; returns its content hash.
+
+    A program with bridged ops names each image by that hash, so a ``jax.export`` program
+    deserialized in another process, or an executable from JAX's persistent compilation cache,
+    runs there once the process has the image: made an op of it, or called this.
+    """
+    register()
+    return provide(Modules(source))[0]
 
 
 class JaxOp:
@@ -109,14 +138,15 @@ class JaxOp:
 
     def __init__(self, spec: OpSpec, modules: Modules, backward: Callable[..., Mapping[str, Any]] | None,
                  promises: NoAlias):
-        written = [p.name for p in spec.signature.params
-                   if p.name in spec.mutated or any(o.param.name == p.name for o in spec.outputs)]
+        written = spec.written
         if not written:
             raise ArgumentError(f"{spec.name}: writes no tensor, so a JAX op of it would return nothing; "
                                 "declare what it writes in outputs= or type the pointer *mut")
-        self.spec, self.modules, self.written = spec, modules, tuple(written)
+        self.image, modules = provide(modules)  # the handler finds the image by this content hash
+        self.spec, self.modules, self.written = spec, modules, written
         self.backward, self.promises = backward, promises
-        self.arrays = tuple(p.name for p in spec.inputs if p.name in spec.tensors)  # the call's operands
+        self.arrays = spec.arrays  # the call's operands
+        self.sharding: ShardingRule | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         spec = self.spec
@@ -127,12 +157,17 @@ class JaxOp:
             else:
                 values[param.name] = _static(spec.name, param.name, values[param.name])
         statics = {k: v for k, v in values.items() if k not in self.arrays}
-        return self._differentiable(statics)(*(values[name] for name in self.arrays))
+        arrays = [values[name] for name in self.arrays]
+        return self._differentiable(statics, eager_device(arrays))(*arrays)
 
-    def _differentiable(self, statics: dict[str, Any]) -> Callable[..., Any]:
-        """The launch as a function of the arrays, with the op's differentiation rule."""
+    def _differentiable(self, statics: dict[str, Any], device: Any) -> Callable[..., Any]:
+        """The launch as a function of the arrays, with the op's differentiation rule and, traced,
+        its sharding rule (``device``: an eager call's, None under a trace)."""
         def launch(*arrays: Any) -> Any:
-            return self._launch(statics | dict(zip(self.arrays, arrays, strict=True)))
+            return self._launch(statics | dict(zip(self.arrays, arrays, strict=True)), device)
+
+        if self.sharding is not None and device is None:
+            launch = partitioned(self.spec.name, self.sharding, (self.arrays, self.written), launch)
 
         if self.backward is None:
             refusing = jax.custom_jvp(launch)
@@ -164,11 +199,10 @@ class JaxOp:
         given = self.spec.gradients(self.backward(*grads, **named))
         return tuple(_gradient(self.spec.name, name, values[name], given.get(name)) for name in self.arrays)
 
-    def _launch(self, values: dict[str, Any]) -> Any:
-        """One custom call on the arrays and static values in ``values``."""
+    def _launch(self, values: dict[str, Any], device: Any) -> Any:
+        """One custom call on the arrays and static values in ``values`` (on ``device``, eager)."""
         spec = self.spec
         operands = [values[name] for name in self.arrays]
-        device = eager_device(operands)  # None under a trace
         sources = {name: i for i, name in enumerate(self.arrays)}
         spec.derive(values)
         spec.check_shapes(values)
@@ -188,7 +222,7 @@ class JaxOp:
         packed = _pack(spec, values, sources, self.promises)
         call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases, vmap_method="sequential")
         register()
-        branches = {"cpu": lambda *ops: call(*ops, **cpu_attributes(packed, self.modules))}
+        branches = {"cpu": lambda *ops: call(*ops, **attributes(packed, self.image, "cpu"))}
         if spec.name in self.modules.debug:  # its exception flag cannot be read on XLA's GPU stream
             where = ("ptxbridge.jax on a GPU (the handler launches on XLA's stream, which XLA may record "
                      "into a CUDA graph)")
@@ -196,15 +230,15 @@ class JaxOp:
                        f"(module.{spec.name}(...) with torch or CuPy arrays)")
             branches["cuda"] = refused(unreadable(spec.name, where, instead), results)
         elif _has_cuda():
-            facts = self._cuda_facts(packed.geometry[6])
-            branches["cuda"] = lambda *ops: call(*ops, **cuda_attributes(packed, facts))
+            self._check_cuda(packed.geometry[6])
+            branches["cuda"] = lambda *ops: call(*ops, **attributes(packed, self.image, "cuda"))
         platform = "cpu" if len(branches) == 1 else None if device is None else _BRANCHES.get(device.platform)
         found = (branches[platform](*operands) if platform in branches
                  else jax.lax.platform_dependent(*operands, **branches))
         return found[0] if len(found) == 1 else tuple(found)
 
-    def _cuda_facts(self, shared_mem: int) -> dict[str, Any]:
-        """The CUDA loader's launch facts of the kernel (its CUkernel serves every GPU's context)."""
+    def _check_cuda(self, shared_mem: int) -> None:
+        """Refuse, while tracing, a launch the handler cannot make on a GPU."""
         name = self.spec.name
         backend = self.modules.get("cuda:0").backend
         facts = backend.native_facts(backend.function(name), name)
@@ -215,7 +249,6 @@ class JaxOp:
             raise ArgumentError(f"{name}: {shared_mem} bytes of dynamic shared memory need an opt-in the "
                                 "handler does not make; declare #[shared(dynamic = N)] in the signature so "
                                 "the loader opts in when it loads the image")
-        return facts
 
     def __repr__(self) -> str:
         return f"<ptxbridge JAX op {self.spec.signature}>"

@@ -2,8 +2,8 @@
 
 One custom call target, ``ptxbridge_launch``, is registered for XLA's CPU and CUDA platforms.
 Its attributes fix one launch at trace time (:class:`Packed`: the packed parameter buffer with
-the pointer slots left zero, where each buffer's address goes, the geometry); they differ per
-platform only in *what is called*:
+the pointer slots left zero, where each buffer's address goes, the geometry); what is called,
+``entry(function, ...)``, is what :func:`resolve` answers for the platform:
 
 ========== =============================================== ========================================
 platform   ``entry(function, ...)``                        failure text
@@ -23,37 +23,40 @@ The handler also keeps the kernel's no-alias promises (``__restrict__``, ``&mut`
 pointer slots whose buffers must not overlap, and the handler compares their byte ranges on
 every call, before launching.  XLA's buffers are dense, so two byte ranges decide it exactly.
 
-The attributes hold addresses valid only in the process that traced the call, so the program
-cannot be serialized (``jax.export``) or reused from another process; a random ``session``
-attribute makes every process's programs differ, so JAX's persistent compilation cache never
-hands one process another's executable.
+The attributes hold no address: the image is named by its content hash (:func:`image_key`) and
+the kernel by its name.  Every op registers its image in the process under that hash
+(:func:`provide`); when XLA instantiates a call (compiling it, or loading an executable from JAX's
+persistent compilation cache or a deserialized ``jax.export`` program) the handler asks
+:func:`resolve` for the launch, which loads the image on first use.  So a program with bridged
+ops can be exported, cached and run in another process, one that has registered the same image.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import itertools
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ptxbridge.abi.errors import ToolchainError
+from ptxbridge.abi.errors import ArgumentError, ToolchainError
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.loaders.base import Buffer
 from ptxbridge.opspec import Modules, OpSpec
 
-__all__ = ["TARGET", "NoAlias", "Packed", "cpu_attributes", "cuda_attributes", "no_alias", "register"]
+__all__ = ["TARGET", "NoAlias", "Packed", "attributes", "image_key", "no_alias", "provide", "register",
+           "resolve"]
 
 TARGET = "ptxbridge_launch"
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                            ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
                            ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 _DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
-_SESSION = int.from_bytes(os.urandom(8), "little") >> 1  # MLIR takes ui64 values below 2**63 only
+_STREAM = {"cpu": 0, "cuda": 1}  # the ``stream`` attribute: whether the launch goes on XLA's stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +116,8 @@ def no_alias(spec: OpSpec) -> NoAlias:
 
 @functools.cache
 def register() -> None:
-    """Register ``ptxbridge_launch`` with XLA for CPU and CUDA (once per process)."""
+    """Register ``ptxbridge_launch`` with XLA for CPU and CUDA, and :func:`resolve` as the handler's
+    resolver (once per process)."""
     import jax
 
     try:
@@ -122,70 +126,120 @@ def register() -> None:
         raise ToolchainError("ptxbridge.jax needs the XLA FFI handler, which is built only when jaxlib is "
                              "installed at build time: pip install jax, then reinstall ptxbridge with "
                              "pip install --no-build-isolation -e .") from None
+    _xla_ffi.set_resolver(resolve)
+    stages = {"instantiate": _xla_ffi.handler, "execute": _xla_ffi.handler}
     for platform in ("cpu", "CUDA"):
-        jax.ffi.register_ffi_target(TARGET, _xla_ffi.handler, platform=platform)
+        jax.ffi.register_ffi_target(TARGET, stages, platform=platform)
 
 
-def _common(packed: Packed) -> dict[str, Any]:
+_IMAGES: dict[str, Modules] = {}  # content hash -> the modules that serve every call naming it
+_IMAGES_LOCK = threading.Lock()
+
+
+def image_key(image: Any) -> str:
+    """The content hash that names ``image`` in the handler's attributes: SHA-256 of its saved form."""
+    return hashlib.sha256(image.to_bytes()).hexdigest()
+
+
+def provide(modules: Modules) -> tuple[str, Modules]:
+    """Register ``modules``' image in this process under its content hash; the hash and the modules
+    that serve it (the first registered for that content, so ops of one image share their loads)."""
+    key = image_key(modules.image)
+    with _IMAGES_LOCK:
+        return key, _IMAGES.setdefault(key, modules)
+
+
+def resolve(stream: int, image: bytes, kernel: bytes, slots: bytes, spans: bytes) -> tuple[int, int, int]:
+    """``(entry, function, describe)`` of a call's launch, asked by the handler when XLA instantiates
+    it: the registered image's kernel on the CUDA loader (its ``CUkernel``), or a CPU launch record."""
+    import numpy as np
+
+    key, name = image.decode(), kernel.decode()
+    modules = _IMAGES.get(key)
+    if modules is None:
+        raise ArgumentError(f"{name}: the program calls a kernel of image {key[:16]}..., which is not "
+                            "registered in this process; make its op (ptxbridge.jax.op) or call "
+                            "ptxbridge.jax.register_image(image) before running the program")
+    if name not in modules.image.kernels:
+        raise ArgumentError(f"image {key[:16]}... has no kernel {name!r} (kernels: "
+                            f"{', '.join(modules.image.kernels)})")
+    if stream:
+        backend = modules.get("cuda:0").backend
+        facts = backend.native_facts(backend.function(name), name)
+        return facts["launch_entry"], facts["function"], 0
+    pairs = np.frombuffer(slots, np.int64).reshape(-1, 2)
+    extents = np.frombuffer(spans, np.int64).reshape(-1, 2)
+    site = _CpuSite(name, tuple((int(a), int(b)) for a, b in pairs),
+                    tuple((int(n), bool(w)) for n, w in extents))
+    cpu = _cpu()
+    return (ctypes.cast(cpu.launch, ctypes.c_void_p).value, cpu.record(site, modules),
+            ctypes.cast(cpu.describe, ctypes.c_void_p).value)
+
+
+def attributes(packed: Packed, image: str, platform: str) -> dict[str, Any]:
+    """The custom call's attributes for a launch of ``packed`` from image ``image`` (its content
+    hash) on ``platform`` (``"cpu"`` or ``"cuda"``)."""
     import numpy as np
 
     found = {"geometry": np.array(packed.geometry, np.int64),
              "params": np.frombuffer(packed.params or b"", np.uint8).copy(),
              "slots": np.array([v for pair in packed.slots for v in pair], np.int64),
-             "kernel": packed.kernel, "session": np.uint64(_SESSION)}
+             "spans": np.array([v for nbytes, writable in packed.spans for v in (nbytes, int(writable))],
+                               np.int64),
+             "kernel": packed.kernel, "image": image, "stream": np.int64(_STREAM[platform])}
     if packed.no_alias.pairs:  # the handler checks only when these are present
         found["no_alias"] = np.array([k for pair in packed.no_alias.pairs for k in pair], np.int64)
-        found["no_alias_bytes"] = np.array([nbytes for nbytes, _ in packed.spans], np.int64)
         found["no_alias_text"] = "\n".join(packed.no_alias.texts)
     return found
 
 
-def cuda_attributes(packed: Packed, facts: dict[str, Any]) -> dict[str, Any]:
-    """The attributes of a CUDA launch, from the loader's ``native_facts`` of the kernel."""
-    import numpy as np
+@dataclass(frozen=True, slots=True)
+class _CpuSite:
+    """What the CPU callback needs of one call: the kernel, its pointer slots and their extents."""
 
-    return {**_common(packed), "entry": np.uint64(facts["launch_entry"]),
-            "function": np.uint64(facts["function"]), "describe": np.uint64(0), "stream": np.int64(1)}
+    kernel: str
+    slots: tuple[tuple[int, int], ...]
+    spans: tuple[tuple[int, bool], ...]
 
 
 class _CpuLaunches:
     """Launch records and the two ctypes callbacks the C handler calls on the CPU."""
 
     def __init__(self) -> None:
-        self.records: dict[int, tuple[Packed, Modules, bool]] = {}  # and: a debug kernel
-        self.ids: dict[tuple[Packed, int], int] = {}
+        self.records: dict[int, tuple[_CpuSite, Modules, bool]] = {}  # and: a debug kernel
+        self.ids: dict[tuple[_CpuSite, int], int] = {}
         self.counter = itertools.count(1)  # 0 would reach the callback as None
         self.lock = threading.Lock()  # the interpreter's state is per backend, not per thread
         self.local = threading.local()
         self.launch = _LAUNCH(self._launch)
         self.describe = _DESCRIBE(self._describe)
 
-    def record(self, packed: Packed, modules: Modules) -> int:
-        key = (packed, id(modules))  # the record keeps ``modules`` alive, so its id stays its own
+    def record(self, site: _CpuSite, modules: Modules) -> int:
+        key = (site, id(modules))  # the record keeps ``modules`` alive, so its id stays its own
         with self.lock:
             found = self.ids.get(key)
             if found is None:
                 found = self.ids[key] = next(self.counter)
-                self.records[found] = (packed, modules, packed.kernel in modules.debug)
+                self.records[found] = (site, modules, site.kernel in modules.debug)
         return found
 
     def _launch(self, function: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
                 stream: Any, kernel_params: Any, extra: Any) -> int:
         try:
-            packed, modules, debug = self.records[function]
+            site, modules, debug = self.records[function]
             size = ctypes.c_size_t.from_address(extra[3]).value
             params = ctypes.string_at(extra[1], size)
             buffers = []
-            for (offset, _source), (nbytes, writable) in zip(packed.slots, packed.spans, strict=True):
+            for (offset, _source), (nbytes, writable) in zip(site.slots, site.spans, strict=True):
                 address = int.from_bytes(params[offset:offset + 8], "little")
                 buffers.append(Buffer(address, nbytes, writable))
             with self.lock:
                 module = modules.get("cpu")
-                errors = ErrorFlag.of(module, packed.kernel) if debug else None
+                errors = ErrorFlag.of(module, site.kernel) if debug else None
                 if errors is not None:
                     errors.reset(0)
                 loaded = module.backend
-                loaded.launch(loaded.function(packed.kernel), (gx, gy, gz), (bx, by, bz), shared, 0, params,
+                loaded.launch(loaded.function(site.kernel), (gx, gy, gz), (bx, by, bz), shared, 0, params,
                               buffers)
                 if errors is not None:  # its KernelRaisedError becomes the XLA error's text
                     errors.check()
@@ -206,15 +260,3 @@ class _CpuLaunches:
 @functools.cache
 def _cpu() -> _CpuLaunches:
     return _CpuLaunches()
-
-
-def cpu_attributes(packed: Packed, modules: Modules) -> dict[str, Any]:
-    """The attributes of a CPU launch; the image is loaded on the CPU loader at the first launch."""
-    import numpy as np
-
-    cpu = _cpu()
-    address = ctypes.cast(cpu.launch, ctypes.c_void_p).value
-    describe = ctypes.cast(cpu.describe, ctypes.c_void_p).value
-    record = cpu.record(packed, modules)
-    return {**_common(packed), "entry": np.uint64(address), "function": np.uint64(record),
-            "describe": np.uint64(describe), "stream": np.int64(0)}

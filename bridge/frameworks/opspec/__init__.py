@@ -24,6 +24,8 @@ other scalar   an argument (torch ``int`` / ``float`` / ``bool`` / ``complex``)
 
 A callable rule names what it reads by its parameter names, e.g. ``grid=lambda n: -(-n // 256)``;
 it gets the framework's own values (torch tensors, JAX arrays or tracers: read ``.shape``).
+
+Modules: ``sharding`` (an op's ``sharding_rule``, parsed and checked for both frameworks).
 """
 
 from __future__ import annotations
@@ -290,6 +292,18 @@ class OpSpec:
         block = None if self.block is None else _run(self.block, values)
         shared_mem = 0 if self.shared_mem is None else _run(self.shared_mem, values)
         return _run(self.grid, values), block, shared_mem
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """Every tensor the kernel writes, outputs and mutated arguments, in signature order (a
+        JAX op's results; the results of a ``sharding_rule``)."""
+        outs = {o.param.name for o in self.outputs}
+        return tuple(p.name for p in self.signature.params if p.name in self.mutated or p.name in outs)
+
+    @property
+    def arrays(self) -> tuple[str, ...]:
+        """The tensor arguments, in signature order (the operands of a ``sharding_rule``)."""
+        return tuple(p.name for p in self.inputs if p.name in self.tensors)
 
     @property
     def shape_reads(self) -> frozenset[str]:

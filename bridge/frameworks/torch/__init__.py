@@ -17,6 +17,9 @@ any warm-up), since a module load is not a stream operation.
 A numba kernel compiled with ``debug=True`` raises :class:`~ptxbridge.KernelRaisedError` from the
 op call, eager or compiled; ``mode="reduce-overhead"`` leaves such an op out of its CUDA graphs and
 a manual capture of it is refused (docs/frameworks.md).
+
+Modules: ``eager`` (the op's eager kernel: checks, allocations, the launch), ``sharding``
+(``sharding_rule=``: the op's DTensor sharding strategies).
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from ptxbridge.artifacts.image import Image
 from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, op_spec
+from ptxbridge.opspec.sharding import sharding_rule as parse_rule
 from ptxbridge.torch.eager import eager_impl
+from ptxbridge.torch.sharding import dtensor_strategies
 
 __all__ = ["Output", "function", "op", "schema"]
 
@@ -45,7 +50,8 @@ _LIBRARIES: dict[str, torch.library.Library] = {}  # every op's registrations, k
 def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, shared_mem: Any = None,
        outputs: Mapping[str, Any] | None = None, derived: Mapping[str, Any] | None = None,
        read_only: Sequence[str] = (), shapes: Mapping[str, Any] | None = None, name: str | None = None,
-       backward: Callable[..., Mapping[str, Any]] | None = None) -> Any:
+       backward: Callable[..., Mapping[str, Any]] | None = None, sharding_rule: str | None = None,
+       need_replication_factors: Sequence[str] = ()) -> Any:
     """Kernel ``kernel`` of ``source`` as a torch custom op.
 
     Parameters
@@ -77,6 +83,10 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
         Makes the op differentiable: ``backward(*grads, **values) -> {input name: grad}``, called
         with one gradient per output and every argument and output by name; build it from other
         bridged ops.
+    sharding_rule, need_replication_factors
+        The op on DTensors (:mod:`ptxbridge.torch.sharding`): ``"b n, n -> b n"`` names a factor per
+        dimension of each tensor argument and each tensor the kernel writes (as
+        :func:`ptxbridge.jax.op`'s); factors in ``need_replication_factors`` are never sharded.
 
     Returns
     -------
@@ -94,8 +104,15 @@ def op(source: Image | Module, kernel: str, *, grid: Any, block: Any = None, sha
     modules, spec = kernel_op(source, kernel, outputs=outputs, derived=derived, read_only=read_only,
                               grid=grid, block=block, shared_mem=shared_mem, shapes=shapes)
 
-    return _custom_op(spec, modules, name or f"ptxbridge::{kernel}", lambda module: module[kernel], None,
-                      backward)
+    if need_replication_factors and sharding_rule is None:
+        raise ArgumentError(f"{spec.name}: need_replication_factors needs a sharding_rule")
+    dtensor = None if sharding_rule is None else dtensor_strategies(
+        spec, parse_rule(spec.name, sharding_rule, need_replication_factors, spec.arrays, spec.written))
+    found = _custom_op(spec, modules, name or f"ptxbridge::{kernel}", lambda module: module[kernel], None,
+                       backward)
+    if dtensor is not None:
+        dtensor(found)
+    return found
 
 
 def function(source: Image | Module, signature: str | Signature, *, outputs: Mapping[str, Any] | None = None,

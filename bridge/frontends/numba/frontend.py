@@ -24,11 +24,13 @@ from typing import Any
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check, find_entry
-from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, ToolchainError
+from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, TargetError, ToolchainError
 from ptxbridge.abi.kinds import Opaque, ParamType
 from ptxbridge.abi.ptx import PtxFunction, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Param, Signature
-from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance, layout_only, ptx_launch
+from ptxbridge.abi.targets import parse_target
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import layout_only, ptx_launch
 from ptxbridge.cache.fingerprint import fingerprint, referenced_values
 from ptxbridge.launch.raised import RaisedException, table_from_json, table_to_json
 from ptxbridge.linker.device_runtime import runtime_calls
@@ -51,10 +53,11 @@ _NUMBA_VOID = Opaque(8, 8)  # what numba's C ABI returns from a void function (n
 
 def arch_to_cc(arch: str) -> tuple[int, int]:
     """``"sm_90"`` -> ``(9, 0)``; numba-cuda takes plain compute capabilities only."""
-    digits = arch[3:] if isinstance(arch, str) and arch.startswith("sm_") else ""
-    if len(digits) < 2 or not digits.isdigit():
-        raise ArgumentError(f"numba: arch must look like 'sm_90' (got {arch!r})")
-    return int(digits[:-1]), int(digits[-1])
+    target = parse_target(arch, who="numba")
+    if target.suffix:
+        raise TargetError(f"numba: arch must look like 'sm_90' (got {arch!r}); numba-cuda compiles for a "
+                          f"compute capability, without {target.suffix!r} features: pass {target.plain.sm!r}")
+    return target.cc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,8 +39,8 @@ from ptxbridge.artifacts.artifact import (
     Provenance,
     artifact_from_bytes,
     artifact_from_file,
-    ptx_signatures,
 )
+from ptxbridge.artifacts.signatures import ptx_signatures
 from ptxbridge.linker.device_runtime import device_runtime
 
 __all__ = ["Link", "build", "dumps", "gather", "loads"]

@@ -22,7 +22,8 @@ from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import AbiMismatchError, CompileError, FormatError, OptionError, ToolchainError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Signature
-from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance, with_cubin_facts
+from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.target import default_arch, normalize_arch
 from ptxbridge.nvrtc.c_source import CDeclarations, read_c_source
 
@@ -106,7 +107,10 @@ def compile(source: str | os.PathLike[str], *, arch: str | tuple[int, int] | Non
         Extra NVRTC options (``"-DN=4"``, ``"-use_fast_math"``).
     name_expressions
         C++ kernels to instantiate (``"scale<float>"``); each becomes a kernel
-        under its mangled name, typed from the template when the reader can.
+        under its mangled name, typed from the template when the reader can,
+        and a loaded module finds it by the exact expression too
+        (``module["block_sum<int, 64, true>"]``; NVRTC's expression-to-symbol
+        map is kept on the artifact, the linked image and saved images).
         C++ kernels that are not templates need none: each is added under its
         mangled name when the reader can type it, and a loaded module finds
         kernels (and globals) by their C++ name too: ``module["vectorAdd"]``,
@@ -153,7 +157,8 @@ def compile(source: str | os.PathLike[str], *, arch: str | tuple[int, int] | Non
         kernels = {k: v for k, v in with_cubin_facts(kernels, code, name).items() if k in kernels}
     kind = {"ptx": CodeKind.PTX, "ltoir": CodeKind.LTOIR, "cubin": CodeKind.CUBIN}[output]
     return Artifact(code, kind, arch, kernels, exports, imports,
-                    Provenance("nvrtc", version, tuple(args), arch), name)
+                    Provenance("nvrtc", version, tuple(args), arch), name,
+                    name_expressions={e: symbol for e, symbol in lowered.items() if symbol in kernels})
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]+)[">]', re.MULTILINE)

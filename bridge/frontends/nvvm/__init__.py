@@ -1,5 +1,7 @@
 """NVVM IR -> LTO-IR through libNVVM, with libdevice, under a cuda-oxide compile policy.
 
+``dialect``: NVVM IR text rewritten in the dialect libNVVM reads for the target.
+
 cuda-oxide emits NVVM IR (text ``.ll``, or bitcode inside ``.oxart``) instead
 of PTX when a kernel calls libdevice math (``__nv_sinf``...); its host then
 compiles that IR with libNVVM, libdevice added, to LTO-IR and links it with
@@ -24,27 +26,23 @@ full debug                ``-g -opt=0``                           ``-g``
 from __future__ import annotations
 
 import functools
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ptxbridge import cache
-from ptxbridge.abi.errors import CompileError, OptionError, ToolchainError
+from ptxbridge.abi.errors import CompileError, ToolchainError
 from ptxbridge.abi.oxart import OxartOptions
+from ptxbridge.abi.targets import parse_target
 
 __all__ = ["compile_to_ltoir", "ir_version", "libdevice_path", "link_options", "llvm_major", "nvvm_options",
            "policy_of"]
 
-_ARCH = re.compile(r"(?:sm|compute)_(\d{2,3}[af]?)")
 _INSTALL = "pip install nvidia-nvvm cuda-bindings (libNVVM and libdevice come with nvidia-nvvm)"
 
 
 def _compute(arch: str) -> str:
-    match = _ARCH.fullmatch(arch)
-    if match is None:
-        raise OptionError(f"NVVM IR needs a target like 'sm_90' or 'compute_90' (got {arch!r})")
-    return f"compute_{match.group(1)}"
+    return parse_target(arch, who="NVVM IR", like="'sm_90' or 'compute_90'").compute
 
 
 def nvvm_options(policy: OxartOptions, arch: str) -> list[str]:
@@ -109,14 +107,18 @@ def compile_to_ltoir(ir: bytes, name: str, arch: str, policy: OxartOptions | Non
     Raises
     ------
     CompileError
-        libNVVM rejected the IR (its log is attached): malformed IR, or IR of
-        another dialect than the one libNVVM uses for ``arch`` (LLVM 7 with
-        typed pointers below sm_100, opaque pointers from sm_100 on).
+        libNVVM rejected the IR (its log is attached), or IR with opaque
+        pointers states what the LLVM 7 dialect libNVVM reads below sm_100
+        cannot (text IR is rewritten into it, and given ``!nvvmir.version``
+        when it has none: :mod:`ptxbridge.nvvm.dialect`).
     ToolchainError
         libNVVM or libdevice is missing.
     """
+    from .dialect import for_libnvvm  # here: it reads ptxbridge.rust, which imports this package
+
     nvvm = _nvvm()
     options = nvvm_options(policy or OxartOptions(), arch)
+    ir = for_libnvvm(ir, llvm_major(arch), ir_version())
     library = libdevice_path().read_bytes()
     version = ".".join(map(str, nvvm.version()))
     entry_key = cache.key("nvvm-ltoir-v1", version, _wheel(), *options, library, ir)

@@ -30,9 +30,11 @@ from ptxbridge.abi.check import check, check_layout
 from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import AbiMismatchError, FormatError, LinkError
 from ptxbridge.abi.lowering import memory_layout
+from ptxbridge.abi.ltoir import read_ltoir_target
 from ptxbridge.abi.oxart import PayloadKind
 from ptxbridge.abi.ptx import TYPE_SIZES, PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
+from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir
 from ptxbridge.linker.target import normalize_arch
@@ -124,6 +126,8 @@ def _view(chosen: Payload, arch: str | None, source: str) -> _View:
 
         return _View(check_cubin, set(kernels), cubin.arch, None, {f.name for f in cubin.device_functions})
     target = chosen.target or (normalize_arch(arch) if arch else None)
+    if chosen.kind == PayloadKind.LTOIR:
+        target = _ltoir_target(chosen, target, source)
     if target is None:
         raise FormatError(f"{chosen.kind.name} does not record the CUDA target it was built for: keep the "
                           ".target file cuda-oxide wrote, or pass arch= (its original target)", source=source)
@@ -138,6 +142,18 @@ def _view(chosen: Payload, arch: str | None, source: str) -> _View:
                           source=source) from None
     view = _ptx_view(read_ptx(ptx, f"{source} (as PTX)"), target)
     return _View(view.check, view.names, target, view.module, view.device)
+
+
+def _ltoir_target(chosen: Payload, recorded: str | None, source: str) -> str:
+    """The target LTO-IR records in its header (:mod:`ptxbridge.abi.ltoir`), which needs no
+    ``.target`` file or ``arch=``; one that disagrees with theirs is a FormatError naming both."""
+    built = read_ltoir_target(chosen.code, source)
+    given = parse_target(recorded) if recorded else None
+    if given is not None and (given.cc, given.suffix == "a") != (built.cc, built.suffix == "a"):
+        said = "the recorded target" if chosen.target else "arch="
+        raise FormatError(f"LTO-IR built for {built}; {said} is {given}: pass arch={built.sm!r} (or none), "
+                          f"or rebuild it for {given}", source=source)
+    return recorded or built.sm
 
 
 def _mentions(t: RustType, names: set[str]) -> bool:

@@ -20,7 +20,9 @@ Two ways cuda-oxide leaves device code behind:
 NVVM IR and LTO-IR are target-specific: the target is the bundle's or the
 ``.target`` file's; the legacy bundle targets ``libdevice`` / ``nvvm-ir`` and
 loose files without ``.target`` need it from the caller (cuda-host's
-``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.
+``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.  LTO-IR
+also records its target in its own header (:mod:`ptxbridge.abi.ltoir`), so it
+needs neither, and one that disagrees with the header is refused.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxbridge.abi.errors import FormatError, OptionError
+from ptxbridge.abi.errors import FormatError, OptionError, TargetError
 from ptxbridge.abi.oxart import EntryKind, OxartBundle, OxartOptions, PayloadKind, read_oxart
 from ptxbridge.abi.sniff import sniff
+from ptxbridge.abi.targets import parse_target
 
 __all__ = ["BUNDLE_PREFERENCE", "PAYLOAD_NAMES", "Payload", "bundle_choice", "load_rule", "merge_ptx",
            "read_payload", "read_sidecars"]
@@ -43,7 +46,6 @@ _LOOSE = {".ptx": PayloadKind.PTX, ".ll": PayloadKind.NVVM_IR, ".ltoir": Payload
           ".cubin": PayloadKind.CUBIN}
 _TARGET_MARKER = "compile-options=v1"  # oxide-artifacts COMPILE_OPTIONS_TARGET_MARKER
 _LEGACY_TARGETS = ("libdevice", "nvvm-ir")
-_ARCH = re.compile(r"(?:sm|compute)_(\d{2,3}[af]?)")
 _HEADER_DIRECTIVE = re.compile(r"\s*\.(version|target|address_size)\b")
 
 
@@ -68,10 +70,10 @@ def _sm(target: str, source: str) -> str | None:
     """A recorded target as ``sm_XX``; None for the legacy no-target spellings."""
     if target in _LEGACY_TARGETS:
         return None
-    match = _ARCH.fullmatch(target.strip())
-    if match is None:
-        raise FormatError(f"target must be sm_XX or compute_XX (got {target!r})", source=source)
-    return f"sm_{match.group(1)}"
+    try:
+        return parse_target(target.strip()).sm
+    except TargetError:
+        raise FormatError(f"target must be sm_XX or compute_XX (got {target!r})", source=source) from None
 
 
 def merge_ptx(texts: list[str]) -> str:

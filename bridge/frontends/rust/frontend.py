@@ -23,6 +23,7 @@ from ptxbridge.abi.check import check
 from ptxbridge.abi.errors import ArgumentError, FormatError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
+from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import ltoir
@@ -33,7 +34,6 @@ from ptxbridge.rust.syntax import RustSource
 
 __all__ = ["compile", "from_ptx", "localize_panic_handler", "rustc_options"]
 
-_ARCH = re.compile(r"sm_[0-9]{2,3}[af]?")
 _OPT_LEVELS = ("0", "1", "2", "3", "s", "z")
 _OUTPUTS = ("ptx", "ltoir")
 _EMITS = {"asm": ("rust-ptx", "ptx"), "llvm-ir": ("rust-llvm-ir", "ll")}  # cache namespace, file suffix
@@ -54,8 +54,7 @@ def rustc_options(arch: str, *, opt_level: int | str = 3, edition: str = "2021",
                   extra: Sequence[str] = (), emit: str = "asm") -> tuple[str, ...]:
     """The rustc arguments for one compile to PTX (``emit="asm"``) or LLVM IR (``"llvm-ir"``), a pure
     function tested against expected lists."""
-    if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
-        raise ArgumentError(f"rust: arch must look like 'sm_80' or 'sm_90a' (got {arch!r})")
+    arch = parse_target(arch, who="rust", like="'sm_80' or 'sm_90a'").sm
     if str(opt_level) not in _OPT_LEVELS:
         raise ArgumentError(f"rust: opt_level must be one of {', '.join(_OPT_LEVELS)} (got {opt_level!r})")
     if emit not in _EMITS:

@@ -7,7 +7,7 @@ checked against the cubin's ``EIATTR_KPARAM_INFO`` records.  Launch demands
 come from the cubin: block (1,1,1), or exactly its ``REQNTID``; no cluster.
 cutile-rs kernels (``<kernel>_entry``) carry no signature in their names, so
 :func:`load` takes one from the caller (signature text, a manifest or
-Signature objects, see :func:`ptxbridge.artifacts.artifact.coerce_signatures`).
+Signature objects, see :func:`ptxbridge.artifacts.signatures.coerce_signatures`).
 """
 
 from __future__ import annotations
@@ -28,22 +28,20 @@ from ptxbridge.abi.cutile_names import demangle, is_cutile_symbol
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, CompileError, FormatError, ToolchainError
 from ptxbridge.abi.kinds import TileTensor
 from ptxbridge.abi.signature import Signature
+from ptxbridge.abi.targets import known_target, parse_target
 from ptxbridge.artifacts.artifact import (
     Artifact,
     CodeKind,
     Provenance,
     artifact_from_bytes,
     artifact_from_file,
-    coerce_signatures,
-    sidecar_signatures,
 )
+from ptxbridge.artifacts.signatures import coerce_signatures, sidecar_signatures
 from ptxbridge.cache.fingerprint import fingerprint
 from ptxbridge.linker.target import default_arch
 
 __all__ = ["export", "load", "specialise"]
 
-_ARCH = re.compile(r"sm_\d{2,3}[af]?")
-_ARCH_FAMILY = re.compile(r"(?:sm|compute)_(\d{2,3})[af]?")
 _INSTALL = "install them with `pip install cuda-tile nvidia-cuda-tileiras`"
 
 
@@ -65,9 +63,7 @@ def export(kernel: Any, signatures: Any, *, arch: str | None = None) -> Artifact
     pyfunc = getattr(getattr(kernel, "_annotated_function", None), "pyfunc", None)
     if pyfunc is None:
         raise ArgumentError(f"tile.export: kernel must be a @cuda.tile.kernel (got {type(kernel).__name__})")
-    arch = default_arch() if arch is None else arch
-    if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
-        raise ArgumentError(f"tile.export: arch must look like 'sm_90' (got {arch!r})")
+    arch = parse_target(default_arch() if arch is None else arch, who="tile.export").sm
     given = [signatures] if isinstance(signatures, compilation.KernelSignature) else list(signatures)
     if not given or not all(isinstance(s, compilation.KernelSignature) for s in given):
         raise ArgumentError("tile.export: signatures must be one or more "
@@ -142,10 +138,11 @@ def load(path: str | Path, signatures: Any = None, *, arch: str | None = None,
     return artifact
 
 
-def _family(arch: str) -> str:
-    """``sm_90`` for ``sm_90``, ``sm_90a``, ``compute_90`` (tileiras writes sm_90a code for an sm_90 GPU)."""
-    match = _ARCH_FAMILY.fullmatch(arch)
-    return f"sm_{match.group(1)}" if match else arch
+def _family(arch: str) -> object:
+    """The compute capability of ``sm_90``, ``sm_90a``, ``compute_90`` (tileiras writes sm_90a code for
+    an sm_90 GPU); a name that is no target stands for itself."""
+    target = known_target(arch)
+    return arch if target is None else target.cc
 
 
 def _checked_entry(data: bytes, source: str, gpu: str | None, fingerprint: str | None) -> CutileCacheEntry:

@@ -1,0 +1,282 @@
+/* ptxbridge.launch._fastlaunch: one tensor argument of a C plan, read and packed.
+ *
+ * A tensor is read from its producer (launch_abi.h PTXB_ARG_*): through the DLPack C exchange API
+ * (torch), through __cuda_array_interface__ (numba device arrays, any producer), or through a
+ * cupy.ndarray's own attributes (its interface dict costs more than the launch).  Then it is checked as
+ * the Python path checks it (bridge/launch/args.py _check_tensor, abi/tensor_rules.py): dtype, device,
+ * read-only data on a parameter the kernel writes, element alignment, and the layout its form needs
+ * (PTXB_FORM_*: contiguous for pointers and slices; C / F / any for numba arrays of the compiled ndim),
+ * and its flat values are written at their places.  Anything else declines (returns 0, no error set):
+ * the Python path then accepts it or raises the house-format error.
+ */
+#include "_fastlaunch.h"
+
+#include <string.h>
+
+#define MAX_NDIM 32 /* more axes: the Python path */
+
+typedef struct {
+    uint64_t address; /* of element 0, byte offset included */
+    int32_t ndim;
+    int64_t shape[MAX_NDIM];
+    int64_t strides[MAX_NDIM]; /* in elements */
+    int readonly;
+} Tensor;
+
+static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides, *str_dtype, *str_ptr, *str_device_id;
+
+int tensors_ready(void) {
+    PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dtype, &str_ptr,
+                          &str_device_id};
+    static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides", "dtype",
+                                  "ptr", "device_id"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
+        if ((*slots[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
+    return 1;
+}
+
+static void compact_strides(Tensor *t) {
+    int64_t step = 1;
+    for (int32_t axis = t->ndim - 1; axis >= 0; --axis) {
+        t->strides[axis] = step;
+        step *= t->shape[axis] > 1 ? t->shape[axis] : 1;
+    }
+}
+
+/* A tuple of at most MAX_NDIM Python ints that fit int64 -> out (*n of them); 0 for anything else. */
+static int read_ints(PyObject *tuple, int64_t *out, int32_t *n) {
+    if (tuple == NULL || !PyTuple_CheckExact(tuple) || PyTuple_GET_SIZE(tuple) > MAX_NDIM) return 0;
+    *n = (int32_t)PyTuple_GET_SIZE(tuple);
+    for (int32_t k = 0; k < *n; ++k) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, k);
+        int overflow;
+        if (!PyLong_CheckExact(item)) return 0;
+        out[k] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || (out[k] == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    }
+    return 1;
+}
+
+/* Byte strides -> element strides; 0 when one is not a multiple of the item size (the Python path says so). */
+static int element_strides(PyObject *tuple, Tensor *t, int64_t itemsize) {
+    int32_t n;
+    if (!read_ints(tuple, t->strides, &n) || n != t->ndim) return 0;
+    for (int32_t k = 0; k < n; ++k) {
+        if (t->strides[k] % itemsize) return 0;
+        t->strides[k] /= itemsize;
+    }
+    return 1;
+}
+
+static int read_shape(PyObject *tuple, Tensor *t) {
+    if (!read_ints(tuple, t->shape, &t->ndim)) return 0;
+    for (int32_t k = 0; k < t->ndim; ++k)
+        if (t->shape[k] < 0) return 0;
+    return 1;
+}
+
+static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
+    DLView view;
+    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view.dtype.code != s->dtype.code || view.dtype.bits != s->dtype.bits || view.dtype.lanes != 1
+        || view.device.device_type != s->device_type || view.device.device_id != s->device_id
+        || view.ndim < 0 || view.ndim > MAX_NDIM)
+        return 0;
+    t->address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
+    t->ndim = view.ndim;
+    t->readonly = 0; /* as the Python path reads torch tensors */
+    for (int32_t k = 0; k < t->ndim; ++k) {
+        if (view.shape[k] < 0) return 0;
+        t->shape[k] = view.shape[k];
+    }
+    if (view.strides == NULL) compact_strides(t);
+    else memcpy(t->strides, view.strides, (size_t)t->ndim * sizeof *t->strides);
+    return 1;
+}
+
+/* __cuda_array_interface__ v2/v3 as bridge/launch/dlpack.py _cai_extract reads it; the device from the
+ * pointer (cuPointerGetAttribute), accepted when the driver does not know the pointer, as there. */
+static int read_cai_dict(const ArgSpec *s, PyObject *cai, Tensor *t, PointerAttributeFn pointer_attribute) {
+    if (!PyDict_CheckExact(cai)) return 0;
+    PyObject *data = PyDict_GetItemWithError(cai, str_data);
+    PyObject *typestr = PyDict_GetItemWithError(cai, str_typestr);
+    PyObject *strides = PyDict_GetItemWithError(cai, str_strides);
+    if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    if (data == NULL || !PyTuple_CheckExact(data) || PyTuple_GET_SIZE(data) != 2 || typestr == NULL
+        || !PyUnicode_CheckExact(typestr) || PyUnicode_Compare(typestr, s->source) != 0)
+        return 0;
+    PyObject *ptr = PyTuple_GET_ITEM(data, 0);
+    if (ptr == Py_None) {
+        t->address = 0;
+    } else {
+        if (!PyLong_CheckExact(ptr)) return 0;
+        t->address = PyLong_AsUnsignedLongLong(ptr);
+        if (t->address == (uint64_t)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    }
+    if ((t->readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) < 0) { PyErr_Clear(); return 0; }
+    if (!read_shape(PyDict_GetItemWithError(cai, str_shape), t)) { PyErr_Clear(); return 0; }
+    if (strides == NULL || strides == Py_None) compact_strides(t);
+    else if (!element_strides(strides, t, s->itemsize)) return 0;
+    if (pointer_attribute != NULL && t->address != 0) {
+        int ordinal = -1;
+        if (pointer_attribute(&ordinal, POINTER_ATTRIBUTE_DEVICE_ORDINAL, t->address) == 0
+            && ordinal != s->device_id)
+            return 0;
+    }
+    return 1;
+}
+
+static int read_cai(const ArgSpec *s, PyObject *arg, Tensor *t, PointerAttributeFn pointer_attribute) {
+    PyObject *cai = PyObject_GetAttr(arg, str_cai);
+    if (cai == NULL) { PyErr_Clear(); return 0; }
+    int ok = read_cai_dict(s, cai, t, pointer_attribute);
+    Py_DECREF(cai);
+    return ok;
+}
+
+/* The attribute ``name`` of ``obj`` as a long long (0 when absent or not an int). */
+static int attr_int(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    int ok = value != NULL && PyLong_CheckExact(value);
+    if (ok) {
+        *out = PyLong_AsLongLong(value);
+        ok = !(*out == -1 && PyErr_Occurred());
+    }
+    Py_XDECREF(value);
+    if (!ok) PyErr_Clear();
+    return ok;
+}
+
+/* A cupy.ndarray as bridge/launch/dlpack.py _cupy_extract reads it: data.ptr, dtype (the NumPy dtype
+ * object, compared by identity), data.device_id (what .device.id reads), shape, strides in bytes. */
+static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
+    PyObject *dtype = PyObject_GetAttr(arg, str_dtype);
+    Py_XDECREF(dtype);
+    if (dtype != s->source) { PyErr_Clear(); return 0; } /* compared, not used: the array keeps it alive */
+    PyObject *data = PyObject_GetAttr(arg, str_data);
+    long long ptr = 0, device = -1;
+    int ok = data != NULL && attr_int(data, str_ptr, &ptr) && attr_int(data, str_device_id, &device);
+    Py_XDECREF(data);
+    if (!ok || device != s->device_id) { PyErr_Clear(); return 0; }
+    t->address = (uint64_t)ptr;
+    t->readonly = 0;
+    PyObject *shape = PyObject_GetAttr(arg, str_shape);
+    ok = read_shape(shape, t);
+    Py_XDECREF(shape);
+    PyObject *strides = ok ? PyObject_GetAttr(arg, str_strides) : NULL;
+    ok = ok && element_strides(strides, t, s->itemsize);
+    Py_XDECREF(strides);
+    if (!ok) PyErr_Clear();
+    return ok;
+}
+
+/* TensorInfo.c_contiguous / f_contiguous: unit axes ignored, up to one element always contiguous. */
+static int contiguous(const Tensor *t, uint64_t numel, int fortran) {
+    if (numel <= 1) return 1;
+    int64_t expected = 1;
+    for (int32_t k = 0; k < t->ndim; ++k) {
+        int32_t axis = fortran ? k : t->ndim - 1 - k;
+        if (t->shape[axis] != 1 && t->strides[axis] != expected) return 0;
+        expected *= t->shape[axis];
+    }
+    return 1;
+}
+
+/* [range[0], range[1]): the bytes the view touches (TensorInfo.span); 0 on overflow. */
+static int span(const Tensor *t, uint64_t numel, int64_t itemsize, uint64_t range[2]) {
+    if (numel == 0) {
+        range[0] = range[1] = t->address;
+        return 1;
+    }
+    int64_t below = 0, above = 0;
+    for (int32_t k = 0; k < t->ndim; ++k) {
+        int64_t reach;
+        if (__builtin_mul_overflow(t->shape[k] - 1, t->strides[k], &reach)
+            || __builtin_add_overflow(reach < 0 ? below : above, reach, reach < 0 ? &below : &above))
+            return 0;
+    }
+    int64_t low, count, bytes;
+    if (__builtin_mul_overflow(below, itemsize, &low) || __builtin_sub_overflow(above, below, &count)
+        || __builtin_add_overflow(count, 1, &count) || __builtin_mul_overflow(count, itemsize, &bytes))
+        return 0;
+    range[0] = t->address + (uint64_t)low;
+    return !__builtin_add_overflow(range[0], (uint64_t)bytes, &range[1]);
+}
+
+static void put64(char *buf, int offset, uint64_t value) {
+    memcpy(buf + offset, &value, 8);
+}
+
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute) {
+    Tensor t;
+    if (Py_TYPE(arg) != s->type) return 0;
+    int ok = s->kind == PTXB_ARG_TENSOR ? read_dlpack(s, arg, &t)
+           : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute) : read_cupy(s, arg, &t);
+    if (!ok || (t.readonly && s->refuses_readonly)) return 0;
+    uint64_t numel = 1;
+    for (int32_t k = 0; k < t.ndim; ++k)
+        if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
+    if (t.address != 0 && numel != 0 && t.address % (uint64_t)s->align) return 0;
+    if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
+    if (s->form != PTXB_FORM_NUMBA) {
+        if (!contiguous(&t, numel, 0) || !put_unsigned(buf, s->places[0][0], s->places[0][1], t.address))
+            return 0;
+        return s->form == PTXB_FORM_POINTER || put_unsigned(buf, s->places[1][0], s->places[1][1], numel);
+    }
+    if (t.ndim != s->ndim || (s->layout == 'C' && !contiguous(&t, numel, 0))
+        || (s->layout == 'F' && !contiguous(&t, numel, 1)))
+        return 0;
+    uint64_t head[5] = {0, 0, numel, (uint64_t)s->itemsize, t.address}; /* meminfo, parent, ... */
+    for (int k = 0; k < 5; ++k) put64(buf, s->places[k][0], head[k]);
+    for (int32_t k = 0; k < t.ndim; ++k) {
+        put64(buf, s->places[5 + k][0], (uint64_t)t.shape[k]);
+        put64(buf, s->places[5 + t.ndim + k][0], (uint64_t)t.strides[k] * (uint64_t)s->itemsize);
+    }
+    return 1;
+}
+
+/* (kind, type, source, dl_code, dl_bits, device_type, device_id, form, ndim, layout, align, refuses_readonly,
+ *  places): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the NumPy
+ *  dtype of a cupy.ndarray; places ((offset, struct code), ...) the form's flat values.  1, or 0 with an
+ *  error set. */
+int read_tensor_spec(ArgSpec *s, PyObject *item) {
+    PyObject *type, *places;
+    int dl_code, dl_bits, form_places;
+    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiO!", &s->kind, &type, &s->source, &dl_code, &dl_bits,
+                          &s->device_type, &s->device_id, &s->form, &s->ndim, &s->layout, &s->align,
+                          &s->refuses_readonly, &PyTuple_Type, &places))
+        return 0;
+    form_places = s->form == PTXB_FORM_POINTER ? 1 : s->form == PTXB_FORM_SLICE ? 2 : 5 + 2 * s->ndim;
+    if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->form < 0
+        || s->form > PTXB_FORM_NUMBA || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
+        || (s->kind == PTXB_ARG_CAI && !PyUnicode_CheckExact(s->source))) {
+        PyErr_SetString(PyExc_ValueError, "malformed tensor argument spec");
+        return 0;
+    }
+    s->type = (PyTypeObject *)type;
+    s->dtype = (DLType){(uint8_t)dl_code, (uint8_t)dl_bits, 1};
+    s->itemsize = dl_bits / 8;
+    s->nplaces = form_places;
+    s->places = PyMem_Calloc((size_t)form_places, sizeof *s->places);
+    if (s->places == NULL) { PyErr_NoMemory(); return 0; }
+    for (int k = 0; k < form_places; ++k) {
+        PyObject *place = PyTuple_GET_ITEM(places, k);
+        if (!PyTuple_Check(place) || !PyArg_ParseTuple(place, "ii", &s->places[k][0], &s->places[k][1])) return 0;
+        if (s->form == PTXB_FORM_NUMBA && s->places[k][1] != 'Q' && s->places[k][1] != 'q') {
+            PyErr_SetString(PyExc_ValueError, "numba array fields are 64-bit");
+            return 0;
+        }
+    }
+    if (s->kind != PTXB_ARG_TENSOR) return 1;
+    s->api = (const ExchangeAPI *)PyCapsule_GetPointer(s->source, "dlpack_exchange_api");
+    if (s->api == NULL) return 0;
+    if (s->api->header.version.major != 1 || s->api->header.version.minor < 2
+        || s->api->dltensor_from_py_object_no_sync == NULL || s->api->current_work_stream == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the DLPack exchange API is too old or lacks DLTensor views");
+        return 0;
+    }
+    return 1;
+}

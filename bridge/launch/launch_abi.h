@@ -1,0 +1,83 @@
+/* The launch ABI that ptxbridge's C extensions share: ptxbridge.launch._fastlaunch (the C plan and the
+ * vectorcall Launcher) and ptxbridge.jax._xla_ffi (the XLA FFI handler).  Plain C11, no Python.
+ *
+ * What is here, and who else must agree with it:
+ *   - LaunchFn / SetCurrentFn: cuLaunchKernel's and cuCtxSetCurrent's signatures (cuda.h), as the CUDA
+ *     loader hands their addresses over (loaders/cuda.py native_facts) or as the CPU loader's ctypes
+ *     callback implements it (bridge/frameworks/jax/xla_ffi.py);
+ *   - LAUNCH_PARAM_*: the `extra` keys of cuLaunchKernel (cuda.h CU_LAUNCH_PARAM_*);
+ *   - the DLPack parts read (dlpack.h v1.2+: DLTensor and the C exchange API, DLPackExchangeAPI);
+ *   - PTXB_ARG_*: the argument kinds of a C plan's spec tuples.  _fastlaunch exports each as a module
+ *     constant of the same name without the PTXB_ prefix, which bridge/launch/fastpath.py reads: the
+ *     codes are written down here only;
+ *   - the byte-range no-alias test every tier makes (bridge/launch/aliasing.py, docs/safety.md).
+ */
+#ifndef PTXBRIDGE_LAUNCH_ABI_H
+#define PTXBRIDGE_LAUNCH_ABI_H
+
+#include <stdint.h>
+
+/* --- the driver ---------------------------------------------------------------------------- */
+typedef int (*LaunchFn)(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                        unsigned block_y, unsigned block_z, unsigned shared_mem, void *stream, void **kernel_params,
+                        void **extra);
+typedef int (*SetCurrentFn)(void *context);
+
+#define LAUNCH_PARAM_END ((void *)0)            /* CU_LAUNCH_PARAM_END */
+#define LAUNCH_PARAM_BUFFER_POINTER ((void *)1) /* CU_LAUNCH_PARAM_BUFFER_POINTER */
+#define LAUNCH_PARAM_BUFFER_SIZE ((void *)2)    /* CU_LAUNCH_PARAM_BUFFER_SIZE */
+
+#define MAX_PARAM_BYTES 32764 /* the driver's limit (CUDA 12.1+); abi/layout.py MAX_PARAM_BYTES */
+#define STACK_PARAM_BYTES 4096 /* larger parameter buffers go on the heap: threads may have small stacks */
+
+/* --- DLPack (dlpack.h v1.2+), the parts read --------------------------------------------------- */
+#define DL_CPU 1  /* kDLCPU */
+#define DL_CUDA 2 /* kDLCUDA */
+
+typedef struct { uint32_t major, minor; } DLVersion;
+typedef struct { int32_t device_type; int32_t device_id; } DLDev;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
+typedef struct { /* DLTensor */
+    void *data;
+    DLDev device;
+    int32_t ndim;
+    DLType dtype;
+    int64_t *shape;
+    int64_t *strides; /* in elements; NULL: compact row-major */
+    uint64_t byte_offset;
+} DLView;
+typedef struct ExchangeHeader { DLVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
+typedef struct { /* DLPackExchangeAPI: a type's __dlpack_c_exchange_api__ capsule, "dlpack_exchange_api" */
+    ExchangeHeader header;
+    void *managed_tensor_allocator;
+    void *managed_tensor_from_py_object_no_sync;
+    void *managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLView *out);
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} ExchangeAPI;
+
+/* --- a C plan's argument kinds ------------------------------------------------------------------ */
+enum {
+    PTXB_ARG_TENSOR = 0, /* a tensor read through the DLPack C exchange API (torch) */
+    PTXB_ARG_INT = 1,    /* a Python int, range-checked */
+    PTXB_ARG_FLOAT = 2,  /* a Python float, range-checked */
+    PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (numba device arrays, any producer) */
+    PTXB_ARG_CUPY = 4,   /* a cupy.ndarray, read through its attributes (data.ptr, dtype, shape, strides) */
+};
+
+/* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
+ * count (a slice); or numba's array struct (meminfo, parent, nitems, itemsize, data, shape[n], strides[n]
+ * in bytes). */
+enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2 };
+
+/* cuPointerGetAttribute (cuda.h), for the device of a __cuda_array_interface__ pointer. */
+typedef int (*PointerAttributeFn)(void *data, int attribute, uint64_t pointer);
+#define POINTER_ATTRIBUTE_DEVICE_ORDINAL 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+
+/* --- no-alias promises ---------------------------------------------------------------------------- */
+/* The byte ranges [lo_a, hi_a) and [lo_b, hi_b) share a byte (an empty range shares none). */
+static inline int ranges_overlap(uint64_t lo_a, uint64_t hi_a, uint64_t lo_b, uint64_t hi_b) {
+    return lo_a < hi_b && lo_b < hi_a && lo_a < hi_a && lo_b < hi_b;
+}
+
+#endif

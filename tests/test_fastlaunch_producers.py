@@ -1,0 +1,296 @@
+"""The C launch plan for every tensor producer and kind it takes: ``__cuda_array_interface__`` objects
+(numba device arrays and any producer; here a small one over host memory, since this machine has no
+GPU), CuPy arrays (read through their attributes), torch tensors (DLPack), on pointers, slices,
+``DisjointSlice`` and numba arrays of every layout.  The C plan packs exactly the bytes the Python path
+packs; it declines what the Python path refuses, whose error still names kernel and argument; and the
+C plan's presence is asserted per producer and kind, so a regression to the Python path fails here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import struct
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa: F401 (fixtures)
+
+from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice
+from ptxbridge.abi.signature import Convention
+from ptxbridge.artifacts.image import Image
+from ptxbridge.launch import fastpath
+from ptxbridge.launch.args import BindContext, NativeTensor, make_binder
+from ptxbridge.launch.module import Module
+
+pytestmark = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
+
+DTYPES = ("f32", "f64", "f16", "i32", "u8", "i64", "bool")
+
+
+class Cai:
+    """A ``__cuda_array_interface__`` v3 producer over a NumPy array (the interface as numba writes it:
+    strides None when C-contiguous, unless ``strides`` says to list them anyway)."""
+
+    def __init__(self, array: np.ndarray, *, readonly: bool = False, strides: bool = False,
+                 typestr: str | None = None):
+        self.array, self.readonly, self.strides, self.typestr = array, readonly, strides, typestr
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        a = self.array
+        listed = self.strides or not a.flags.c_contiguous
+        return {"shape": a.shape, "typestr": self.typestr or a.dtype.str, "version": 3, "stream": None,
+                "data": (a.__array_interface__["data"][0], self.readonly),
+                "strides": a.strides if listed else None}
+
+
+def _numpy(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    return np.zeros(shape, dtype=np.dtype(dtype(name).numpy_name))
+
+
+def _layout_of(layout: str, base: np.ndarray, rng: random.Random) -> np.ndarray:
+    """A view of ``base`` that a numba array of ``layout`` accepts."""
+    if layout == "C":
+        return base
+    if layout == "F":
+        return np.asfortranarray(base)
+    views = [base, np.asfortranarray(base)]
+    if base.ndim >= 1 and base.shape[0] > 1:
+        views.append(base[::2])  # strided
+        views.append(base[::-1])  # a negative stride
+    return rng.choice(views)
+
+
+def _shape(ndim: int, rng: random.Random) -> tuple[int, ...]:
+    return tuple(rng.choice((0, 1, 2, 3, 5)) if rng.random() < 0.2 else rng.choice((1, 2, 3, 4))
+                 for _ in range(ndim))
+
+
+def _signature(rng: random.Random, convention: Convention, numba_only: bool) -> Signature:
+    params = []
+    for i in range(rng.randint(1, 6)):
+        name, choice = rng.choice(DTYPES), rng.random()
+        if choice < 0.35:
+            params.append(Param(f"p{i}", NumbaArray(dtype(name), rng.randint(1, 3), rng.choice("CFA"))))
+        elif numba_only:
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+        elif choice < 0.55:
+            params.append(Param(f"p{i}", Pointer(Scalar(dtype(name)), rng.random() < 0.5)))
+        elif choice < 0.7:
+            params.append(Param(f"p{i}", Slice(dtype(name), rng.random() < 0.5)))
+        elif choice < 0.8:
+            params.append(Param(f"p{i}", DisjointSlice(dtype(name))))
+        else:
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+    return Signature("k", tuple(params), convention=convention)
+
+
+def _argument(t, rng: random.Random, wrap):
+    if isinstance(t, NumbaArray):
+        return wrap(_layout_of(t.layout, _numpy(t.dtype.name, _shape(t.ndim, rng)), rng))
+    if isinstance(t, (Pointer, Slice, DisjointSlice)):
+        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
+        return wrap(_numpy(name, _shape(rng.randint(1, 2), rng)))
+    if t.dtype.is_integer:
+        return rng.randint(0, 100)
+    return rng.choice((0.5, -2.25, 1e3))
+
+
+def _cai(rng: random.Random):
+    return lambda a: Cai(a, strides=rng.random() < 0.5)
+
+
+def _torch(a: np.ndarray):
+    return torch.from_numpy(a if min(a.strides, default=0) >= 0 else a.copy())  # no negative strides
+
+
+@pytest.mark.parametrize(("producer", "device_type", "convention"), [
+    ("cai", DLPACK_CUDA, Convention.OXIDE), ("cai", DLPACK_CUDA, Convention.NUMBA),
+    ("torch", DLPACK_CPU, Convention.NUMBA),
+])
+def test_c_plan_packs_the_python_bytes_for_every_producer_and_kind(producer, device_type, convention):
+    rng = random.Random(f"{producer}{convention}")
+    numba_only = convention is Convention.NUMBA
+    for _ in range(150):
+        signature = _signature(rng, convention, numba_only)
+        wrap = _cai(rng) if producer == "cai" else _torch
+        args = tuple(_argument(p.type, rng, wrap) for p in signature.params)
+        plan, python = _plans(signature, args, device_type)  # asserts the C plan takes every argument
+        for _ in range(3):
+            args = tuple(_argument(p.type, rng, wrap) for p in signature.params)
+            assert plan.pack(args) == python(args), (signature, args)
+
+
+def test_numba_array_struct_fields():
+    """meminfo and parent 0, nitems, itemsize, data, shape, strides in bytes: from a CAI producer with a
+    negative stride (layout A) and from torch (layout F)."""
+    sig = Signature("k", (Param("a", NumbaArray(dtype("f64"), 2, "A")),), convention=Convention.NUMBA)
+    base = np.zeros((4, 3))
+    view = Cai(base[::-1, ::2])
+    plan, python = _plans(sig, (view,), DLPACK_CUDA)
+    address = base[::-1, ::2].__array_interface__["data"][0]
+    expected = struct.pack("<QQqqQqqqq", 0, 0, 8, 8, address, 4, 2, -24, 16)
+    assert plan.pack((view,)) == python((view,)) == expected
+    sig_f = Signature("k", (Param("a", NumbaArray(dtype("i32"), 2, "F")),), convention=Convention.NUMBA)
+    t = torch.zeros(3, 5, dtype=torch.int32).t()  # F-contiguous (5, 3)
+    plan, python = _plans(sig_f, (t,))
+    expected = struct.pack("<QQqqQqqqq", 0, 0, 15, 4, t.data_ptr(), 5, 3, 4, 20)
+    assert plan.pack((t,)) == python((t,)) == expected
+
+
+# (argument, the Python path's error after "k: argument 'x' (...) ")
+ARRAY = NumbaArray(dtype("f32"), 2, "C")
+REFUSALS = {
+    "readonly": (Pointer(Scalar(dtype("f32")), True), lambda: Cai(np.zeros(4, np.float32), readonly=True),
+                 "is written by the kernel, but got a read-only float32 tensor"),
+    "dtype": (Pointer(Scalar(dtype("f32"))), lambda: Cai(np.zeros(4, np.float64)),
+              "got float64 tensor on cuda:0; expected float32 on cuda:0"),
+    "strided": (Slice(dtype("f32")), lambda: Cai(np.zeros(8, np.float32)[::2]),
+                "takes a contiguous tensor for a slice (got shape (4,), strides (2,) elements)"),
+    "misaligned": (Pointer(Scalar(dtype("f32"))),
+                   lambda: Cai(np.frombuffer(bytearray(20), np.float32, 4, offset=2)),
+                   "is not a multiple of 4 bytes; pass an aligned copy"),
+    "ndim": (ARRAY, lambda: Cai(np.zeros(4, np.float32)), "takes a 2-d tensor (got 1-d, shape (4,))"),
+    "layout": (ARRAY, lambda: Cai(np.zeros((3, 2), np.float32, order="F")),
+               "was compiled for C-contiguous arrays (got shape (3, 2), strides (1, 3) elements)"),
+    "byte_strides": (NumbaArray(dtype("f32"), 1, "A"),
+                     lambda: Cai(np.ndarray((2,), np.float32, np.zeros(3, np.float32), 0, (6,))),
+                     "byte strides (6,) are not multiples of the item size 4"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_c_plan_declines_what_the_python_path_refuses_with_its_message(case):
+    t, make, message = REFUSALS[case]
+    sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA if isinstance(t, NumbaArray)
+                    else Convention.OXIDE)
+    good = Cai(np.zeros((2, 2) if isinstance(t, NumbaArray) and t.ndim == 2 else 4, np.float32))
+    plan, python = _plans(sig, (good,), DLPACK_CUDA)
+    assert plan.pack((good,)) == python((good,))
+    bad = make()
+    assert plan.pack((bad,)) is False
+    with pytest.raises(ArgumentError) as info:
+        python((bad,))
+    assert str(info.value).startswith("k: argument 'x' (") and message in str(info.value), str(info.value)
+
+
+def test_a_typestr_the_plan_does_not_know_by_heart_goes_to_the_python_path():
+    """'=f4' is float32 too: the C plan compares the exact text NumPy writes and declines, the Python
+    path parses it and accepts."""
+    sig = Signature("k", (Param("x", Pointer(Scalar(dtype("f32")))),))
+    a = np.zeros(4, np.float32)
+    plan, python = _plans(sig, (Cai(a),), DLPACK_CUDA)
+    other = Cai(a, typestr="=f4")
+    assert plan.pack((other,)) is False
+    assert python((other,)) == struct.pack("<Q", a.__array_interface__["data"][0])
+
+
+class _MemoryPointer:
+    def __init__(self, ptr: int, device_id: int):
+        self.ptr, self.device_id = ptr, device_id
+
+
+class CupyLike:
+    """The attributes the C plan reads from a cupy.ndarray (no CuPy arrays can be made without a GPU)."""
+
+    def __init__(self, array: np.ndarray, device_id: int = 0):
+        self.dtype, self.shape, self.strides = array.dtype, array.shape, array.strides
+        self.data = _MemoryPointer(array.__array_interface__["data"][0], device_id)
+
+
+@pytest.mark.parametrize("form", ["pointer", "slice", "numba"])
+def test_cupy_arrays_are_read_through_their_attributes(form):
+    t = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
+         "numba": NumbaArray(dtype("f32"), 2, "C")}[form]
+    sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA)
+    layout = sig.layout
+    count = {"pointer": 1, "slice": 2, "numba": 9}[form]
+    places = fastpath._codes(layout, 0, count)
+    native = NativeTensor("cupy", form, dtype("f32"), 0, False, *((2, "C") if form == "numba" else ()))
+    spec = fastpath._tensor_spec(native, CupyLike, places)
+    plan = fastpath._fastlaunch.Plan(layout.packer().size, (spec,))
+    a = np.zeros((2, 3), np.float32)
+    ptr = a.__array_interface__["data"][0]
+    expected = {"pointer": struct.pack("<Q", ptr), "slice": struct.pack("<QQ", ptr, 6),
+                "numba": struct.pack("<QQqqQqqqq", 0, 0, 6, 4, ptr, 2, 3, 12, 4)}[form]
+    assert plan.pack((CupyLike(a),)) == expected
+    assert plan.pack((CupyLike(a, device_id=1),)) is False  # another GPU
+    assert plan.pack((CupyLike(a.astype(np.float64)),)) is False  # another dtype
+    assert plan.pack((CupyLike(np.zeros((3, 2), np.float32, order="F")),)) is False  # not C-contiguous
+
+
+def test_every_producer_and_kind_gets_a_c_plan():
+    """Which (producer, kind) pairs the C plan takes: a change that sends one to the Python path fails."""
+    kinds = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
+             "disjoint": DisjointSlice(dtype("f32")), "numba_C": NumbaArray(dtype("f32"), 1, "C"),
+             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A")}
+    for producer, device_type in (("cai", DLPACK_CUDA), ("torch", DLPACK_CPU)):
+        arg_type = Cai if producer == "cai" else torch.Tensor
+        for name, t in kinds.items():
+            sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))),
+                            convention=Convention.NUMBA)
+            ctx = BindContext("k", sig.convention, device_type, 0)
+            binders = tuple(make_binder(ctx, p, tp)
+                            for p, tp in zip(sig.params, (arg_type, int), strict=True))
+            assert fastpath.native_specs(binders, (arg_type, int), sig.layout) is not None, (producer, name)
+
+
+# --- the call path: Kernel calls with these producers launch from C --------------------------------
+
+_POINTER_ATTRIBUTE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                      ctypes.c_uint64)
+
+
+class _RecordingCuda(_RecordingCpu):
+    """As ``_RecordingCpu`` for a GPU: its cuPointerGetAttribute says every pointer is on ``ordinal``."""
+
+    device_type = DLPACK_CUDA
+
+    def __init__(self, ordinal: int = 0):
+        super().__init__()
+        self.ordinal = ordinal
+        self._attribute = _POINTER_ATTRIBUTE(self._device_of)
+
+    def _device_of(self, out, attribute, pointer):
+        out[0] = self.ordinal
+        return 0 if attribute == 9 else 1  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+
+    def native_facts(self, function, name):
+        entry = ctypes.cast(self._attribute, ctypes.c_void_p).value
+        return {**super().native_facts(function, name), "pointer_attribute_entry": entry}
+
+
+NUMBA_KERNEL = Signature("k", (Param("x", NumbaArray(dtype("f32"), 2, "A")), Param("y", Slice(dtype("i32"))),
+                               Param("n", Scalar(dtype("i64")))), convention=Convention.NUMBA)
+
+
+def test_kernel_calls_with_array_interface_producers_launch_from_c(driver, python_calls):  # noqa: F811
+    backend = _RecordingCuda()
+    kernel = Module(Image(None, "sm_90", {"k": NUMBA_KERNEL}), backend).k
+    x, y = np.zeros((3, 4), np.float32), np.zeros(5, np.int32)
+    args = (Cai(x[:, ::2]), Cai(y), 7)
+    kernel(*args, grid=2, block=32)  # a miss: the Python path builds and remembers the plan
+    assert len(python_calls) == 1
+    driver.clear()
+    kernel(*args, grid=2, block=32)
+    assert len(python_calls) == 1, "the second call ran Python"
+    xp, yp = x.__array_interface__["data"][0], y.__array_interface__["data"][0]
+    params = struct.pack("<QQqqQqqqqQQq", 0, 0, 6, 4, xp, 3, 2, 16, 8, yp, 5, 7)
+    assert driver == [(0xF00, (2, 1, 1), (32, 1, 1), 0, 0, params)]  # no framework: the legacy stream
+    assert backend.launched == []
+
+
+def test_an_array_on_another_gpu_is_the_python_paths_to_judge(driver, python_calls):  # noqa: F811
+    backend = _RecordingCuda(ordinal=1)  # the driver places the pointer on cuda:1; the Python path's
+    kernel = Module(Image(None, "sm_90", {"k": NUMBA_KERNEL}), backend).k  # pointer_device says -1
+    args = (Cai(np.zeros((2, 2), np.float32)), Cai(np.zeros(1, np.int32)), 1)
+    for _ in range(2):
+        kernel(*args, grid=1, block=1)
+    assert driver == [] and len(python_calls) == 2 and len(backend.launched) == 2
