@@ -298,7 +298,7 @@ class Program:
                         tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files)
 
 
-_FILE = re.compile(rb'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.M)
+_FILE = re.compile(rb'^[ \t]*\.file[ \t]+(\d+)[ \t]+"([^"\n]*)"', re.M)  # one line each: no backtracking
 
 
 def _source_files(text: bytes | str) -> dict[int, str]:
