@@ -35,10 +35,12 @@ Modules::
     sniff.py           format detection by content
     cutile_names.py    cuTile t1/t2 symbol demangler -> Signature
     cxx_names.py       C++ names of mangled symbols (kernels and globals by source name)
+    rust_names.py      Rust v0 symbols as paths (core::panicking::panic_bounds_check)
     check.py           signature vs PTX entry / cubin records, naming kernel and parameter
     targets.py         GPU targets (sm_90a, compute_90, (9, 0)): the one parser and compatibility rules
     errors.py          PtxBridgeError and its subclasses
     raised.py          the exception table of a numba debug kernel (what each stored error code means)
+    panic_record.py    the record a Rust kernel's panic is written to (read after the launch)
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {  # public name -> (module, its name the
     "CompileError": ("errors", "CompileError"), "CudaError": ("errors", "CudaError"),
     "EmulatorError": ("errors", "EmulatorError"), "FormatError": ("errors", "FormatError"),
     "KernelRaisedError": ("errors", "KernelRaisedError"), "LinkError": ("errors", "LinkError"),
+    "KernelTrapError": ("errors", "KernelTrapError"),
     "MemoryAccessError": ("errors", "MemoryAccessError"), "OptionError": ("errors", "OptionError"),
     "PtxBridgeError": ("errors", "PtxBridgeError"), "SanitizerError": ("errors", "SanitizerError"),
     "SignatureSyntaxError": ("errors", "SignatureSyntaxError"), "TargetError": ("errors", "TargetError"),

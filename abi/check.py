@@ -121,6 +121,8 @@ def check_layout(signature: Signature, declared: Sequence[DeclaredParam], what: 
         group = tuple(groups.get(index, ()))
         if group and _matches(group, declared, position):  # the common case, in time linear overall
             position += len(group)
+        elif group and fills_one_aggregate(group, declared, position):
+            position += 1
         elif group:  # zero-sized parameters lower to nothing and occupy nothing
             _compare(signature.name, f"parameter {param.name!r}", group, declared[position:], what, totals)
             position += len(group)
@@ -141,6 +143,18 @@ def _matches(group: Sequence[LaidParam], declared: Sequence[DeclaredParam], posi
         return False
     return all(d.offset == lp.offset and d.size == lp.param.size
                for d, lp in zip(declared[position:after], group, strict=True))
+
+
+def fills_one_aggregate(group: Sequence[LaidParam], declared: Sequence[DeclaredParam], position: int) -> bool:
+    """Whether the flat params of one parameter are exactly the bytes of the one aggregate declared
+    at ``position``: a slice's pointer and length are plain rustc's 16-byte fat pointer
+    (``.param .align 8 .b8 x[16]``).  The packed buffer is the same either way, and the loaders
+    launch from that buffer (or from pointers at the driver's own parameter offsets)."""
+    if len(group) < 2 or position >= len(declared):
+        return False
+    d = declared[position]
+    return (d.type in (None, "b8") and d.offset == group[0].offset and d.size == group[-1].end - d.offset
+            and (position + 1 == len(declared) or declared[position + 1].offset >= group[-1].end))
 
 
 def _compare(kernel: str, subject: str, group: Sequence[LaidParam], rest: Sequence[DeclaredParam],

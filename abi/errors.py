@@ -7,6 +7,8 @@ argument, tool log, driver code).  Messages read "subject: rule (got ...)".
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AbiMismatchError",
     "ArgumentError",
@@ -16,6 +18,7 @@ __all__ = [
     "EmulatorError",
     "FormatError",
     "KernelRaisedError",
+    "KernelTrapError",
     "LinkError",
     "MemoryAccessError",
     "PtxBridgeError",
@@ -87,13 +90,16 @@ class LinkError(CompileError):
 
 
 class KernelRaisedError(PtxBridgeError, RuntimeError):
-    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception.
+    """A thread of a numba kernel compiled with ``debug=True`` raised a Python exception, or a
+    thread of a Rust kernel panicked.
 
     ``exception``: that exception (built-in types; None for others), ``tid`` / ``ctaid``:
-    the first raising thread, as numba-cuda's launcher reports them.
+    the first raising thread, as numba-cuda's launcher reports them; ``panic``: a Rust panic's
+    record (message, file, line, column; ``ptxbridge.abi.panic_record.PanicRecord``), else None.
     """
 
     exception: BaseException | None = None
+    panic: Any = None
     tid: tuple[int, int, int] = (0, 0, 0)
     ctaid: tuple[int, int, int] = (0, 0, 0)
 
@@ -108,6 +114,11 @@ class CudaError(PtxBridgeError, RuntimeError):
 
 class EmulatorError(PtxBridgeError, RuntimeError):
     """The CPU PTX interpreter cannot run a kernel."""
+
+
+class KernelTrapError(EmulatorError):
+    """A thread executed PTX ``trap`` on the CPU loader (cuda-oxide lowers a panic to it); the message
+    names the kernel, the thread and, where the PTX has line info, the source line."""
 
 
 class UnsupportedInstructionError(EmulatorError):

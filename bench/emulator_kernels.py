@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BINOMIAL", "NBODY", "MATRIX_MUL", "LAPLACE", "MATMUL", "binomial_inputs", "binomial_reference",
+__all__ = ["BINOMIAL", "NBODY", "MATRIX_MUL", "LAPLACE", "MATMUL", "HISTOGRAM", "COLLATZ", "binomial_inputs",
+           "binomial_reference",
            "nbody_reference", "laplace_reference"]
 
 NUM_STEPS = 2048
@@ -120,6 +121,30 @@ extern "C" __global__ void matmul(const float* A, const float* B, float* C, int 
     __syncthreads();
   }
   C[y * n + x] = tmp;
+}
+'''
+
+# a shared-memory histogram with atomics (per-block bins, then one global atomic per bin)
+HISTOGRAM = r'''
+extern "C" __global__ void histogram(const unsigned char* data, unsigned int* bins, int n) {
+  __shared__ unsigned int local[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) local[i] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    atomicAdd(&local[data[i]], 1u);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) atomicAdd(&bins[i], local[i]);
+}
+'''
+
+# a divergent per-thread loop: each thread counts the Collatz steps of its start
+COLLATZ = r'''
+extern "C" __global__ void collatz(const unsigned int* start, unsigned int* steps, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long v = start[i]; unsigned int s = 0;
+  while (v > 1) { v = (v & 1) ? 3 * v + 1 : v >> 1; ++s; }
+  steps[i] = s;
 }
 '''
 

@@ -22,6 +22,7 @@ from ptxbridge.abi.errors import (
     EmulatorError,
     FormatError,
     KernelRaisedError,
+    KernelTrapError,
     LinkError,
     MemoryAccessError,
     OptionError,
@@ -41,7 +42,7 @@ _LAZY = {  # public name -> the module that defines it, imported on first use
 __all__ = [
     "AbiMismatchError", "ArgumentError", "CompileError", "CudaError", "EmulatorError", "FormatError",
     "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "SanitizerError",
-    "TargetError", "ToolchainError",
+    "TargetError", "ToolchainError", "KernelTrapError",
     *_LAZY,
 ]
 __version__ = "0.1.0"

@@ -50,15 +50,38 @@ _JIT_LOG_BYTES = 16 * 1024  # the driver JIT's error log, attached to a failed J
 _state: dict[str, Any] = {}
 
 
+# Errors after which the context is unusable: every later call in it returns the same code
+# (CUDA Runtime API, "cudaErrorIllegalInstruction ... The context cannot be used, so it must be
+# destroyed (and a new one should be created)").
+_STICKY = frozenset({"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_ASSERT", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+                     "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
+                     "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED"})
+
+
+def sticky_note(name: str) -> str:
+    """What a sticky error means for the caller (empty for any other error)."""
+    if name not in _STICKY:
+        return ""
+    why = ("a thread executed `trap`: cuda-oxide lowers a Rust panic to it (so do __trap() and "
+           "gpu_assert!); ptxbridge.rust kernels without their own panic handler report panics "
+           "as KernelRaisedError instead" if name == "CUDA_ERROR_ILLEGAL_INSTRUCTION" else
+           "a device-side assertion failed" if name == "CUDA_ERROR_ASSERT" else "a kernel faulted")
+    return (f"; {why}. The CUDA context of this device is lost: every later launch, copy or "
+            "synchronize in this process fails with this error (ptxbridge shares the device's primary "
+            "context with torch and CuPy, so a new context needs a new process); run the kernel on the "
+            "CPU loader (load(\"cpu\")) to see the thread and source line")
+
+
 def cuda_error(code: int, what: str) -> CudaError:
-    """A CudaError for CUresult ``code``: ``what: CUDA_ERROR_X: explanation``."""
+    """A CudaError for CUresult ``code``: ``what: CUDA_ERROR_X: explanation``, and for an error that
+    loses the context, what that means (:func:`sticky_note`)."""
     try:
         result = cu.CUresult(code)
         name = cu.cuGetErrorName(result)[1].decode()
         text = cu.cuGetErrorString(result)[1].decode()
     except (ValueError, AttributeError):
         name, text = f"CUresult {code}", "unknown error code"
-    return CudaError(f"{what}: {name}: {text}", code=name)
+    return CudaError(f"{what}: {name}: {text}{sticky_note(name)}", code=name)
 
 
 def _call(what: str, fn: Callable, *args: Any) -> Any:

@@ -223,7 +223,7 @@ def test_rust_references_record_their_borrow_unless_the_type_has_interior_mutabi
     assert [format_type(p.type) for p in sig.params] == [
         "&f32", f"&mut {counter}", "*const f32", "*const u32", f"*const {counter}",
         f"&struct Plain {{ x: f32, next: *mut {counter} }}", "*const f32", "&(f32, f32)",
-        "struct slice { ptr: &mut f32, len: u64 }"]
+        "&mut [f32]"]
 
 
 # --- end to end on the CPU loader ----------------------------------------------------------------
@@ -258,8 +258,7 @@ def test_plain_rustc_references_on_the_cpu_loader(sysroot):
 
     art = prust.compile(RUST_KERNEL, progress=False)
     assert str(art.kernels["accumulate"]).endswith("(total: &mut f32, factor: &f32, x: *const f32, n: u64)")
-    assert str(art.kernels["copy"]).endswith(
-        "(x: struct slice { ptr: &f32, len: u64 }, out: struct slice { ptr: &mut f32, len: u64 })")
+    assert str(art.kernels["copy"]).endswith("(x: &[f32], out: &mut [f32])")
     buf = np.arange(8, dtype=np.float32)
     with ptxbridge.link([art]).load("cpu") as module:
         module.accumulate(buf[7:], buf[2:3], buf[:4], 4, grid=1, block=32)  # factor overlaps x: both read
@@ -269,9 +268,10 @@ def test_plain_rustc_references_on_the_cpu_loader(sysroot):
         assert str(error.value) == (
             f"accumulate: argument 'total' (&mut f32) overlaps argument 'x' (*const f32) in bytes "
             f"{span(buf, 12, 16)}: 'total' is a &mut borrow, which no other argument may overlap; {OPT_OUT}")
-        with pytest.raises(ArgumentError, match=r"^copy: argument 'out.ptr' \(&mut f32\) overlaps argument "
-                                                r"'x.ptr' \(&f32\) in bytes"):
-            module.copy({"ptr": buf[:4], "len": 4}, {"ptr": buf[3:7], "len": 4}, grid=1, block=4)
+        for x, out in ((buf[:4], buf[3:7]), ({"ptr": buf[:4], "len": 4}, {"ptr": buf[3:7], "len": 4})):
+            with pytest.raises(ArgumentError, match=r"^copy: argument 'out' \(&mut \[f32\]\) overlaps "
+                                                    r"argument 'x' \(&\[f32\]\) in bytes"):
+                module.copy(x, out, grid=1, block=4)
     assert buf[:7].tolist() == list(range(7)), "a refused launch wrote memory"
 
 

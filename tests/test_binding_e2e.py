@@ -11,7 +11,6 @@ import pytest
 
 import ptxbridge
 from ptxbridge.abi import ArgumentError
-from ptxbridge.abi.errors import MemoryAccessError
 from ptxbridge.abi.syntax import format_type
 
 nvrtc = pytest.importorskip("ptxbridge.nvrtc")
@@ -57,26 +56,26 @@ toolchain, sysroot = _rust_fixtures.toolchain, _rust_fixtures.sysroot  # session
 
 @pytest.mark.usefixtures("sysroot")
 def test_tensors_inside_structs_are_the_cpu_loaders_buffers() -> None:
-    """rustc passes ``&mut [f32]`` as a ``{ptr, len}`` struct: the CPU loader registers the tensors a
-    struct carries, so accesses through them run (they were "outside every buffer") and an access
-    past the tensor a struct points to is still caught."""
+    """Slices inside a struct take tensors (or ``{"ptr", "len"}``, ``len`` checked against the tensor):
+    the CPU loader registers the tensors a struct carries, so accesses through them run (they were
+    "outside every buffer"), and a length past the tensor is refused before the launch."""
     import ptxbridge.rust
 
     artifact = ptxbridge.rust.compile(RUST_SLICES, progress=False)
-    assert format_type(artifact.kernels["shift"].params[0].type) == (
-        "struct Pair { src: struct slice { ptr: &f32, len: u64 }, "
-        "dst: struct slice { ptr: &mut f32, len: u64 } }")
+    pair = format_type(artifact.kernels["shift"].params[0].type)
+    assert pair == "struct Pair { src: &[f32], dst: &mut [f32] }"
     with ptxbridge.link([artifact]).load("cpu") as module:
         x = np.arange(40, dtype=np.float32)
-        module.scale({"ptr": x, "len": 40}, 2.0, grid=2, block=32)
+        module.scale(x, 2.0, grid=2, block=32)
         np.testing.assert_array_equal(x, 2.0 * np.arange(40))
+        module.scale({"ptr": x, "len": 20}, 0.5, grid=2, block=32)  # a prefix
+        np.testing.assert_array_equal(x, np.r_[np.arange(20), 2.0 * np.arange(20, 40)])
         src, dst = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
-        module.shift({"src": {"ptr": src, "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=2, block=32)
+        module.shift({"src": src, "dst": {"ptr": dst, "len": 40}}, 40, grid=2, block=32)
         np.testing.assert_array_equal(dst, np.arange(40) + 1.0)
-        overrun = r"kernel 'shift': a 4-byte read overruns argument 'p' \(20 float32, 80 bytes .*thread \(20"
-        with pytest.raises(MemoryAccessError, match=overrun):  # the struct's tensor, named
-            module.shift({"src": {"ptr": src[:20], "len": 40}, "dst": {"ptr": dst, "len": 40}}, 40, grid=1,
-                         block=40)
+        with pytest.raises(ArgumentError, match=r"shift: argument 'p' .* 'len' must be an int from 0 to the "
+                                                r"tensor's 20 elements \(got 40\)"):
+            module.shift({"src": {"ptr": src[:20], "len": 40}, "dst": dst}, 40, grid=1, block=40)
 
 
 def test_null_pointer_for_an_optional_buffer() -> None:

@@ -78,6 +78,16 @@ def test_the_issue_example_slice_against_a_pointer(nvrtc: PtxModule) -> None:
         "at that position; in all, the signature lowers to 3 params and the PTX .entry caller has 2")
 
 
+def test_a_slice_matches_rustcs_16_byte_fat_pointer_and_nothing_wider() -> None:
+    def entry(size: int) -> PtxModule:
+        return read_ptx(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .f32 k_a, "
+                        f".param .align 8 .b8 k_x[{size}], .param .u32 k_n) {{ ret; }}\n")
+
+    check(sig("k", ("a", s("f32")), ("x", Slice(s("f32"))), ("n", s("u32"))), entry(16))  # the same bytes
+    assert mismatch(sig("k", ("a", s("f32")), ("x", Slice(s("f32"))), ("n", s("u32"))), entry(24)).startswith(
+        "k: parameter 'x' lowers to 2 params (u64, u64) but the PTX .entry k has 1 (b8[24])")
+
+
 def test_missing_parameter_names_the_first_that_no_longer_fits(nvrtc: PtxModule) -> None:
     without_n = [p for p in SCALARS if p[0] != "n"]
     assert mismatch(sig("scalars", *without_n), nvrtc).startswith(

@@ -38,7 +38,8 @@ extern "C" __global__ void poll_a_counter(int* counter, int n) {
 
 @pytest.fixture(scope="module")
 def module() -> ptxbridge.Module:
-    return ptxbridge.load([nvrtc.compile(SOURCE, options=["-lineinfo"])], device="cpu")
+    # hang detection and progress are the interpreter's (the compiled tier stops at max_steps)
+    return ptxbridge.link([nvrtc.compile(SOURCE, options=["-lineinfo"])]).load("cpu", tier="interp")
 
 
 def test_a_spin_on_a_flag_nobody_sets_is_stopped_naming_kernel_thread_and_line(module):

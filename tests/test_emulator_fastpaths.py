@@ -14,6 +14,12 @@ from ptxbridge.loaders.emulator.liveness import block_local
 from ptxbridge.loaders.emulator.machine import PLAIN
 from ptxbridge.loaders.emulator.parse import parse_body
 
+
+@pytest.fixture(autouse=True)
+def _interpreter(monkeypatch):
+    """These tests look inside the interpreter's fast paths: pin the tier that has them."""
+    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "interp")
+
 # Each thread loops tid+1 times; %r3 is written at the top of the loop and read after it, so the
 # threads that left early must keep their own %r3 while the others go on: not block-local.
 # %r4 is a temporary of the loop body (written, then read, in the same block): block-local.

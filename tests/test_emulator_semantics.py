@@ -490,12 +490,12 @@ def test_unsupported_instruction_fails_at_launch_with_its_line_and_spares_the_ot
 
 
 def test_trap_names_kernel_line_and_thread():
-    from ptxbridge.abi.errors import EmulatorError
+    from ptxbridge.abi.errors import KernelTrapError
 
     body = "mov.u32 %r1, %tid.x;\nsetp.eq.u32 %p1, %r1, 37;\n@%p1 trap;\nret;"
     be = backend(kernel_ptx(body, regs=".reg .b32 %r<2>; .reg .pred %p<2>;"))
-    expected = r"kernel 'k': trap executed in k, PTX line \d+.*thread \(37, 0, 0\)"
-    with pytest.raises(EmulatorError, match=expected):
+    expected = r"kernel 'k': block \(0, 0, 0\), thread \(37, 0, 0\) executed trap .*in k, PTX line \d+"
+    with pytest.raises(KernelTrapError, match=expected):
         launch(be, "k", [ptr("u8")], [0], grid=1, block=64)
 
 

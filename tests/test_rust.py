@@ -21,7 +21,7 @@ from ptxbridge.abi.errors import (
     FormatError,
     ToolchainError,
 )
-from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Struct, StructField, Tuple
+from ptxbridge.abi.kinds import Opaque, Pointer, Scalar, Slice, Struct, StructField, Tuple
 from ptxbridge.abi.lowering import field_offsets
 from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.linker.target import default_arch
@@ -52,7 +52,8 @@ def test_toolchain_is_debian_rustc_with_sources(toolchain):
 def test_sysroot_has_core_for_the_target(sysroot):
     lib = sysroot / f"lib/rustlib/{rust_toolchain.TARGET}/lib"
     libs = sorted(p.name for p in lib.iterdir())
-    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib"]
+    assert libs == ["libcompiler_builtins.rlib", "libcore.rlib", "libptxbridge_mem.rlib",
+                    "libptxbridge_panic.rlib"]
 
 
 @pytest.fixture
@@ -77,7 +78,9 @@ def test_missing_library_sources_say_what_to_install(monkeypatch, tmp_path, fres
 def test_rustc_options_are_a_pure_function():
     assert prust.rustc_options("sm_90", opt_level=2) == (
         "--target", "nvptx64-nvidia-cuda", "--crate-type", "cdylib", "--edition", "2021",
-        "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort", "--emit", "asm")
+        "-C", "target-cpu=sm_90", "-C", "opt-level=2", "-C", "panic=abort",
+        "-C", "lto=fat", "-C", "linker=true", "-C", "llvm-args=-min-jump-table-entries=2147483647",
+        "--emit", "asm")
     assert prust.rustc_options("sm_100", emit="llvm-ir")[-2:] == ("--emit", "llvm-ir")
     with pytest.raises(ArgumentError, match=r"emit must be one of asm, llvm-ir \(got 'obj'\)"):
         prust.rustc_options("sm_80", emit="obj")
@@ -184,10 +187,10 @@ def test_by_value_shapes_match_rustc(tmp_path):
     assert kinds["t"] == Opaque(16, 8) and kinds["w"] == Opaque(16, 16)
     assert kinds["arr"] == Tuple((Scalar(dtype("u16")),) * 3)
     assert kinds["r"] == Pointer(Scalar(dtype("u32")), False, "borrow")  # a reference: docs/safety.md
-    assert isinstance(kinds["s"], Struct) and [f.name for f in kinds["s"].fields] == ["ptr", "len"]
+    assert kinds["s"] == Slice(dtype("f32"))  # rustc's fat pointer: one 16-byte aggregate in the PTX
     assert [(lp.param.name, lp.param.size, lp.param.align) for lp in sig.layout.params] == [
         ("a", 4, 4), ("t", 16, 8), ("arr", 6, 2), ("r", 8, 8), ("h", 2, 2), ("b", 1, 1), ("w", 16, 16),
-        ("s", 16, 8), ("pair", 8, 4)]
+        ("s", 8, 8), ("s.len", 8, 8), ("pair", 8, 4)]  # s: PTX's one [16] aggregate, the same bytes
 
 
 def test_second_compile_runs_no_rustc(monkeypatch):
@@ -292,7 +295,7 @@ def test_reader_skips_comments_strings_and_chars():
     assert not found.device_functions  # `mangled` has no stable symbol
     kinds = [p.type for p in found.kernels["renamed"].params]
     assert kinds[0] == Scalar(dtype("u32")) and kinds[1] == F32 and kinds[2] == Opaque(16, 16)
-    assert kinds[3].fields[0].type == Pointer(Scalar(dtype("u8")), False, "borrow")
+    assert kinds[3] == Slice(dtype("u8"))  # &str: a byte slice
     assert kinds[4] == Scalar(dtype("u32"))
     assert found.imports["real_symbol"].returns == Scalar(dtype("u32"))
 
@@ -312,8 +315,9 @@ def test_reader_errors_name_file_and_line():
 
 
 def test_two_rust_artifacts_link_and_run_together(sysroot):
-    # Every rustc crate defines its panic handler under one fixed visible name; the frontend
-    # makes it module-local so several Rust artifacts link into one image.
+    # Every rustc crate defines its panic handler under one fixed name; no Rust artifact may export
+    # it (fat LTO internalizes it, the frontend localizes it in PTX built elsewhere), so several
+    # Rust artifacts link into one image.
     import numpy as np
 
     import ptxbridge
@@ -322,7 +326,7 @@ def test_two_rust_artifacts_link_and_run_together(sysroot):
     scale, affine = prust.compile(root / "scale.rs"), prust.compile(root / "affine.rs")
     for artifact in (scale, affine):
         handler = [f for f in read_ptx(artifact.code).functions if f.name.endswith("rust_begin_unwind")]
-        assert [f.linkage for f in handler] == [""]
+        assert all(f.linkage == "" for f in handler)
     module = ptxbridge.link([scale, affine]).load("cpu")
     x, y = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
     module.saxpy(2.0, x, y, 8, grid=1, block=8)

@@ -31,5 +31,7 @@ wrapped for users) and picks the tier.
 ``_fastlaunch.ARG_*``, which :mod:`.fastpath` reads) and the no-alias range test.
 
 Also: ``call_form`` (the launch keywords), ``symbols`` (kernels found by their C++ names),
-``members`` (where an argument's tensors sit: by-value structs and tuples walked).
+``members`` (where an argument's tensors sit: by-value structs and tuples walked), ``raised``
+(numba ``debug=True`` exceptions) and ``panics`` (Rust panics), both reported after the launch
+as ``KernelRaisedError``, which keeps such launches on tier 3.
 """

@@ -35,7 +35,7 @@ from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.dlpack import extractor_for
 from ptxbridge.launch.extents import Extent, Undecided, extent_of, overlap, self_overlap
-from ptxbridge.launch.members import Member, Step, members, read
+from ptxbridge.launch.members import Member, Step, members, read, tensor_of
 
 __all__ = ["AliasCheck", "alias_check"]
 
@@ -107,7 +107,9 @@ def _rule(units: Sequence[_Unit], i: int, j: int) -> _Rule | None:
 
 
 def _extent(value: Any) -> Extent | None:
-    """The extent of a tensor argument, None for anything else (raw integer addresses)."""
+    """The extent of a tensor argument (of a slice's ``{"ptr": tensor, "len": n}``: the tensor's), None
+    for anything else (raw integer addresses)."""
+    value = tensor_of(value)
     extract = extractor_for(type(value))
     if extract is None:
         return None

@@ -28,7 +28,7 @@ from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import NumbaArray, ParamType
+from ptxbridge.abi.kinds import NumbaArray, ParamType, Slice
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -40,7 +40,7 @@ from ptxbridge.launch.dlpack import (
     producer_of,
     torch_dtype_map,
 )
-from ptxbridge.launch.members import members, read
+from ptxbridge.launch.members import members, read, tensor_of
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
@@ -201,7 +201,45 @@ def _check_aligned(info: TensorInfo, where: _Where) -> None:
                          "bytes; pass an aligned copy (numpy.array(x), x.copy())")
 
 
+def _slice_prefix(arg: dict, bind: Callable[[Any], tuple]) -> tuple[int, int]:
+    """``{"ptr": tensor, "len": n}`` for a slice (raw use: a prefix of the tensor): ``bind`` gives the
+    tensor's (pointer, length); ``n`` must not pass it (else :class:`ValueProblem`)."""
+    if arg.keys() != {"ptr", "len"}:
+        raise ValueProblem(f"takes a tensor, or a dict with exactly the keys 'ptr' and 'len' "
+                           f"(got keys {sorted(map(str, arg))})")
+    ptr, extent = bind(arg["ptr"])
+    length = arg["len"]
+    if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= extent:
+        raise ValueProblem(f"'len' must be an int from 0 to the tensor's {extent} elements (got {length!r})")
+    return ptr, length
+
+
+def _slice_dict_binder(ctx: BindContext, where: _Where) -> Binder:
+    """A slice given as ``{"ptr": tensor, "len": n}`` (:func:`_slice_prefix`)."""
+    cache: dict[type, Binder] = {}
+
+    def binder(tensor: Any) -> Binder:
+        found = cache.get(type(tensor))
+        if found is None:
+            found = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor))
+        return found
+
+    def values(arg: Any, stream: Any) -> tuple:
+        try:
+            return _slice_prefix(arg, lambda tensor: binder(tensor).values(tensor, stream))
+        except ValueProblem as problem:
+            raise where.fail(str(problem)) from None
+
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
+        tensor = arg["ptr"]
+        found = binder(tensor).buffers
+        return found(tensor, stream) if found else ()
+    return Binder(values, buffers=buffers)
+
+
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
+    if isinstance(where.t, Slice) and issubclass(arg_type, dict):
+        return _slice_dict_binder(ctx, where)
     if where.null and (arg_type is type(None) or (arg_type is int and ctx.convention is Convention.C)):
         return _null_binder(where)
     extract = extractor_for(arg_type)
@@ -281,7 +319,7 @@ def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tup
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         found = []
         for path in nested:
-            value = read(arg, path)
+            value = tensor_of(read(arg, path))
             extract = extractor_for(type(value))
             if extract is not None:
                 found.append(_buffer(extract(value, stream), where.name))
@@ -366,6 +404,8 @@ def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamTy
             if not 0 <= value < 1 << 64:
                 raise ValueProblem(f"a raw address must fit u64 (got {value})")
             return (value,)  # a raw address inside a struct is the caller's business
+        if isinstance(t, Slice) and isinstance(value, dict):
+            return _slice_prefix(value, lambda tensor: resolve(tensor, t))
         extract = extractor_for(type(value))
         if extract is None:
             raise ValueProblem(f"a {format_type(t)} field takes a tensor (got {type(value).__name__})")

@@ -19,7 +19,7 @@ from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import ParamType
 from ptxbridge.abi.params import Convention
 
-__all__ = ["Member", "Step", "members", "read"]
+__all__ = ["Member", "Step", "members", "read", "tensor_of"]
 
 Step = int | str  # a tuple item or a struct field on the way from the argument to a tensor
 _THROUGH = ("by-value", "items")  # families whose members are the argument's own parts
@@ -55,3 +55,8 @@ def read(value: Any, path: tuple[Step, ...]) -> Any:
         else:
             value = value.get(step) if isinstance(value, dict) else getattr(value, step, None)
     return value
+
+
+def tensor_of(value: Any) -> Any:
+    """The tensor of a slice given as ``{"ptr": tensor, "len": n}``; anything else as it is."""
+    return value.get("ptr") if isinstance(value, dict) else value

@@ -39,6 +39,7 @@ from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, ma
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
+from ptxbridge.launch.panics import PanicFlag
 from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.launch.symbols import global_names, symbol_for
 from ptxbridge.loaders import open_backend
@@ -94,7 +95,7 @@ class _Plan:
         self.binders = tuple(make_binder(ctx, p, t) for p, t in pairs)
         self.aliasing = alias_check(signature, kernel.name) if kernel._module.check_aliasing else None
         self.stateful = any(b.stateful for b in self.binders)
-        self.errors = ErrorFlag.of(kernel._module, kernel.name)
+        self.errors = ErrorFlag.of(kernel._module, kernel.name) or PanicFlag.of(kernel._module, kernel.name)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
         self.default_stream = default_stream_for(arg_types) if on_gpu else None
@@ -150,7 +151,7 @@ class _Plan:
         if self.errors is not None:
             self.errors.reset(handle)
         self.launch(values, grid, block, shared_mem, handle, state.buffers)
-        if self.errors is not None:  # numba raises before it copies anything back
+        if self.errors is not None:  # numba raises (a Rust panic too) before it copies anything back
             self.errors.check()
         for copy_back in state.after:
             copy_back()

@@ -15,6 +15,7 @@ from ptxbridge.abi.errors import AbiMismatchError, LinkError
 from ptxbridge.abi.kinds import ParamType, Pointer, Scalar
 from ptxbridge.abi.lowering import lower_param, lower_params
 from ptxbridge.abi.ptx import PtxModule, read_ptx
+from ptxbridge.abi.rust_names import rust_path
 from ptxbridge.abi.signature import Signature
 from ptxbridge.artifacts.artifact import Artifact, CodeKind
 
@@ -78,10 +79,23 @@ def check_symbols(artifacts: Sequence[Artifact]) -> None:
             if name not in exporters:
                 if opaque:
                     continue  # nvJitLink resolves it from the object/library, or reports it
-                raise LinkError(f"device function {name!r}: {importer.name} imports it as `{wanted}` but no "
-                                "input exports it (add the artifact that defines it to the link inputs)")
+                raise LinkError(f"device function {name!r}{_rust_name(name)}: {importer.name} imports it as "
+                                f"`{wanted}` but no input exports it (add the artifact that defines it to "
+                                "the link inputs)")
             exporter, given, _ = exporters[name][0]
             _compare(name, importer, wanted, exporter, given)
+
+
+def _rust_name(symbol: str) -> str:
+    """`` (the Rust function core::x::y ...)`` for a Rust v0 symbol, else nothing; for ``core`` and
+    ``alloc``, how to get them linked in."""
+    path = rust_path(symbol)
+    if path is None:
+        return ""
+    crate = path.split("::", 1)[0]
+    linked = (f"; rustc's PTX calls into {crate}, which no input holds: ptxbridge.rust.compile links "
+              f"{crate} into the kernel's module") if crate in ("core", "alloc", "compiler_builtins") else ""
+    return f" (the Rust function {path}{linked})"
 
 
 def _compare(name: str, importer: Artifact, wanted: Signature, exporter: Artifact,

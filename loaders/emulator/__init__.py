@@ -11,7 +11,9 @@ Modules::
     watchdog           the step limit, endless-loop detection, progress on long launches
     sanitize, hazards  sanitize=: racecheck (hazards: the shared-memory shadow) and initcheck
     liveness           block-local registers (masked writes that need no mask)
+    compiled/          the compiled tier (its own room, loaders/emulator/compiled/)
     heap               device malloc/free (new/delete)
+    lines              source lines from the PTX line table (where a trap is)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter
 """
 

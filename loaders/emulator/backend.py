@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from ptxbridge.abi.devices import DLPACK_CPU
 from ptxbridge.abi.errors import ArgumentError, EmulatorError, UnsupportedInstructionError
 from ptxbridge.loaders.base import Backend, Buffer
 
+from .compiled import CompiledTier
 from .heap import Heap
 from .launch import run_kernel, shared_bytes
 from .machine import Machine
@@ -18,11 +20,12 @@ from .memory import RESERVED_SMEM
 from .program import Program
 from .sanitize import Sanitize
 
-__all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "Sanitize"]
+__all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "TIERS", "Sanitize"]
 
 _MAX_BLOCK_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
 DEFAULT_MAX_STEPS = 100_000_000
+TIERS = ("compiled", "interp")
 
 
 class EmulatorBackend(Backend):
@@ -48,6 +51,10 @@ class EmulatorBackend(Backend):
         (``"racecheck,initcheck"`` or a sequence), ``"memcheck"`` (always on)
         or None; hazards raise :class:`~ptxbridge.abi.errors.SanitizerError`
         (:mod:`.sanitize`).  ``load(..., sanitize=...)`` sets it.
+    tier
+        ``"compiled"``: kernels run as native code (:mod:`.compiled`) where the compiled tier
+        translates them, on the interpreter otherwise; ``"interp"``: always on the interpreter.
+        None: ``$PTXBRIDGE_CPU_TIER``, else ``"compiled"``.
 
     Raises
     ------
@@ -69,7 +76,8 @@ class EmulatorBackend(Backend):
     device_type = DLPACK_CPU
 
     def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 15,
-                 max_steps: int | None = DEFAULT_MAX_STEPS, sanitize: str | Sequence[str] | None = None):
+                 max_steps: int | None = DEFAULT_MAX_STEPS, tier: str | None = None,
+                 sanitize: str | Sequence[str] | None = None):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
         if not image.ptx:
@@ -80,6 +88,10 @@ class EmulatorBackend(Backend):
             raise ArgumentError(f"max_batch_threads must be >= 32 (got {max_batch_threads})")
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
             raise ArgumentError(f"max_steps must be a positive int or None for no limit (got {max_steps!r})")
+        tier = tier or os.environ.get("PTXBRIDGE_CPU_TIER") or "compiled"
+        if tier not in TIERS:
+            raise ArgumentError(f"tier (or $PTXBRIDGE_CPU_TIER) must be one of {', '.join(TIERS)} "
+                                f"(got {tier!r})")
         self.image = image
         self.device_id = device_id
         self.max_batch_threads = max_batch_threads
@@ -90,6 +102,9 @@ class EmulatorBackend(Backend):
         self._heap_written: dict[int, Any] = {}  # initcheck: what launches wrote of the device heap
         addresses = {address: key for key, address in self.program.function_addresses.items()}
         self._machine = Machine(self.program.functions, addresses)
+        self.tier = tier
+        self.compiled_tier = CompiledTier(self.program) if tier == "compiled" else None
+        self._run = self.compiled_tier.launch if self.compiled_tier is not None else run_kernel
         self._heap = Heap()
         self.cooperative_kernels = frozenset(
             name for name, fn in self.program.functions.items()
@@ -129,10 +144,12 @@ class EmulatorBackend(Backend):
                                 f"memory (sm_90); this launch needs {asked} ({static} static + {shared_mem} "
                                 "dynamic)")
         steps = self.max_steps if self.max_steps is not None else 1 << 62
-        self.thread_instructions += run_kernel(self.program, self._machine, function, grid, block, shared_mem,
-                                               bytes(params), buffers, self.max_batch_threads, steps,
-                                               self._heap, self.image.kernels.get(function),
-                                               self._heap_written)
+        run = self._run
+        if self.compiled_tier is not None and (self.sanitize.interpreted or _overlapping(buffers)):
+            run = run_kernel  # a tool, or arguments inside one another (views): the interpreter's checks
+        self.thread_instructions += run(self.program, self._machine, function, grid, block, shared_mem,
+                                        bytes(params), buffers, self.max_batch_threads, steps, self._heap,
+                                        self.image.kernels.get(function), self._heap_written)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""
@@ -159,6 +176,17 @@ def _reaches_grid_sync(program: Program, name: str) -> bool:
         return "grid" in program.check_launch(name)
     except UnsupportedInstructionError:
         return False
+
+
+def _overlapping(buffers: Sequence[Buffer]) -> bool:
+    """Whether two arguments' memory overlaps (a tensor and a view of it): only the interpreter checks
+    an access against the argument its address came from, not just against every region."""
+    reached = -1
+    for start, end in sorted((b.ptr, b.ptr + b.nbytes) for b in buffers if b.nbytes):
+        if start < reached:
+            return True
+        reached = max(reached, end)
+    return False
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:

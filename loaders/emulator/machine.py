@@ -19,9 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
+from ptxbridge.abi.errors import (
+    EmulatorError,
+    KernelTrapError,
+    MemoryAccessError,
+    UnsupportedInstructionError,
+)
 
 from .frame import Frame, source_line
+from .lines import source_location
 from .memory import Fault
 from .parse import Instruction
 from .values import as_array
@@ -67,6 +73,7 @@ class Function:
     refused: UnsupportedInstructionError | None = None
     needs: frozenset[str] = frozenset()
     files: dict[int, str] | None = None  # the module's .file table, for the source lines of .loc
+    text: str | bytes = ""  # its module's PTX, for the source line of a trap (:mod:`.lines`)
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -120,6 +127,15 @@ class Machine:
         return MemoryAccessError(
             f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
             f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
+
+    def _trap(self, fr: Frame, fn: Function, step: Step, m: Any) -> KernelTrapError:
+        """``trap``: the thread, the source line where the PTX has line info, and what a GPU does."""
+        at = source_location(fn.text, step.ins.line)
+        where = f" at {at}" if at else " (no line info in the PTX: compile with line tables to see the line)"
+        return KernelTrapError(
+            f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, {self._fail(fn, step)}; "
+            "a panic compiled by cuda-oxide (or an explicit trap) lowers to this. On a GPU it is "
+            "CUDA_ERROR_ILLEGAL_INSTRUCTION, and the CUDA context is lost")
 
     def _fail(self, fn: Function, step: Step) -> str:
         return f"in {fn.name}, PTX line {step.ins.line}{source_line(fn.files, step.ins)}: `{step.ins.text}`"
@@ -242,8 +258,7 @@ class Machine:
                 upc += 1
             elif kind == TRAP:
                 if g is not _SKIP:
-                    raise EmulatorError(f"kernel {batch.kernel!r}: trap executed "
-                                        f"{self._fail(fn, step)} by {_where(fr, g)}")
+                    raise self._trap(fr, fn, step, g)
                 upc += 1
             else:
                 upc += 1

@@ -15,7 +15,7 @@ so one unsupported kernel does not take the rest of its module down.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,9 @@ class Program:
         addresses), in order and by name.
     shared_static, local_size
         Bytes of static shared memory per block and of local memory per thread.
+    symbols
+        Each translated function's name lookup (label, variable, parameter -> :class:`Symbol`),
+        for the compiled tier, which translates the same instructions again.
     reserves
         Whether a module reads ``%reserved_smem_offset_*``: the block's first
         ``RESERVED_SMEM`` bytes of shared memory are then the system's (cooperative groups' scratch).
@@ -70,12 +73,13 @@ class Program:
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
         self.named: dict[str, Region] = {}
+        self.symbols: dict[str, Callable[[str], Symbol | None]] = {}
         # the reserved shared memory (cooperative groups' scratch) comes first when a module asks for it
         self.reserves = any(b"%reserved_smem" in (t.encode() if isinstance(t, str) else t) for t in texts)
         self.shared_static = RESERVED_SMEM if self.reserves else 0
         self.local_size = 0
         self._exported: dict[str, Symbol] = {}
-        self._fixups: list[tuple[np.ndarray, int, str, int]] = []
+        self._fixups: list[tuple[np.ndarray, int, str, int, int | None]] = []
         definitions = self._definitions(modules)
         for name in {fn.name for module in modules for fn in module.functions}:
             self._exported[name] = Symbol("func", name)  # declarations too: _check_calls names the missing
@@ -108,7 +112,8 @@ class Program:
             if isinstance(declared, UnsupportedInstructionError):
                 self.functions[name] = _refused(fn, declared)
             else:
-                self.functions[name] = self._translate(fn, *declared, scopes[index], files[index])
+                self.functions[name] = self._translate(fn, *declared, scopes[index], files[index],
+                                                       texts[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
         self._add_builtins(modules)
@@ -184,7 +189,7 @@ class Program:
 
     def _fix_addresses(self, scopes: list[dict[str, Symbol]]) -> None:
         """Write the generic address of each variable named in an initializer."""
-        for data, offset, target, addend in self._fixups:
+        for data, offset, target, addend, shift in self._fixups:
             found = next((scope[target] for scope in scopes if target in scope), None) or \
                 self._exported.get(target)
             if found is not None and found.space == "func" and found.value in self.function_addresses:
@@ -194,13 +199,19 @@ class Program:
                                 "function, global, constant or shared variable of the linked modules")
             else:
                 address = found.value + addend + (WINDOWS["shared"] if found.space == "shared" else 0)
-            data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
+            if shift is None:
+                data[offset:offset + 8] = np.array([address % (1 << 64)], np.uint64).view(np.uint8)
+            else:  # one byte of the address (a mask operator)
+                data[offset] = (address >> shift) & 0xFF
 
     def _module_variables(self, module: PtxModule) -> dict[str, Symbol]:
         scope: dict[str, Symbol] = {}
         for var in module.globals:
             if var.linkage == "extern" and not (var.state_space == "shared" and var.array and 0 in var.array):
                 continue  # resolved through the exported table once defined
+            if var.linkage in ("weak", "common") and var.name in self._exported:
+                scope[var.name] = self._exported[var.name]  # one definition for all, as nvJitLink keeps
+                continue
             count = int(np.prod(var.array)) if var.array else 1
             symbol = self._place(var.name, var.state_space, var.type, var.align or TYPE_SIZES[var.type],
                                  count * TYPE_SIZES[var.type], var.initializer, dynamic=count == 0)
@@ -229,7 +240,7 @@ class Program:
             data = data[start:start + max(size, 1)]
             if initializer is not None:
                 data[:size], fixups = _initial_bytes(name, ptx_type, initializer, size)
-                self._fixups += [(data, offset, target, addend) for offset, target, addend in fixups]
+                self._fixups += [(data, *fixup) for fixup in fixups]
             region = Region(f"{space} variable {name}", data.ctypes.data, size, data, PER_GRID,
                             writable=space == "global")
             self.variables.append(region)
@@ -261,7 +272,8 @@ class Program:
         return body, local
 
     def _translate(self, fn: PtxFunction, body: Body, local: dict[str, Symbol],
-                   module_scope: dict[str, Symbol], files: dict[int, str]) -> Function:
+                   module_scope: dict[str, Symbol], files: dict[int, str],
+                   text: str | bytes = "") -> Function:
         if any(sym.value is None for sym in local.values()):
             dynamic = Symbol("shared", self.dynamic_offset)
             local = {k: dynamic if v.value is None else v for k, v in local.items()}
@@ -269,6 +281,7 @@ class Program:
         def resolve(name: str) -> Symbol | None:
             return local.get(name) or module_scope.get(name) or self._exported.get(name)
 
+        self.symbols[fn.name] = resolve
         steps = []
         needs: set[str] = set()
         written: list[list[tuple[str, list[bool]]]] = []
@@ -295,7 +308,8 @@ class Program:
         _unmask(body, steps, written)
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
-                        tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files)
+                        tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files,
+                        text=text)
 
 
 _FILE = re.compile(rb'^[ \t]*\.file[ \t]+(\d+)[ \t]+"([^"\n]*)"', re.M)  # one line each: no backtracking
@@ -333,6 +347,7 @@ def _local_key(name: str, module_index: int) -> str:
 
 
 _ADDRESS_ITEM = re.compile(r"^(generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?$")
+_MASKED_ITEM = re.compile(r"^0[xX][fF]{2}(0*)\((?:generic\()?([A-Za-z_$%][\w$.]*)\)?(?:\+(\d+))?\)$")
 
 
 def _initial_bytes(name: str, ptx_type: str, text: str,
@@ -340,8 +355,10 @@ def _initial_bytes(name: str, ptx_type: str, text: str,
     """An initializer ``{1, 2, 3}`` / ``0f3F800000`` / nested braces as little-endian bytes.
 
     Items naming a variable (``x``, ``generic(x)``, ``x+8``: PTX ISA 5.4.4) are
-    returned as fixups ``(byte offset, name, addend)`` to fill in once every
-    variable has an address.
+    returned as fixups ``(byte offset, name, addend, None)`` to fill in once every
+    variable has an address; a byte of an address in a ``.b8``/``.u8`` array
+    (``0xFF00(generic(x))``, the mask operators of the same section, which
+    nvJitLink's LTO writes) is ``(byte offset, name, addend, bit shift)``.
     """
     dt = DTYPES[ptx_type]
     values, fixups = [], []
@@ -351,7 +368,12 @@ def _initial_bytes(name: str, ptx_type: str, text: str,
             if dt.itemsize != 8:
                 raise UnsupportedInstructionError(
                     f"initializer of {name!r}: an address needs a 64-bit element (got .{ptx_type})")
-            fixups.append((index * 8, address.group(2), int(address.group(3) or 0)))
+            fixups.append((index * 8, address.group(2), int(address.group(3) or 0), None))
+            values.append(dt.type(0))
+            continue
+        masked = _MASKED_ITEM.match(item)
+        if masked is not None and dt.itemsize == 1:
+            fixups.append((index, masked.group(2), int(masked.group(3) or 0), 4 * len(masked.group(1))))
             values.append(dt.type(0))
             continue
         try:

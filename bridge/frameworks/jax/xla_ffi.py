@@ -44,6 +44,7 @@ from typing import Any
 from ptxbridge.abi.errors import ArgumentError, ToolchainError
 from ptxbridge.abi.syntax import format_type
 from ptxbridge.launch.aliasing import alias_check
+from ptxbridge.launch.panics import PanicFlag
 from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.loaders.base import Buffer
 from ptxbridge.opspec import Modules, OpSpec
@@ -235,7 +236,8 @@ class _CpuLaunches:
                 buffers.append(Buffer(address, nbytes, writable))
             with self.lock:
                 module = modules.get("cpu")
-                errors = ErrorFlag.of(module, site.kernel) if debug else None
+                errors = (ErrorFlag.of(module, site.kernel) if debug else None) or PanicFlag.of(module,
+                                                                                            site.kernel)
                 if errors is not None:
                     errors.reset(0)
                 loaded = module.backend

@@ -5,8 +5,9 @@ and builds the private sysroot; ``syntax``, ``source`` and ``types`` read signat
 source (also for :mod:`ptxbridge.oxide`).  See ``docs/rust.md``.
 
 Also: ``cursor`` and ``type_syntax`` (the token cursor and type grammar ``syntax`` reads with),
-``ltoir`` (rustc's LLVM IR -> libNVVM -> LTO-IR) and ``llvm7`` (that IR in the LLVM 7 dialect
-libNVVM reads below sm_100).
+``ltoir`` (rustc's LLVM IR -> libNVVM -> LTO-IR), ``llvm7`` (that IR in the LLVM 7 dialect
+libNVVM reads below sm_100) and ``panic_runtime`` (ptxbridge's ``#[panic_handler]`` crate, linked
+into crates without one, whose panics become ``KernelRaisedError``).
 """
 
 from .frontend import compile, from_ptx, localize_panic_handler, rustc_options

@@ -25,8 +25,9 @@ from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
+from ptxbridge.artifacts.signatures import layout_only
 from ptxbridge.linker.target import default_arch
-from ptxbridge.rust import ltoir
+from ptxbridge.rust import ltoir, panic_runtime
 from ptxbridge.rust import toolchain as rust_toolchain
 from ptxbridge.rust.signatures import SourceSignatures, read_signatures
 from ptxbridge.rust.source import parse_source, read_crate
@@ -50,17 +51,29 @@ class _Crate:
     edition: str | None
 
 
+# rustc's nvptx64 target links crates as LLVM bitcode (its objects are bitcode; the linker flavor
+# is llvm-bitcode-linker, which Debian does not ship).  `-C lto=fat` has rustc itself link the crate
+# with the bitcode of `core` (and ptxbridge_panic) from the sysroot into one module, internalize all
+# but the exported symbols and drop what is unused: the PTX (or IR) it then writes calls nothing of
+# core from outside.  rustc does LTO only when it links, so `--emit` also names a `link` output, and
+# the "linker" it runs on the merged object is `true`: the PTX is the asm output, not the link's.
+# compiler_builtins is never in LTO (rustc links it as an rlib), so a use of it (a u128 division)
+# stays an import and is reported as one.  Jump tables are turned off: the CPU loader has no
+# `brx.idx`, which core::fmt's integer printing (the panic message) would otherwise need.
+_LTO = ("-C", "lto=fat", "-C", "linker=true", "-C", "llvm-args=-min-jump-table-entries=2147483647")
+
+
 def rustc_options(arch: str, *, opt_level: int | str = 3, edition: str = "2021",
                   extra: Sequence[str] = (), emit: str = "asm") -> tuple[str, ...]:
     """The rustc arguments for one compile to PTX (``emit="asm"``) or LLVM IR (``"llvm-ir"``), a pure
-    function tested against expected lists."""
+    function tested against expected lists (``--emit`` gets its output paths in :func:`_run_rustc`)."""
     arch = parse_target(arch, who="rust", like="'sm_80' or 'sm_90a'").sm
     if str(opt_level) not in _OPT_LEVELS:
         raise ArgumentError(f"rust: opt_level must be one of {', '.join(_OPT_LEVELS)} (got {opt_level!r})")
     if emit not in _EMITS:
         raise ArgumentError(f"rust: emit must be one of {', '.join(_EMITS)} (got {emit!r})")
     return ("--target", rust_toolchain.TARGET, "--crate-type", "cdylib", "--edition", edition,
-            "-C", f"target-cpu={arch}", "-C", f"opt-level={opt_level}", "-C", "panic=abort",
+            "-C", f"target-cpu={arch}", "-C", f"opt-level={opt_level}", "-C", "panic=abort", *_LTO,
             "--emit", emit, *extra)
 
 
@@ -106,23 +119,30 @@ def _crate(path_or_source: str | Path) -> _Crate:
 def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
                progress: bool) -> bytes:
     """rustc -> PTX or LLVM IR text (what ``options``' ``--emit`` names), through the disk cache (a hit
-    runs no rustc)."""
-    namespace, suffix = _EMITS[options[options.index("--emit") + 1]]
+    runs no rustc).  A crate with no ``#[panic_handler]`` is linked with ptxbridge's."""
+    at = options.index("--emit") + 1
+    namespace, suffix = _EMITS[options[at]]
+    ours = not panic_runtime.handled_by_crate(crate.units)
     blobs = [part for rel, data in crate.files for part in (rel, data)]
     # the library sources pick the sysroot the PTX is built against, so they are part of the key
-    entry_key = cache.key(f"{namespace}-v1", toolchain.version, str(toolchain.library), crate.name, *options,
-                          *blobs)
+    entry_key = cache.key(f"{namespace}-v2", toolchain.version, str(toolchain.library), crate.name,
+                          crate.root, *options, panic_runtime.MEM_SOURCE,
+                          panic_runtime.SOURCE if ours else "own panic handler", *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)
         with tempfile.TemporaryDirectory(prefix="ptxbridge-rustc-") as work:
             out = Path(work) / f"{crate.name}.{suffix}"
-            source = crate.root
+            emit = (*options[:at], f"{options[at]}={out},link={Path(work) / 'linked'}", *options[at + 1:])
+            crates = (panic_runtime.MEM_CRATE, *((panic_runtime.CRATE,) if ours else ()))
+            runtime = ["-Z", "unstable-options"]
+            for linked in crates:  # `force`: linked although the kernel never names the crate
+                runtime += ["--extern", f"force:{linked}={rust_toolchain.runtime_rlib(root, linked)}"]
+            source = crate.root  # a panic reports this path (a relative one for source text)
             if not Path(source).is_file():  # source text: write it out for rustc
-                source = str(Path(work) / crate.root)
-                Path(source).write_bytes(crate.files[0][1])
+                (Path(work) / crate.root).write_bytes(crate.files[0][1])
             rust_toolchain.run_rustc(toolchain, ["--crate-name", crate.name, "--sysroot", str(root),
-                                                 *options, "-o", str(out), source],
+                                                 *emit, *runtime, source],
                                      what=f"compiling {crate.root}", cwd=Path(work))
             return out.read_bytes()
 
@@ -133,7 +153,8 @@ def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchai
 # (``_RNv..._7___rustc17rust_begin_unwind``) in every crate, so two Rust artifacts in one
 # link would define it twice.  Each crate's handler is only called from its own code, so
 # giving it internal linkage (no linkage directive, PTX ISA 11.6) keeps every crate's own
-# handler and lets any number of Rust artifacts link together.
+# handler and lets any number of Rust artifacts link together.  ``compile``'s fat LTO makes it
+# internal already; ``from_ptx`` takes PTX built without it.
 _PANIC_HANDLER = re.compile(rb"^\.visible\s+(\.func\s+[\w$]*___rustc17rust_begin_unwind\b)", re.MULTILINE)
 
 
@@ -160,7 +181,10 @@ def checked_signatures(found: SourceSignatures, module: PtxModule,
 
     Imports the PTX never declares (rustc drops unused foreign functions) are
     left out; everything else must be there and agree, else
-    :class:`AbiMismatchError`.
+    :class:`AbiMismatchError`.  Every other function the PTX declares but does
+    not define (a ``compiler_builtins`` routine, a symbol of a crate that was
+    not linked) is an import too, typed from its PTX declaration, so the link
+    names it (``LinkError``) instead of nvJitLink failing on it.
     """
     for signature in (*found.kernels.values(), *found.device_functions.values()):
         check(signature, module)
@@ -168,6 +192,9 @@ def checked_signatures(found: SourceSignatures, module: PtxModule,
     imports = {name: sig for name, sig in found.imports.items() if name in declared}
     for signature in imports.values():
         check(signature, module)
+    for function in module.functions:
+        if function.kind == "func" and function.linkage == "extern" and function.name not in imports:
+            imports[function.name] = layout_only(function)
     return dict(found.kernels), dict(found.device_functions), imports
 
 
@@ -222,7 +249,7 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
               "extra": tuple(options)}
     rustc_args = rustc_options(arch, **chosen)
     toolchain = rust_toolchain.find_toolchain()
-    code = localize_panic_handler(_run_rustc(crate, rustc_args, toolchain, progress))
+    code = _run_rustc(crate, rustc_args, toolchain, progress)
     module = read_ptx(code, crate.root)
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)

@@ -20,10 +20,12 @@ IR marks them.
 
 What LLVM 7 cannot state is refused with a :class:`CompileError` naming the
 line (``freeze``, ``byval``/``sret`` parameters, whose pointee type the byte
-pointer would lose, indirect calls, constant ``getelementptr`` on a
-non-byte type); anything else libNVVM cannot read fails there, its log
-attached.  No instruction changes meaning: every rewrite is a cast or a
-dropped hint, and libNVVM's verifier type-checks the result.
+pointer would lose, constant ``getelementptr`` on a non-byte type).  An
+indirect call (``core::fmt`` calls through ``dyn Write``) casts its byte
+pointer callee to the function type its arguments state; anything else
+libNVVM cannot read fails there, its log attached.  No instruction changes
+meaning: every rewrite is a cast or a dropped hint, and libNVVM's verifier
+type-checks the result.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ _ATTRS = re.compile(r"\b(?:noundef|nonnull|noalias|nocapture|readonly|writeonly|
                     r"(?: |(?=[,)]))")
 _REFUSED = [
     (re.compile(r"(?<![%@\w.$-])(?:freeze|byval|sret|inalloca|preallocated|elementtype)\b"), "{}"),
-    (re.compile(r"\bcall [^@%]*%[-\w.$]+\("), "an indirect call (its function type)"),
     (re.compile(r"getelementptr (?:inbounds )?\((?!i8,)"), "a constant getelementptr on a non-byte type")]
 _FLAGS = [
     (re.compile(r"\bgetelementptr( inbounds)?(?: (?:nuw|nusw|inrange\([^)]*\)))+"), r"getelementptr\1"),
@@ -62,6 +63,11 @@ _GEP = re.compile(_RESULT + r"getelementptr ((?:inbounds )?)(.*)$")
 _ALLOCA = re.compile(_RESULT + r"alloca (.*)$")
 _ATOMIC = re.compile(_RESULT + r"(cmpxchg (?:weak )?(?:volatile )?|atomicrmw (?:volatile )?\w+ )(.*)$")
 _FNEG = re.compile(_RESULT + r"fneg ((?:\w+ )*?)(half|float|double) (.*)$")
+_INDIRECT = re.compile(r"^(\s*(?:%[-\w.$]+ = )?(?:tail |musttail |notail )?call (?:fastcc |ccc )?)"
+                       r"((?:zeroext |signext |inreg )*)([^%@(]+?) (%[-\w.$]+)\((.*)\)$")
+_SPLAT = re.compile(r"(<(\d+) x [^<>]+>)((?: [^,<>()]*,)? )splat \(([^()]+)\)")
+_SATURATING = re.compile(_RESULT + r"(?:tail )?call (i\d+) @llvm\.([us](?:add|sub))\.sat\.i\d+\((.*)\)$")
+_NUMBERED_BLOCK = re.compile(r"^\d+:(?=\s)", re.MULTILINE)
 _MINMAX = re.compile(_RESULT + r"(?:tail )?call (i\d+) @llvm\.(umin|umax|smin|smax|abs)\.i\d+\((.*)\)$")
 _DEFINE = re.compile(r"^(define|declare) (.*?)(@[-\w.$]+|@\x00\d+\x00)\((.*)\)(.*)$")
 _GLOBAL = re.compile(r"^(@[-\w.$]+|@\x00\d+\x00) = (?:[a-z_]+ )*?(?:addrspace\((\d+)\) )?"
@@ -101,6 +107,16 @@ def _scan(text: str, start: int = 0, stop: str = ",") -> int:
     return len(text)
 
 
+def _closing(text: str, opening: int) -> int:
+    """Index of the bracket that closes the one at ``opening`` (else the end)."""
+    depth = 0
+    for i in range(opening, len(text)):
+        depth += (text[i] in "([{<") - (text[i] in ")]}>")
+        if depth == 0:
+            return i
+    return len(text)
+
+
 def _split(text: str) -> list[str]:
     """``text`` cut at its top-level commas."""
     parts, start = [], 0
@@ -124,7 +140,7 @@ def _operand(text: str) -> tuple[str, str]:
     kind, rest = _typed(text)
     start = len(text) - len(rest)
     word = re.match(r"[a-z]+(?: [a-z]+)* \(", rest)  # a constant expression: bitcast (..), getelementptr (..)
-    end = _scan(text, start + word.end() - 1, ")") + 1 if word else _scan(text, start, " ,")
+    end = _closing(text, start + word.end() - 1) + 1 if word else _scan(text, start, " ,")
     return f"{kind} {text[start:end]}", text[end:]
 
 
@@ -220,6 +236,14 @@ class _Rewriter:
                        f"{m.group(5)}")
         elif (m := _MINMAX.match(line)) is not None:
             out += self.min_max(m)
+        elif (m := _SATURATING.match(line)) is not None:
+            out += self.saturating(m)
+        elif (m := _INDIRECT.match(line)) is not None:  # the callee is a byte pointer: cast it
+            indent = re.match(r"\s*", line).group(0)
+            kinds = ", ".join(_typed(a)[0] for a in _split(m.group(5)))
+            fresh = self.name()
+            out.append(f"{indent}{fresh} = bitcast i8* {m.group(4)} to {m.group(3)} ({kinds})*")
+            out.append(f"{m.group(1)}{m.group(2)}{m.group(3)} {fresh}({m.group(5)})")
         else:
             out.append(line)
         return out
@@ -236,6 +260,32 @@ class _Rewriter:
         return [f"{indent}{test} = icmp {_SELECT[op]} {kind} {a}, {b}",
                 f"{indent}{result} = select i1 {test}, {kind} {a}, {kind} {b}"]
 
+    def saturating(self, m: re.Match[str]) -> list[str]:
+        """``llvm.{u,s}{add,sub}.sat`` (LLVM 8; Rust's ``saturating_add`` / ``saturating_sub``): the
+        wrapping operation, an overflow test in plain integer instructions (libNVVM's overflow
+        intrinsics take no i8), and a ``select`` of the bound it passed."""
+        indent, result, kind, op = m.group(1), m.group(2), m.group(3), m.group(4)
+        a, b = (_typed(x)[1] for x in _split(m.group(5))[:2])
+        bits = int(kind[1:])
+        value, over = self.name(), self.name()
+        lines = [f"{indent}{value} = {op[1:]} {kind} {a}, {b}"]
+        if op[0] == "u":  # a sum wrapped when it is below a; a difference when b > a
+            test = f"icmp ult {kind} {value}, {a}" if op == "uadd" else f"icmp ult {kind} {a}, {b}"
+            bound = _signed((1 << bits) - 1, bits) if op == "uadd" else 0
+            return [*lines, f"{indent}{over} = {test}",
+                    f"{indent}{result} = select i1 {over}, {kind} {bound}, {kind} {value}"]
+        # signed: overflow when the result's sign differs from a's and from b's (sub: b's flipped)
+        x, y, both, negative, bound = (self.name() for _ in range(5))
+        other = b if op == "sadd" else a
+        lines += [f"{indent}{x} = xor {kind} {a}, {value}",
+                  f"{indent}{y} = xor {kind} {other}, {value if op == 'sadd' else b}",
+                  f"{indent}{both} = and {kind} {x}, {y}", f"{indent}{over} = icmp slt {kind} {both}, 0",
+                  f"{indent}{negative} = icmp slt {kind} {a}, 0",
+                  f"{indent}{bound} = select i1 {negative}, {kind} {-(1 << (bits - 1))}, {kind} "
+                  f"{(1 << (bits - 1)) - 1}",
+                  f"{indent}{result} = select i1 {over}, {kind} {bound}, {kind} {value}"]
+        return lines
+
     def values_as_bytes(self, line: str) -> str:
         """Globals and functions used as byte pointers, cast to them (``i8* bitcast (T* @g to i8*)``)."""
         def cast(m: re.Match[str]) -> str:
@@ -245,6 +295,15 @@ class _Rewriter:
             return f"{m.group(1)} bitcast ({own} {m.group(2)} to {m.group(1)})"
 
         return re.sub(r"(i8(?: addrspace\(\d+\))?\*) (@[-\w.$]+|@\x00\d+\x00)", cast, line)
+
+
+def _signed(value: int, bits: int) -> int:
+    """``value`` as LLVM prints an integer constant of ``bits`` bits (two's complement, signed)."""
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def _splat(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{m.group(3)}<{', '.join([m.group(4)] * int(m.group(2)))}>"
 
 
 def downgrade(ir: bytes) -> bytes:
@@ -258,6 +317,11 @@ def downgrade(ir: bytes) -> bytes:
     # attribute groups, metadata and comments go; their lines stay (empty) so errors cite rustc's numbers
     dropped = ("attributes #", "!", ";")
     text = "\n".join("" if line.startswith(dropped) else line for line in text.splitlines())
+    # a numbered block label (`36:`, LLVM 8+) is implicit in LLVM 7: a block after a terminator
+    # takes the next number, which is the one rustc's numbering gives it
+    text = _NUMBERED_BLOCK.sub("", text)
+    # `splat (i8 -65)` (LLVM 19) is the vector constant `<i8 -65, i8 -65, ...>` of the operand's type
+    text = _SPLAT.sub(_splat, text)
     text = _PTR.sub(lambda m: f"i8 addrspace({m.group(1)})*" if m.group(1) else "i8*", text)
     for pattern, replacement in _FLAGS:
         text = pattern.sub(replacement, text)
@@ -275,8 +339,9 @@ def downgrade(ir: bytes) -> bytes:
             line = _ATTRS.sub("", line + " ").rstrip()
         if line.startswith("define "):  # LLVM 7 numbers unnamed parameters itself and reads no "%0" there
             line = re.sub(r" %\d+(?=[,)])", "", line)
-        if re.search(r"@llvm\.lifetime\.|^declare .*@llvm\.(?:umin|umax|smin|smax|abs)\.", line):
-            continue  # lifetime markers are hints (whose signature LLVM changed); min/max/abs are lowered
+        if re.search(r"@llvm\.(?:lifetime\.|experimental\.noalias\.scope\.decl)|"
+                     r"^declare .*@llvm\.(?:umin|umax|smin|smax|abs|[us](?:add|sub)\.sat)\.", line):
+            continue  # lifetime and scope markers are hints (LLVM 12+); min/max/abs are lowered
         line = _INTRINSIC.sub(lambda m: f"@{_LIBDEVICE.get(m.group(1), 'llvm.' + m.group(1))}", line)
         if (declared := _DEFINE.match(line)) is not None and declared.group(1) == "declare":
             if declared.group(3) in seen:

@@ -27,9 +27,10 @@ or supplied here:
 Rust never contracts ``a * b + c`` into a fused multiply-add (rustc's own PTX
 keeps ``mul.rn`` and ``add.rn``), so the IR is compiled under the no-FMA
 policy and the artifact asks the link for ``-fma=0`` (``LINK_OPTIONS``,
-applied by :mod:`ptxbridge.linker.finalize` to the whole link).  As for PTX
-(``localize_panic_handler``), the crate's panic handler gets internal
-linkage, so several Rust LTO-IR artifacts link together.
+applied by :mod:`ptxbridge.linker.finalize` to the whole link).  The IR is
+rustc's after fat LTO (``core`` linked in, everything but the exported
+symbols internal, the crate's panic handler included), so several Rust
+LTO-IR artifacts link together.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ _LAYOUT = re.compile(rb'^target datalayout = "[^"]*"\n', re.MULTILINE)
 _KERNEL = re.compile(rb'^define\b[^@\n]*\bptx_kernel\b[^@\n]*(@(?:"[^"]*"|[-\w$.]+))\(', re.MULTILINE)
 _USED = re.compile(rb'^@llvm\.used = appending global \[(\d+) x ptr\] \[(.*)\], section "llvm\.metadata"$',
                    re.MULTILINE)
-_PANIC_HANDLER = re.compile(rb"^define hidden (.*@[\w$]*___rustc17rust_begin_unwind\()", re.MULTILINE)
 
 
 def nvvm_ir(ir: bytes, arch: str, rustc_llvm: int) -> bytes:
@@ -66,7 +66,7 @@ def nvvm_ir(ir: bytes, arch: str, rustc_llvm: int) -> bytes:
             f"rust: output='ltoir' for {arch} needs libNVVM to read rustc's LLVM {rustc_llvm} IR, but "
             f"libNVVM reads LLVM {reads} for {arch}: older, so it cannot, and not the LLVM 7 dialect "
             f"ptxbridge rewrites IR into. Use output='ptx' (linked as a call, not inlined)")
-    ir = _kernels_used(_PANIC_HANDLER.sub(rb"define internal \1", ir))
+    ir = _kernels_used(ir)
     ir = llvm7.downgrade(ir) if legacy else ir
     ir = b'target datalayout = "' + DATALAYOUT + b'"\n' + _LAYOUT.sub(b"", ir, count=1)
     if b"!nvvmir.version" in ir:

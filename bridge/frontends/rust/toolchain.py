@@ -3,7 +3,10 @@
 Debian's ``rustc-web`` package has a rustc whose LLVM includes the NVPTX
 backend, and ``rust-web-src`` the library sources, but no prebuilt ``core``
 for the target.  :func:`sysroot` builds ``core`` and ``compiler_builtins``
-once per (rustc, sources) into the ptxbridge cache (docs/conventions.md, "c").  A rustup
+once per (rustc, sources) into the ptxbridge cache (docs/conventions.md, "c"), with
+ptxbridge's runtime crates beside them (:mod:`ptxbridge.rust.panic_runtime`).  All three
+keep their LLVM bitcode (``-C embed-bitcode=yes``; the target's objects are bitcode anyway),
+which a kernel crate's ``-C lto=fat`` links into one module with the kernels.  A rustup
 rustc (``~/.cargo/bin``, ``~/.rustup``) is never picked up implicitly: its
 targets depend on what that user installed.
 """
@@ -23,8 +26,9 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.errors import CompileError, ToolchainError
+from ptxbridge.rust import panic_runtime
 
-__all__ = ["TARGET", "RustToolchain", "find_toolchain", "sysroot", "run_rustc"]
+__all__ = ["TARGET", "RustToolchain", "find_toolchain", "sysroot", "runtime_rlib", "run_rustc"]
 
 TARGET = "nvptx64-nvidia-cuda"
 _INSTALL = "apt-get install rustc-web rust-web-src"
@@ -182,14 +186,16 @@ _BUILD_FLAGS = ("--edition", "2024", "-C", "opt-level=3", "-C", "panic=abort", "
 
 
 def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
-    """The private sysroot with ``core`` and ``compiler_builtins`` for the target, built once.
+    """The private sysroot with ``core``, ``compiler_builtins`` and ``ptxbridge_panic`` for the target,
+    built once.
 
     The build takes ~15-30 s and is cached under the key (rustc ``-vV``,
     library path, flags); several processes wait on one builder.  The cache
     keeps every file's SHA-256, so a truncated or deleted ``libcore.rlib`` is
     rebuilt (it used to fail every later compile).
     """
-    entry_key = cache.key("rust-sysroot-v2", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS)
+    entry_key = cache.key("rust-sysroot-v3", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS,
+                          panic_runtime.SOURCE, panic_runtime.MEM_SOURCE)
 
     def build(root: Path) -> None:
         out = root / _SYSROOT_LAYOUT
@@ -207,6 +213,18 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
                                   "--cfg", 'feature="compiler-builtins"', "--cfg", 'feature="mem"',
                                   "-A", "warnings", str(_builtins_root(toolchain.library))],
                       what=f"building compiler_builtins for {TARGET}", cwd=Path(work))
+            for crate, source in ((panic_runtime.CRATE, panic_runtime.SOURCE),
+                                  (panic_runtime.MEM_CRATE, panic_runtime.MEM_SOURCE)):
+                runtime = Path(work) / f"{crate}.rs"
+                runtime.write_text(source, encoding="utf-8")
+                run_rustc(toolchain, ["--crate-name", crate, *common, "--sysroot", str(root), str(runtime)],
+                          what=f"building ptxbridge's {crate} for {TARGET}", cwd=Path(work))
         _progress(f"Rust sysroot ready in {time.monotonic() - started:.0f} s", progress)
 
     return cache.cached_dir("rust-sysroot", entry_key, build)
+
+
+def runtime_rlib(root: Path, crate: str) -> Path:
+    """The rlib of ptxbridge's runtime ``crate`` (``ptxbridge_panic``, ``ptxbridge_mem``) in the sysroot
+    ``root`` (:func:`sysroot`)."""
+    return root / _SYSROOT_LAYOUT / f"lib{crate}.rlib"

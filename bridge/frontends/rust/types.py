@@ -4,8 +4,9 @@ Two conventions read the same source:
 
 - ``c`` (plain rustc ``extern "ptx-kernel"`` / ``extern "C"``): a slice
   reference is a fat pointer passed as one ``aggregate[16] align 8`` (rustc
-  warns it is not FFI-safe; measured with rustc 1.96), so it becomes a
-  two-field struct ``{ptr, len}``;
+  warns it is not FFI-safe; measured with rustc 1.96): the slice kind, which
+  takes a tensor (its length from the tensor) and lowers to that aggregate
+  under this convention; a raw ``*const [T]`` is a two-field struct ``{ptr, len}``;
 - ``oxide`` (cuda-oxide ``#[kernel]``): ``&[T]``, ``&mut [T]`` and
   ``DisjointSlice<T, Space>`` are a pointer and a length, for any ``T`` with a
   fixed layout; a ``Space`` with a runtime row width (``Runtime2DIndex``,
@@ -331,9 +332,9 @@ class TypeMapper:
             inner = TSlice(TPath(("u8",)))
         # a reference promises no aliasing (docs/safety.md); a shared one only to a type without UnsafeCell
         borrow = "borrow" if isinstance(t, TRef) and (t.mutable or self._frozen(inner, subst, depth)) else ""
-        if isinstance(inner, TSlice):
-            if self.convention is Convention.OXIDE:
-                return slice_of(self._element(inner.inner, subst, depth), t.mutable, memory_layout)
+        if isinstance(inner, TSlice) and (isinstance(t, TRef) or self.convention is Convention.OXIDE):
+            return slice_of(self._element(inner.inner, subst, depth), t.mutable, memory_layout)
+        if isinstance(inner, TSlice):  # a raw slice pointer: its fat pointer, taken apart
             pointee = self._pointee(inner.inner, subst, depth)
             return Struct("slice", (StructField("ptr", Pointer(pointee, t.mutable, borrow)),
                                     StructField("len", Scalar(dtype("u64")))))

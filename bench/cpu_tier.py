@@ -1,0 +1,157 @@
+"""The CPU loader's compiled tier against NumPy doing the same work, in one process.
+
+    python bench/cpu_tier.py [--repeat 5] [--interp]
+
+Kernels (the issue's targets): numba-cuda saxpy over 2**20 float32 (NumPy ``a * x + y``), a
+16x16-tiled shared-memory matmul at n=512 in CUDA C++ (NumPy ``@``, BLAS on one thread), a
+shared-memory atomic 256-bin histogram of 2**22 bytes (``np.bincount``), and the Collatz step
+counts of 2**16 starts, a divergent per-thread loop (a NumPy loop over the still-active values).
+Each result is checked against NumPy's.  Times are this process's CPU seconds, best of
+``--repeat``; the first launch (compile, or the disk cache) is reported apart.  ``--interp``
+adds the interpreter's time for each kernel.  Prints a Markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # NumPy's BLAS on one thread, as the issue measures
+
+import numpy as np
+from numba import cuda
+
+import ptxbridge
+from ptxbridge import nvrtc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import emulator_kernels as fx
+
+
+def _saxpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+
+
+def _best(run: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        run()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def _first(run: Callable[[], Any]) -> float:
+    start = time.process_time()
+    run()
+    return time.process_time() - start
+
+
+def _load(artifact: Any, tier: str) -> Any:
+    return ptxbridge.link([artifact]).load("cpu", tier=tier)
+
+
+def _collatz_numpy(start: np.ndarray) -> np.ndarray:
+    v, steps = start.astype(np.uint64), np.zeros(start.size, np.uint32)
+    active = np.flatnonzero(v > 1)
+    while active.size:
+        x = v[active]
+        x = np.where(x & 1, 3 * x + 1, x >> 1)
+        v[active] = x
+        steps[active] += 1
+        active = active[x > 1]
+    return steps
+
+
+def cases() -> list[tuple[str, Any, Callable[[Any], Any], Callable[[], Any], Callable[[Any], bool]]]:
+    """(name, artifact, launch(module), numpy(), check(module result)) per kernel."""
+    import ptxbridge.numba as pn
+
+    rng = np.random.default_rng(0)
+    n = 1 << 20
+    x, y, out = rng.random(n, np.float32), rng.random(n, np.float32), np.zeros(n, np.float32)
+    size = 512
+    a, b, c = (
+        rng.random((size, size), np.float32),
+        rng.random((size, size), np.float32),
+        np.zeros((size, size), np.float32),
+    )
+    data, bins = rng.integers(0, 256, 1 << 22, dtype=np.uint8), np.zeros(256, np.uint32)
+    starts, steps = np.arange(1, (1 << 16) + 1, dtype=np.uint32), np.zeros(1 << 16, np.uint32)
+    saxpy = pn.compile(
+        _saxpy, "void(float32, float32[::1], float32[::1], float32[::1])", arch="sm_90", name="saxpy"
+    )
+
+    def histogram(m: Any) -> None:
+        bins[:] = 0
+        m.histogram(data, bins, data.size, grid=256, block=256)
+
+    return [
+        (
+            "saxpy (numba-cuda), 2^20 float32",
+            saxpy,
+            lambda m: m.saxpy(np.float32(2.0), x, y, out, grid=n // 256, block=256),
+            lambda: np.float32(2.0) * x + y,
+            lambda m: np.array_equal(out, np.float32(2.0) * x + y),
+        ),
+        (
+            "16x16-tiled shared-memory matmul (NVRTC), n=512",
+            nvrtc.compile(fx.MATMUL, arch="sm_90", output="ptx"),
+            lambda m: m.matmul(a, b, c, size, grid=(size // 16, size // 16), block=(16, 16)),
+            lambda: a @ b,
+            lambda m: np.allclose(c, a @ b, rtol=1e-4),
+        ),
+        (
+            "shared-memory atomic histogram, 256 bins of 2^22 bytes",
+            nvrtc.compile(fx.HISTOGRAM, arch="sm_90", output="ptx"),
+            histogram,
+            lambda: np.bincount(data, minlength=256),
+            lambda m: np.array_equal(bins, np.bincount(data, minlength=256)),
+        ),
+        (
+            "Collatz steps of 2^16 starts (divergent loop)",
+            nvrtc.compile(fx.COLLATZ, arch="sm_90", output="ptx"),
+            lambda m: m.collatz(starts, steps, starts.size, grid=starts.size // 256, block=256),
+            lambda: _collatz_numpy(starts),
+            lambda m: np.array_equal(steps, _collatz_numpy(starts)),
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--interp", action="store_true", help="also time the interpreter")
+    args = parser.parse_args()
+    print(
+        "| kernel | first launch (s) | compiled (s) | NumPy (s) | compiled / NumPy |"
+        + (" interpreter (s) | interpreter / compiled |" if args.interp else "")
+    )
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if args.interp else ""))
+    for name, artifact, run, numpy, check in cases():
+        module = _load(artifact, "compiled")
+        first = _first(lambda m=module, r=run: r(m))
+        why = module.backend.compiled_tier.why_interpreted(next(iter(module.image.kernels)))
+        if why is not None:
+            raise AssertionError(f"{name}: runs on the interpreter: {why}")
+        compiled = _best(lambda m=module, r=run: r(m), args.repeat)
+        if not check(module):
+            raise AssertionError(f"{name}: the compiled tier's result differs from NumPy's")
+        reference = _best(numpy, args.repeat)
+        row = f"| {name} | {first:.3f} | {compiled:.4f} | {reference:.4f} | {compiled / reference:.2f}x |"
+        if args.interp:
+            slow = _load(artifact, "interp")
+            interp = _best(lambda m=slow, r=run: r(m), 1)
+            row += f" {interp:.3f} | {interp / compiled:.0f}x |"
+        print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""What panic reporting costs a Rust kernel: ``axpy`` with bounds checks (its panic path records to
+``__ptxbridge_panic``) against ``axpy_unchecked``, the same kernel with ``get_unchecked``.
+
+Both are in tests/rust/idiomatic.rs and compiled by ``ptxbridge.rust`` into one image (the one the
+GPU suite runs as ``rust_panics``).  The checked kernel compares the index with ``x.len()`` before
+loading (``y.len()`` is checked by both) and branches to the panic path, which no thread takes here.
+
+1. **Kernel time on the GPU** (``--images DIR``): a bandwidth-bound axpy over 2^24 and 2^26 floats;
+   each kernel launched 20 times inside a CUDA graph (a captured launch is not checked after, so
+   the graph times the kernels alone), graphs replayed in interleaved rounds, CUDA events, medians;
+   the ratio checked / unchecked.  Also eager calls in microseconds: the checked kernel waits for
+   each launch and reads the 428-byte record; the unchecked one cannot panic (its PTX never
+   reaches the record), so it launches without waiting: the host cost of reporting.
+2. **The code** (``--save DIR``, no GPU): the SASS instruction counts of both kernels in the
+   image's cubin (cuobjdump), and the image saved as ``DIR/rust_panics.ptxb``.
+
+Usage: ``python bench/panic_cost.py --save .gpuimages`` where rustc is (or
+``python tests/gpu/_images.py .gpuimages``, which saves the same image), then
+``python bench/panic_cost.py --images .gpuimages`` on the GPU (no rustc, no NVRTC needed there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from frameworks import _cuobjdump
+
+SOURCE = Path(__file__).parents[1] / "tests" / "rust" / "idiomatic.rs"
+KERNELS = ("axpy", "axpy_unchecked")
+SIZES, LAUNCHES, ROUNDS, BLOCK = (1 << 24, 1 << 26), 20, 15, 256
+
+
+def build():
+    import ptxbridge
+    import ptxbridge.rust
+
+    return ptxbridge.link([ptxbridge.rust.compile(SOURCE, arch="sm_90", progress=False)], arch="sm_90")
+
+
+def sass_counts(image) -> dict[str, int | str]:
+    """SASS instructions per kernel (cuobjdump -sass of the image's cubin)."""
+    found = _cuobjdump()
+    if found is None:
+        return dict.fromkeys(KERNELS, "cuobjdump/nvdisasm not found")
+    tool, env = found
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "image.cubin"
+        path.write_bytes(image.cubin)
+        text = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, env=env).stdout
+    counts: dict[str, int | str] = {}
+    for block in re.split(r"\n\s*Function : ", text):
+        name = block.split("\n", 1)[0].strip()
+        if name in KERNELS:
+            counts[name] = len(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?!NOP\b)\S", block))  # NOPs pad
+    return counts
+
+
+def gpu(images: Path) -> None:
+    import torch
+
+    from ptxbridge import Image
+
+    module = Image.open(images / "rust_panics.ptxb").load(0)
+    print("| floats | axpy (checked) us | axpy_unchecked us | ratio | GB/s checked | GB/s unchecked |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in SIZES:
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        grid = -(-n // BLOCK)
+        graphs = {}
+        for name in KERNELS:
+            module[name](1.0001, x, y, grid=grid, block=BLOCK)  # eager once: loads, checks, warms up
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(LAUNCHES):
+                    module[name](1.0001, x, y, grid=grid, block=BLOCK)
+            graphs[name] = graph
+        times: dict[str, list[float]] = {name: [] for name in KERNELS}
+        for _ in range(ROUNDS):
+            for name, graph in graphs.items():
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end) * 1000 / LAUNCHES)
+        checked, unchecked = (statistics.median(times[name]) for name in KERNELS)
+        rate = [12 * n / t / 1e3 for t in (checked, unchecked)]  # read x, y; write y
+        print(f"| 2^{n.bit_length() - 1} | {checked:.1f} | {unchecked:.1f} | {checked / unchecked:.3f} | "
+              f"{rate[0]:.0f} | {rate[1]:.0f} |")
+    small = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    for name in KERNELS:
+        calls = []
+        for _ in range(ROUNDS):
+            began = time.perf_counter()
+            for _ in range(100):
+                module[name](1.0, *small, grid=4, block=BLOCK)
+            torch.cuda.synchronize()
+            calls.append((time.perf_counter() - began) * 1e4)
+        print(f"\neager `{name}` calls over 1024 floats, 100 then one synchronize: "
+              f"{statistics.median(calls):.1f} us per call (median of {ROUNDS} rounds)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--save", type=Path, help="build the image, save DIR/rust_panics.ptxb, print SASS")
+    parser.add_argument("--images", type=Path, help="time the kernels on the GPU from DIR/rust_panics.ptxb")
+    args = parser.parse_args()
+    if args.save:
+        image = build()
+        args.save.mkdir(parents=True, exist_ok=True)
+        image.save(args.save / "rust_panics.ptxb")
+        print("| kernel | SASS instructions (sm_90) |\n|---|---:|")
+        for name, count in sass_counts(image).items():
+            print(f"| {name} | {count} |")
+    if args.images:
+        gpu(args.images)
+    if not (args.save or args.images):
+        parser.error("give --save DIR (no GPU needed) and/or --images DIR (on the GPU)")
+
+
+if __name__ == "__main__":
+    main()

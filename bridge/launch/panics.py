@@ -1,0 +1,104 @@
+"""Panics of Rust kernels, reported after the launch as :class:`KernelRaisedError`.
+
+A Rust crate compiled by :func:`ptxbridge.rust.compile` without a ``#[panic_handler]`` of its own
+gets ptxbridge's (:mod:`ptxbridge.rust.panic_runtime`): the first thread that panics writes the
+record :mod:`ptxbridge.abi.panic_record` describes into the module global ``__ptxbridge_panic``
+and exits; every other thread runs on, so the launch completes and the context stays usable.
+As for numba's debug exceptions (:mod:`ptxbridge.launch.raised`), the call path reads the record
+after each launch of a kernel of such an image (on a GPU that waits for the launch), clears it,
+and raises.  The record survives ``Image.save`` (it is a global of the image).
+
+Only kernels that can reach the record are checked (:func:`recording_kernels`, from the image's
+PTX call graph): a kernel of the same image that cannot panic (a ``get_unchecked`` loop, a CUDA C++
+kernel linked beside the crate) launches without waiting.  A launch queued on a stream that is
+being captured into a CUDA graph cannot be waited for: it is not checked, and a panic it records
+is reported by the next checked launch of that module.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from ptxbridge.abi import panic_record
+from ptxbridge.abi.errors import KernelRaisedError
+from ptxbridge.abi.ptx import read_ptx
+
+__all__ = ["PanicFlag", "panic_error", "recording_kernels"]
+
+_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
+
+
+@functools.lru_cache(maxsize=32)
+def recording_kernels(ptx: tuple[bytes, ...]) -> frozenset[str] | None:
+    """The kernels of these PTX modules that can write the panic record: those whose body, or the body
+    of a function they call (directly, at any depth), names it.  None without PTX (a cubin-only
+    image): then every kernel is checked.  Functions are matched by name across modules, which can
+    only add kernels."""
+    if not ptx:
+        return None
+    calls: dict[str, set[str]] = {}
+    writers: set[str] = set()
+    entries: set[str] = set()
+    for index, text in enumerate(ptx):
+        for function in read_ptx(text, f"<ptx #{index}>").functions:
+            body = function.body or ""
+            calls.setdefault(function.name, set()).update(_CALL.findall(body))
+            if panic_record.SYMBOL in body:
+                writers.add(function.name)
+            if function.kind == "entry":
+                entries.add(function.name)
+    reach, frontier = set(writers), list(writers)
+    callers: dict[str, set[str]] = {}
+    for caller, callees in calls.items():
+        for callee in callees:
+            callers.setdefault(callee, set()).add(caller)
+    while frontier:
+        for caller in callers.get(frontier.pop(), ()):
+            if caller not in reach:
+                reach.add(caller)
+                frontier.append(caller)
+    return frozenset(reach & entries)
+
+
+def panic_error(kernel: str, record: panic_record.PanicRecord) -> KernelRaisedError:
+    """The exception for ``record``, worded as Rust prints a panic (``panicked at file:line:col:``)."""
+    error = KernelRaisedError(f"{kernel}: thread {record.thread} of block {record.block} panicked at "
+                              f"{record.location}: {record.message}")
+    error.tid, error.ctaid = record.thread, record.block
+    error.panic = record
+    return error
+
+
+class PanicFlag:
+    """The panic record of one loaded module, checked around launches of one kernel."""
+
+    def __init__(self, backend: Any, kernel: str):
+        self.backend, self.kernel = backend, kernel
+        self._unchecked = False
+
+    @classmethod
+    def of(cls, module: Any, kernel: str) -> PanicFlag | None:
+        """The record of ``module`` (a loaded module) when its image has one and ``kernel`` can write
+        it, else None."""
+        if panic_record.SYMBOL not in module.globals.names:
+            return None
+        writers = recording_kernels(tuple(getattr(module.image, "ptx", ())))
+        return cls(module.backend, kernel) if writers is None or kernel in writers else None
+
+    def reset(self, stream: int) -> None:
+        """Before a launch on ``stream``: the record is left as it is (a panic clears it when read);
+        a launch into a graph capture is not checked."""
+        self._unchecked = self.backend.capturing(stream)
+
+    def check(self) -> None:
+        """Raise :class:`KernelRaisedError` when a thread panicked (this launch, or an unchecked one)."""
+        if self._unchecked:
+            return
+        self.backend.synchronize()
+        record = panic_record.read_record(self.backend.read_global(panic_record.SYMBOL))
+        if record is None:
+            return
+        self.backend.write_global(panic_record.SYMBOL, bytes(panic_record.SIZE))
+        raise panic_error(self.kernel, record)

@@ -1,0 +1,20 @@
+"""ptxbridge.loaders.emulator.compiled: the CPU loader's compiled tier (PTX -> LLVM IR -> native code).
+
+A kernel becomes one LLVM function over a warp (32 lanes as vectors under an execution mask),
+compiled by llvmlite; the interpreter stays the fallback for what the tier does not translate and
+the oracle its tests compare against.
+
+Modules::
+
+    tier               the launch: the same contract as the interpreter's run_kernel, fallback
+    kernel             the warp function: blocks, the min-PC scheduler, barriers, the watchdog
+    flow               uniform, block-local and barrier-live registers
+    emit, values       registers, operands, masks and types as vector IR text
+    ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
+    access, runtime    checked memory helpers, the region lookup, the grid driver
+    jit                llvmlite, the object cache on disk and in the process
+"""
+
+from .tier import CompiledTier
+
+__all__ = ["CompiledTier"]

@@ -1,0 +1,242 @@
+"""IR of the memory helpers a kernel's accesses call: checked, hoisted and raw loads and stores.
+
+``@load_iN`` / ``@store_iN`` check an access and then move ``count`` elements per lane: when every
+lane is active and points at consecutive elements (the common ``a[i]``), the check is two scalar
+compares against the region table; otherwise ``@access`` runs the full check of ``@resolve``.
+``@span`` gives the OR, minimum and maximum of a base register's active lanes once per block, and
+``@hoisted`` checks an access ``[%r+off]`` from them, so an unrolled loop reading ``[%r]``,
+``[%r+4]``, ``[%r+8]``... through one register checks it once (the interpreter's ``shared_base``).
+``@fetch_iN`` / ``@put_iN`` move the values once checked: a masked vector access when the lanes'
+pointers are consecutive, else a gather or scatter.  Values travel through the warp's ``%val``
+buffer (256 bytes per element).
+"""
+
+from __future__ import annotations
+
+from .runtime import field
+
+__all__ = ["helper_ir", "COMMON"]
+
+COMMON = f"""
+; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
+define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, ptr %linp,
+                            ptr %out) noinline {{
+  %addr = load <32 x i64>, ptr %addrp
+  %lin = load <32 x i64>, ptr %linp
+  %m = bitcast i32 %bits to <32 x i1>
+  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write,
+                         <32 x i64> %lin, ptr %out)
+  ret i32 %r
+}}
+
+; OR, minimum and maximum of the active lanes' values of a base register (lo > hi: no lane)
+define internal void @span(ptr %addrp, i32 %bits, ptr %out) noinline {{
+  %addr = load <32 x i64>, ptr %addrp
+  %m = bitcast i32 %bits to <32 x i1>
+  %forlo = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> splat (i64 -1)
+  %forhi = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> zeroinitializer
+  %lo = call i64 @llvm.vector.reduce.umin.v32i64(<32 x i64> %forlo)
+  %hi = call i64 @llvm.vector.reduce.umax.v32i64(<32 x i64> %forhi)
+  %or = call i64 @llvm.vector.reduce.or.v32i64(<32 x i64> %forhi)
+  store i64 %lo, ptr %out
+  %p1 = getelementptr i64, ptr %out, i64 1
+  store i64 %hi, ptr %p1
+  %p2 = getelementptr i64, ptr %out, i64 2
+  store i64 %or, ptr %p2
+  ret void
+}}
+
+; the pointer offset of an access whose lanes span [lo, hi] (aligned when %bits is), or -1 when the
+; full check must decide: no active lane, misaligned, outside one region, read-only, per-thread
+define internal i64 @hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %bits, i64 %size, i1 %write) noinline {{
+entry:
+  %low = sub i64 %size, 1
+  %mis = and i64 %bits, %low
+  %aligned = icmp eq i64 %mis, 0
+  %ordered = icmp ule i64 %lo, %hi
+  %ok = and i1 %aligned, %ordered
+  br i1 %ok, label %look, label %no
+look:
+  %row = call i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size)
+  %found = icmp sge i64 %row, 0
+  br i1 %found, label %row.ok, label %no
+row.ok:
+  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
+  %ti = load i64, ptr %tp
+  %tab = inttoptr i64 %ti to ptr
+  %r4 = mul i64 %row, 4
+  %rp = getelementptr i64, ptr %tab, i64 %r4
+  %fp = getelementptr i64, ptr %rp, i64 3
+  %flags = load i64, ptr %fp
+  %per = and i64 %flags, 2
+  %ro = xor i64 %flags, 1
+  %rw = and i64 %ro, 1
+  %rwbad = icmp ne i64 %rw, 0
+  %bad1 = and i1 %rwbad, %write
+  %bad2 = icmp ne i64 %per, 0
+  %bad = or i1 %bad1, %bad2
+  br i1 %bad, label %no, label %yes
+yes:
+  %dp = getelementptr i64, ptr %rp, i64 2
+  %d = load i64, ptr %dp
+  ret i64 %d
+no:
+  ret i64 -1
+}}
+"""
+
+
+def _chunk_load(bits: int, j: int) -> str:
+    """Lanes ``8j..8j+7`` of ``@fetch``: one vector load when their pointers are consecutive, one
+    scalar load when they are all the same (a row of a tile), else a gather of eight."""
+    size, t = bits // 8, f"<8 x i{bits}>"
+    lanes = ", ".join(f"i32 {8 * j + k}" for k in range(8))
+    steps = ", ".join(f"i64 {k * size}" for k in range(8))
+    return f"""
+  %p{j} = shufflevector <32 x i64> %pv, <32 x i64> poison, <8 x i32> <{lanes}>
+  %m{j} = shufflevector <32 x i1> %m, <32 x i1> poison, <8 x i32> <{lanes}>
+  %f{j} = extractelement <8 x i64> %p{j}, i32 0
+  %fh{j} = insertelement <8 x i64> poison, i64 %f{j}, i32 0
+  %fs{j} = shufflevector <8 x i64> %fh{j}, <8 x i64> poison, <8 x i32> zeroinitializer
+  %e{j} = add <8 x i64> %fs{j}, <{steps}>
+  %ce{j} = icmp eq <8 x i64> %p{j}, %e{j}
+  %cn{j} = call i1 @llvm.vector.reduce.and.v8i1(<8 x i1> %ce{j})
+  br i1 %cn{j}, label %vl{j}, label %nu{j}
+vl{j}:
+  %fp{j} = inttoptr i64 %f{j} to ptr
+  %a{j} = call {t} @llvm.masked.load.v8i{bits}.p0(ptr align {size} %fp{j}, <8 x i1> %m{j},
+                                                 {t} zeroinitializer)
+  br label %j{j}
+nu{j}:
+  %ue{j} = icmp eq <8 x i64> %p{j}, %fs{j}
+  %uall{j} = call i1 @llvm.vector.reduce.and.v8i1(<8 x i1> %ue{j})
+  %full{j} = call i1 @llvm.vector.reduce.and.v8i1(<8 x i1> %m{j})
+  %u{j} = and i1 %uall{j}, %full{j}
+  br i1 %u{j}, label %bl{j}, label %gl{j}
+bl{j}:
+  %bp{j} = inttoptr i64 %f{j} to ptr
+  %bv{j} = load i{bits}, ptr %bp{j}, align {size}
+  %bh{j} = insertelement {t} poison, i{bits} %bv{j}, i32 0
+  %b{j} = shufflevector {t} %bh{j}, {t} poison, <8 x i32> zeroinitializer
+  br label %j{j}
+gl{j}:
+  %each{j} = inttoptr <8 x i64> %p{j} to <8 x ptr>
+  %g{j} = call {t} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align {size} %each{j}, <8 x i1> %m{j},
+                                                     {t} zeroinitializer)
+  br label %j{j}
+j{j}:
+  %r{j} = phi {t} [%a{j}, %vl{j}], [%b{j}, %bl{j}], [%g{j}, %gl{j}]"""
+
+
+def _consecutive(pointers: str, first: str, out: str, size: int) -> str:
+    """IR: ``out`` = whether lane ``k`` of ``pointers`` is ``first`` (lane 0's) plus ``k * size``."""
+    steps = ", ".join(f"i64 {k * size}" for k in range(32))
+    tag = out[1:]
+    return f"""  {first} = extractelement <32 x i64> {pointers}, i32 0
+  %{tag}.h = insertelement <32 x i64> poison, i64 {first}, i32 0
+  %{tag}.s = shufflevector <32 x i64> %{tag}.h, <32 x i64> poison, <32 x i32> zeroinitializer
+  %{tag}.e = add <32 x i64> %{tag}.s, <{steps}>
+  %{tag}.q = icmp eq <32 x i64> {pointers}, %{tag}.e
+  {out} = call i1 @llvm.vector.reduce.and.v32i1(<32 x i1> %{tag}.q)"""
+
+
+def _move(kind: str, bits: int) -> str:
+    """``@fetch_iN`` / ``@put_iN``: ``count`` elements per lane at checked pointers."""
+    size, t = bits // 8, f"<32 x i{bits}>"
+    offsets = f"""  %off = mul i64 %c, {size}
+  %h = insertelement <32 x i64> poison, i64 %off, i32 0
+  %offs = shufflevector <32 x i64> %h, <32 x i64> poison, <32 x i32> zeroinitializer
+  %pv = add <32 x i64> %base, %offs
+  %voff = mul i64 %c, 256
+  %vp = getelementptr i8, ptr %val, i64 %voff"""
+    if kind == "load":
+        half = ", ".join(f"i32 {k}" for k in range(16))
+        whole = ", ".join(f"i32 {k}" for k in range(32))
+        body = (
+            "".join(_chunk_load(bits, j) for j in range(4))
+            + f"""
+  %lo = shufflevector <8 x i{bits}> %r0, <8 x i{bits}> %r1, <16 x i32> <{half}>
+  %hi = shufflevector <8 x i{bits}> %r2, <8 x i{bits}> %r3, <16 x i32> <{half}>
+  %r = shufflevector <16 x i{bits}> %lo, <16 x i{bits}> %hi, <32 x i32> <{whole}>
+  store {t} %r, ptr %vp, align 8
+  br label %next"""
+        )
+        name = "fetch"
+    else:
+        body = f"""
+  %v = load {t}, ptr %vp, align 8
+{_consecutive("%pv", "%first", "%cons", size)}
+  br i1 %cons, label %vs, label %ss
+vs:
+  %p0 = inttoptr i64 %first to ptr
+  call void @llvm.masked.store.v32i{bits}.p0({t} %v, ptr align {size} %p0, <32 x i1> %m)
+  br label %next
+ss:
+  %each = inttoptr <32 x i64> %pv to <32 x ptr>
+  call void @llvm.masked.scatter.v32i{bits}.v32p0({t} %v, <32 x ptr> align {size} %each, <32 x i1> %m)
+  br label %next"""
+        name = "put"
+    return f"""
+define internal void @{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val) noinline {{
+entry:
+  %m = bitcast i32 %bits to <32 x i1>
+  %base = load <32 x i64>, ptr %ptrs
+  br label %elem
+elem:
+  %c = phi i64 [0, %entry], [%c1, %next]
+{offsets}{body}
+next:
+  %c1 = add i64 %c, 1
+  %more = icmp ult i64 %c1, %count
+  br i1 %more, label %elem, label %done
+done:
+  ret void
+}}
+"""
+
+
+def helper_ir(kind: str, bits: int) -> str:
+    """``@load_iN`` / ``@store_iN`` (checked) and the ``@fetch_iN`` / ``@put_iN`` they move with."""
+    size, t = bits // 8, f"<32 x i{bits}>"
+    name = "fetch" if kind == "load" else "put"
+    write = "true" if kind == "store" else "false"
+    if kind == "load":
+        fast = f"  %vf = load {t}, ptr %ptrf, align {size}\n  store {t} %vf, ptr %val, align 8"
+    else:
+        fast = f"  %vf = load {t}, ptr %val, align 8\n  store {t} %vf, ptr %ptrf, align {size}"
+    return (
+        _move(kind, bits)
+        + f"""
+define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, ptr %linp,
+                                    ptr %val) noinline {{
+entry:
+  %ptrs = alloca <32 x i64>
+  %addr0 = load <32 x i64>, ptr %addrp
+  %full = icmp eq i32 %bits, -1
+  %single = icmp eq i64 %count, 1
+{_consecutive("%addr0", "%lead", "%consl", size)}
+  %f1 = and i1 %full, %single
+  %f2 = and i1 %f1, %consl
+  br i1 %f2, label %fast, label %general
+fast:  ; every lane, one element each, consecutive: the span is the first and the last lane's
+  %lastf = add i64 %lead, {31 * size}
+  %deltaf = call i64 @hoisted(ptr %ctx, i64 %lead, i64 %lastf, i64 %lead, i64 {size}, i1 {write})
+  %usef = icmp ne i64 %deltaf, -1
+  br i1 %usef, label %fastgo, label %general
+fastgo:
+  %pf = add i64 %lead, %deltaf
+  %ptrf = inttoptr i64 %pf to ptr
+{fast}
+  ret i32 0
+general:
+  %st = call i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, ptr %linp, ptr %ptrs)
+  %ok = icmp eq i32 %st, 0
+  br i1 %ok, label %go, label %out
+out:
+  ret i32 %st
+go:
+  call void @{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val)
+  ret i32 0
+}}
+"""
+    )

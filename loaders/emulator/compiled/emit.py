@@ -1,0 +1,398 @@
+"""The emitter one warp function is written through: registers, operands, masks, memory checks.
+
+Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them into SSA values);
+every write selects the new value for the lanes of the instruction's mask and keeps the others,
+as the interpreter's ``np.where`` does.  Memory accesses call ``@resolve`` (:mod:`.runtime`), which
+checks the active lanes' addresses against the launch's region table exactly as
+:meth:`~..memory.Memory.resolve` does (alignment, bounds, writability) and returns each lane's
+host pointer; a failing check ends the warp with a fault code and the launch is re-run on the
+interpreter, which writes the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..memory import WINDOWS
+from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
+from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, is_float, is_signed, vec
+
+__all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "SPECIALS", "LANE_IDS"]
+
+# the launch context, an array of i64 the runtime fills (see .runtime)
+CTX = {
+    name: i
+    for i, name in enumerate(
+        (
+            "gx",
+            "gy",
+            "gz",
+            "bx",
+            "by",
+            "bz",
+            "param",
+            "nregions",
+            "regions",
+            "shared",
+            "shared_size",
+            "local",
+            "local_stride",
+            "local_size",
+            "state",
+            "max_steps",
+            "first_block",
+            "end_block",
+            "threads",
+            "nwarps",
+            "err_insn",
+            "err_addr",
+            "err_thread",
+            "err_block",
+            "err_reason",
+            "err_size",
+            "thread_steps",
+            "tids",
+            "hint",
+        )
+    )
+}
+FAULT, TRAP_CODE, STEPS_CODE = 2, 4, 3
+SPECIALS = (
+    "%tid.x",
+    "%tid.y",
+    "%tid.z",
+    "%ntid.x",
+    "%ntid.y",
+    "%ntid.z",
+    "%ctaid.x",
+    "%ctaid.y",
+    "%ctaid.z",
+    "%nctaid.x",
+    "%nctaid.y",
+    "%nctaid.z",
+    "%laneid",
+    "%warpid",
+    "%nwarpid",
+    "%warpsize",
+)
+_CONSTANTS = {"WARP_SZ": 32}
+_MASK = vec("i1")
+LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
+
+
+def _signed(value: int) -> int:
+    """A u64 as LLVM's i64 literal."""
+    return value - (1 << 64) if value >> 63 else value
+
+
+class Emitter:
+    """IR text for one kernel's warp function; ``registers`` maps names to bit widths."""
+
+    def __init__(self, registers: dict[str, int], symbol: Callable[[str], Any], kernel: str):
+        self.registers = registers
+        self.slots = {name: i for i, name in enumerate(sorted(registers))}
+        self.symbol, self.kernel = symbol, kernel
+        self.lines: list[str] = []
+        self.count = 0
+        self.mask = "%m"  # the current block's mask (reloaded at every block start)
+        self.insn = 0  # index of the instruction being emitted (fault and watchdog reports)
+        self.declarations: set[str] = set()
+        self.helpers: set[tuple[str, int]] = set()  # (load/store/access, element bits) the body calls
+        self.reads: frozenset[str] = frozenset()  # registers some instruction reads (see .kernel)
+        self.param_size = 0  # bytes of parameters the kernel declares
+        self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
+        self.saved: frozenset[str] = frozenset()  # registers live where a barrier resumes (.flow)
+        self.uniform: frozenset[str] = frozenset()  # registers every lane of a warp holds the same value in
+        self.defining = False  # the instruction being emitted defines its destination for all its lanes
+        self.spans: dict[
+            tuple[str, str], tuple[str, ...]
+        ] = {}  # (base register, mask) -> lo, hi, OR this block
+        self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
+        self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
+
+    def intrinsic(self, declaration: str) -> None:
+        self.declarations.add(declaration)
+
+    # -- text ------------------------------------------------------------------------------
+
+    def tmp(self) -> str:
+        self.count += 1
+        return f"%t{self.count}"
+
+    def label(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def put_label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def op(self, text: str) -> str:
+        """Emit ``%t = text`` and return ``%t``."""
+        out = self.tmp()
+        self.emit(f"{out} = {text}")
+        return out
+
+    # -- registers -------------------------------------------------------------------------
+
+    def slot(self, name: str) -> str:
+        return f"%R{self.slots[name]}"
+
+    def reg_type(self, name: str) -> str:
+        return vec(int_elem(self.registers[name]))
+
+    def slot_type(self, name: str) -> str:
+        """A uniform register (:func:`.kernel.uniform_registers`) is kept as one scalar."""
+        return int_elem(self.registers[name]) if name in self.uniform else self.reg_type(name)
+
+    def load_reg(self, name: str) -> str:
+        value = self.op(f"load {self.slot_type(name)}, ptr {self.slot(name)}")
+        return self.spread(value, int_elem(self.registers[name])) if name in self.uniform else value
+
+    def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
+        """Integer vector width change: truncate, or sign/zero-extend."""
+        if src_bits == dst_bits:
+            return value
+        if src_bits == 1:
+            return self.op(f"zext {vec('i1')} {value} to {vec(int_elem(dst_bits))}")
+        if dst_bits == 1:
+            return self.op(f"icmp ne {vec(int_elem(src_bits))} {value}, zeroinitializer")
+        how = "trunc" if src_bits > dst_bits else "sext" if signed else "zext"
+        return self.op(f"{how} {vec(int_elem(src_bits))} {value} to {vec(int_elem(dst_bits))}")
+
+    def from_bits(self, value: str, ptx_type: str) -> str:
+        """Integer bits of ``ptx_type``'s width as ``ptx_type`` (a bitcast for floats)."""
+        if is_float(ptx_type):
+            return self.op(f"bitcast {vec(int_elem(bits_of(ptx_type)))} {value} to {vec(elem(ptx_type))}")
+        return value
+
+    def to_bits(self, value: str, ptx_type: str) -> str:
+        if is_float(ptx_type):
+            return self.op(f"bitcast {vec(elem(ptx_type))} {value} to {vec(int_elem(bits_of(ptx_type)))}")
+        return value
+
+    def read(self, operand: Operand, ptx_type: str) -> str:
+        """``operand`` as a ``<32 x ptx_type>`` value (the interpreter's ``Context.read``)."""
+        if isinstance(operand, Not):
+            inner = self.read(operand.inner, "pred")
+            return self.op(f"xor {vec('i1')} {inner}, {self.ones('pred')}")
+        if isinstance(operand, Reg):
+            if operand.name in self.registers:
+                width = self.registers[operand.name]
+                if (width == 1) != (ptx_type == "pred"):
+                    raise Unsupported(f"register {operand.name} read as .{ptx_type}")
+                bits = self.convert(self.load_reg(operand.name), width, bits_of(ptx_type), False)
+                return self.from_bits(bits, ptx_type)
+            if operand.name in SPECIALS:
+                return self.from_bits(
+                    self.convert(f"%S.{operand.name[1:]}", 32, bits_of(ptx_type), False), ptx_type
+                )
+            raise Unsupported(f"special register {operand.name}")
+        if isinstance(operand, Imm):
+            return self.constant(constant_bits(operand.text, ptx_type), ptx_type)
+        if isinstance(operand, Sym):
+            if operand.name in _CONSTANTS and self.symbol(operand.name) is None:
+                return self.constant(_CONSTANTS[operand.name], ptx_type)
+            return self.constant(self.symbol_address(operand) % (1 << bits_of(ptx_type)), ptx_type)
+        raise Unsupported(f"operand {operand} read as .{ptx_type}")
+
+    def constant(self, bits: int, ptx_type: str) -> str:
+        width = bits_of(ptx_type)
+        literal = f"splat ({int_elem(width)} {bits if width > 1 else int(bool(bits))})"
+        if is_float(ptx_type):
+            return self.op(f"bitcast {vec(int_elem(width))} {literal} to {vec(elem(ptx_type))}")
+        return self.op(f"or {vec(int_elem(width))} {literal}, zeroinitializer")
+
+    def ones(self, ptx_type: str) -> str:
+        return f"splat ({int_elem(bits_of(ptx_type))} -1)" if ptx_type != "pred" else "splat (i1 true)"
+
+    def symbol_address(self, operand: Sym) -> int:
+        sym = self.symbol(operand.name)
+        if sym is None or sym.space not in ("shared", "local", "kparam", "global", "const"):
+            raise Unsupported(f"the address of {operand.name!r}")
+        return sym.value + operand.offset
+
+    def write(self, operand: Operand, value: str, ptx_type: str, mask: str) -> None:
+        """Store ``value`` (of ``ptx_type``) into a register for the lanes of ``mask``."""
+        if isinstance(operand, Sink):
+            return
+        if not isinstance(operand, Reg) or operand.name not in self.registers:
+            raise Unsupported(f"destination {operand}")
+        width = self.registers[operand.name]
+        if (width == 1) != (ptx_type == "pred"):
+            raise Unsupported(f"register {operand.name} written as .{ptx_type}")
+        self.spans = {key: span for key, span in self.spans.items() if key[0] != operand.name}
+        bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
+        if operand.name in self.uniform:  # every lane computed the same value
+            first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
+            self.emit(f"store {self.slot_type(operand.name)} {first}, ptr {self.slot(operand.name)}")
+            return
+        if self.defining and operand.name in self.local:  # the other lanes never read this value
+            self.emit(f"store {self.reg_type(operand.name)} {bits}, ptr {self.slot(operand.name)}")
+            return
+        old = self.load_reg(operand.name)
+        kept = self.op(
+            f"select {vec('i1')} {mask}, {self.reg_type(operand.name)} {bits}, "
+            f"{self.reg_type(operand.name)} {old}"
+        )
+        self.emit(f"store {self.reg_type(operand.name)} {kept}, ptr {self.slot(operand.name)}")
+
+    def guard(self, ins: Instruction) -> str:
+        """The lanes an instruction runs for: the block mask and its guard predicate."""
+        if ins.guard is None:
+            return self.mask
+        p = self.read(ins.guard, "pred")
+        if ins.guard_negated:
+            p = self.op(f"xor {vec('i1')} {p}, splat (i1 true)")
+        return self.op(f"and {vec('i1')} {self.mask}, {p}")
+
+    # -- memory ----------------------------------------------------------------------------
+
+    def address(self, mem: Operand, space: str) -> str:
+        """The generic u64 address of ``[base+offset]`` in ``space`` (``Context.address``)."""
+        if not isinstance(mem, Mem):
+            raise Unsupported(f"address operand {mem}")
+        window = WINDOWS.get(space, 0) if space in ("shared", "local", "param") else 0
+        base = mem.base
+        if isinstance(base, Sym):
+            sym = self.symbol(base.name)
+            if sym is None or sym.space not in ("shared", "local", "kparam", "global", "const"):
+                raise Unsupported(f"address of {base.name!r}")
+            window = WINDOWS.get("param" if sym.space == "kparam" else sym.space, 0)
+            return self.constant((sym.value + mem.offset + window) % (1 << 64), "u64")
+        if isinstance(base, Imm):
+            return self.constant((constant_bits(base.text, "u64") + mem.offset + window) % (1 << 64), "u64")
+        if base.name not in self.registers:
+            raise Unsupported(f"address register {base.name}")
+        width = self.registers[base.name]
+        value = self.read(base, "u64" if width == 64 else "u32")
+        if width != 64:
+            value = self.op(f"zext {vec('i32')} {value} to {vec('i64')}")
+        offset = (mem.offset + window) % (1 << 64)
+        self.base = (base.name, value, offset)
+        if not offset:
+            return value
+        return self.op(f"add {vec('i64')} {value}, splat (i64 {_signed(offset)})")
+
+    def move(self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int) -> list[str] | None:
+        """Check and carry out ``count`` elements of ``bits`` at ``[mem]`` for the lanes of ``mask``:
+        a store takes its values from ``%val``, a load returns them (zero in lanes that ran none).
+        Through a register base several accesses of the block share, the span of the register's
+        active lanes is computed once (:mod:`.access`); the full check decides whatever the hoisted
+        one cannot."""
+        whole = bits // 8 * count
+        self.base = None
+        address = self.address(mem, space)
+        done, skip = self.label("moved"), self.label("skip")
+        arrived: list[tuple[str, str]] = []
+        if self.base is not None and self.base[2] % whole == 0 and self.base[0] in self.reused:
+            name, value, offset = self.base
+            key = (name, mask)
+            if key not in self.spans:
+                self.emit(f"store {vec('i64')} {value}, ptr %spanin")
+                self.emit(
+                    f"call void @span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
+                    "ptr %spanout)"
+                )
+                self.spans[key] = tuple(
+                    self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
+                    for k in range(3)
+                )
+            lo, hi, bits_or = self.spans[key]
+            low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
+            delta = self.op(
+                f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
+                f"i1 {'true' if kind == 'store' else 'false'})"
+            )
+            fast, slow = self.label("hoisted"), self.label("checked")
+            self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
+            self.put_label(fast)
+            moved = self.spread(self.op(f"add i64 {delta}, {_signed(offset)}"), "i64")
+            pointers = self.op(f"add {vec('i64')} {value}, {moved}")
+            self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
+            lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+            helper = "fetch" if kind == "load" else "put"
+            self.emit(f"call void @{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
+            self.emit(f"br label %{done}")
+            arrived.append((fast, "true"))
+            self.put_label(slow)
+        _, ok = self.access(kind, address, mask, bits, whole, count, skip)
+        self.emit(f"br label %{done}")
+        arrived.append((ok, "true"))
+        self.put_label(skip)
+        self.emit(f"br label %{done}")
+        arrived.append((skip, "false"))
+        self.put_label(done)
+        if kind != "load":
+            return None
+        ran = self.op("phi i1 " + ", ".join(f"[{flag}, %{label}]" for label, flag in arrived))
+        t = vec(int_elem(bits))
+        values = []
+        for i in range(count):
+            loaded = self.op(
+                f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8"
+            )
+            values.append(self.op(f"select i1 {ran}, {t} {loaded}, {t} zeroinitializer"))
+        return values
+
+    def access(
+        self, kind: str, address: str, mask: str, bits: int, whole: int, count: int, skip: str
+    ) -> tuple[str, str]:
+        """Call ``@load_iN`` / ``@store_iN`` (:mod:`.runtime`) for ``count`` elements of ``bits`` at
+        ``address``, checked as one ``whole``-byte access; values travel through ``%val``.  No
+        active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
+        labels of the block that jumps to ``skip`` and of the one that goes on."""
+        self.helpers.add((kind, bits))
+        self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+        status = self.op(
+            f"call i32 @{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
+            "ptr %linp, ptr %val)"
+        )
+        return self._checked(status, skip)
+
+    def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
+        """Each lane's host pointer for a ``size``-byte read-modify-write at ``address`` (atomics)."""
+        self.helpers.add(("access", 0))
+        self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+        status = self.op(
+            f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, ptr %linp, ptr %out)"
+        )
+        self._checked(status, skip)
+        return self.op(f"load {vec('i64')}, ptr %out")
+
+    def _checked(self, status: str, skip: str) -> tuple[str, str]:
+        ok, bad, here = self.label("ok"), self.label("bad"), self.label("check")
+        self.emit(f"br label %{here}")
+        self.put_label(here)
+        self.emit(f"switch i32 {status}, label %{bad} [i32 0, label %{ok} i32 1, label %{skip}]")
+        self.put_label(bad)
+        self.leave(FAULT)
+        self.put_label(ok)
+        return here, ok
+
+    def leave(self, code: int) -> None:
+        """End the warp with ``code``, naming the instruction being emitted."""
+        self.emit(f"store i64 {self.insn}, ptr {self.ctx('err_insn')}")
+        self.emit(f"store i32 {code}, ptr %rc")
+        self.emit("br label %exit")
+
+    def ctx(self, field: str) -> str:
+        """A pointer to the launch context's ``field``."""
+        return self.op(f"getelementptr i64, ptr %ctx, i64 {CTX[field]}")
+
+    def spread(self, scalar: str, element: str) -> str:
+        """A run-time scalar in every lane."""
+        head = self.op(f"insertelement {vec(element)} poison, {element} {scalar}, i32 0")
+        return self.op(
+            f"shufflevector {vec(element)} {head}, {vec(element)} poison, {vec('i32')} zeroinitializer"
+        )
+
+    def reduce(self, how: str, value: str, element: str) -> str:
+        name = f"llvm.vector.reduce.{how}.v32{element}"
+        self.intrinsic(f"declare {element} @{name}({vec(element)})")
+        return self.op(f"call {element} @{name}({vec(element)} {value})")

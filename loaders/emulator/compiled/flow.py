@@ -1,0 +1,190 @@
+"""Data flow over a kernel's basic blocks: which registers are uniform, block-local, live at a barrier.
+
+Blocks are cut as :mod:`..liveness` cuts them: at branch targets and after every instruction the
+scheduler carries out (branches, returns, barriers, traps).  Liveness is per thread, as each lane
+runs the code on its own: a register is live at a block's start when some path reads it before an
+unguarded instruction writes it.  A warp that waits at a barrier saves only the registers live where
+its lanes resume, the starts of the blocks after its barriers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
+from ..parse import Instruction, Mem, Pair, Reg, Vec
+
+__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live"]
+
+_STORES = frozenset(("st", "red"))
+
+
+def _regs(operand: Any) -> list[str]:
+    if isinstance(operand, Reg):
+        return [operand.name]
+    if isinstance(operand, Mem) and isinstance(operand.base, Reg):
+        return [operand.base.name]
+    if isinstance(operand, Vec):
+        return [n for item in operand.items for n in _regs(item)]
+    if isinstance(operand, Pair):
+        return _regs(operand.first) + _regs(operand.second)
+    inner = getattr(operand, "inner", None)
+    return _regs(inner) if inner is not None else []
+
+
+def read_registers(instructions: list[Instruction]) -> frozenset[str]:
+    """Registers some instruction reads (a source operand, an address, a guard)."""
+    found: set[str] = set()
+    for ins in instructions:
+        sources = ins.operands if ins.opcode in _STORES else ins.operands[1:]
+        if ins.operands and isinstance(ins.operands[0], Mem):
+            sources = ins.operands
+        for operand in sources:
+            found.update(_regs(operand))
+        if ins.guard is not None:
+            found.add(ins.guard.name)
+    return frozenset(found)
+
+
+_UNIFORM_OPS = frozenset(
+    (
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "div",
+        "rem",
+        "abs",
+        "neg",
+        "min",
+        "max",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "cnot",
+        "shl",
+        "shr",
+        "popc",
+        "clz",
+        "brev",
+        "setp",
+        "selp",
+        "mov",
+        "cvt",
+        "cvta",
+        "fma",
+    )
+)
+_UNIFORM_SPECIALS = frozenset(
+    (*(f"%{r}.{c}" for r in ("ntid", "ctaid", "nctaid") for c in "xyz"), "%warpid", "%nwarpid", "%warpsize")
+)
+
+
+def uniform_registers(fn: Function, first: tuple[int, int], local: frozenset[str]) -> frozenset[str]:
+    """Registers every lane of a warp holds the same value in, kept as scalars: each write is an
+    unguarded instruction of uniform operands (constants, kernel parameters, ``%ctaid``, ``%ntid``,
+    uniform registers) that either every live lane runs together (in the first block, which no
+    branch enters again) or whose value no other lane reads (a block's temporary, ``local``)."""
+    steps = fn.steps
+    entered = any(s.kind == BRA and s.target == 0 for s in steps)
+    writes: dict[str, list[int]] = {}
+    for i, step in enumerate(steps):
+        ins = step.ins
+        if ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
+            continue
+        for name in _regs(ins.operands[0]):
+            writes.setdefault(name, []).append(i)
+
+    def fit(i: int) -> bool:
+        step, ins = steps[i], steps[i].ins
+        if step.kind != PLAIN or ins.guard is not None:
+            return False
+        parameter = (
+            ins.opcode == "ld"
+            and "param" in ins.mods
+            and isinstance(ins.operands[1], Mem)
+            and not isinstance(ins.operands[1].base, Reg)
+        )
+        return ins.opcode in _UNIFORM_OPS or parameter
+
+    found = {
+        name
+        for name, at in writes.items()
+        if all(fit(i) for i in at)
+        and (name in local or (not entered and all(first[0] <= i < first[1] for i in at)))
+    }
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(found):
+            sources = {r for i in writes[name] for o in steps[i].ins.operands[1:] for r in _regs(o)}
+            if any(r not in found and r not in _UNIFORM_SPECIALS for r in sources):
+                found.discard(name)
+                changed = True
+    return frozenset(found)
+
+
+def blocks_of(fn: Function) -> list[tuple[int, int]]:
+    """``(start, end)`` of each basic block: cut at branch targets and after control instructions."""
+    steps = fn.steps
+    starts = {0}
+    for i, step in enumerate(steps):
+        if step.kind == BRA:
+            starts.add(step.target)
+        if step.kind != PLAIN:
+            starts.add(i + 1)
+    ordered = sorted(s for s in starts if s < len(steps))
+    return [(s, ordered[k + 1] if k + 1 < len(ordered) else len(steps)) for k, s in enumerate(ordered)]
+
+
+def _defined(ins: Instruction) -> list[str]:
+    """The registers an instruction writes for every lane it runs for (none when guarded)."""
+    if ins.guard is not None or ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
+        return []
+    return _regs(ins.operands[0])
+
+
+def _used(ins: Instruction) -> set[str]:
+    sources = ins.operands if ins.opcode in _STORES or (ins.operands and isinstance(ins.operands[0], Mem)) \
+        else ins.operands[1:]
+    found = {r for o in sources for r in _regs(o)}
+    if ins.guard is not None:
+        found.add(ins.guard.name)
+    if ins.guard is not None or ins.opcode in ("atom",):  # a guarded write keeps the old value for some lanes
+        found.update(r for o in ins.operands[:1] for r in _regs(o) if not isinstance(o, Mem))
+    return found
+
+
+def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
+    """Registers live at the start of a block some barrier resumes at (what a waiting warp saves)."""
+    steps = fn.steps
+    index = {start: k for k, (start, _) in enumerate(blocks)}
+    uses, defs, successors = [], [], []
+    for start, end in blocks:
+        used: set[str] = set()
+        defined: set[str] = set()
+        for step in steps[start:end]:
+            used |= _used(step.ins) - defined
+            defined.update(_defined(step.ins) if step.kind == PLAIN else [])
+        uses.append(used)
+        defs.append(defined)
+        last = steps[end - 1]
+        after = [index[end]] if end in index else []
+        if last.kind == BRA:
+            successors.append([index[last.target], *(after if last.ins.guard is not None else [])])
+        elif last.kind in (RET, EXIT, TRAP):
+            successors.append(after if last.ins.guard is not None else [])
+        else:
+            successors.append(after)
+    live: list[set[str]] = [set() for _ in blocks]
+    changed = True
+    while changed:
+        changed = False
+        for k in reversed(range(len(blocks))):
+            out = set().union(*(live[j] for j in successors[k])) if successors[k] else set()
+            new = uses[k] | (out - defs[k])
+            if new != live[k]:
+                live[k], changed = new, True
+    resumes = {index[end] for start, end in blocks if steps[end - 1].kind == BAR and end in index}
+    return frozenset().union(*(live[k] for k in resumes)) if resumes else frozenset()

@@ -1,0 +1,350 @@
+"""One kernel -> one LLVM module: a warp function over basic blocks, scheduled as the interpreter does.
+
+The warp's 32 lanes run together under an execution mask.  While every runnable lane is at the
+same block (*converged*), a branch all active lanes agree on jumps straight to its target; a
+branch that splits them writes each lane's program counter (its block) and enters the scheduler,
+which picks the lowest block any runnable lane is at and runs it for the lanes there: the
+interpreter's min-PC policy (:mod:`..machine`), which reconverges structured control flow at its
+join points.  ``bar.sync`` parks the lanes that reach it; when no lane can run the warp saves its
+registers and returns to the driver, which resumes it once every warp of the block waits
+(:mod:`.runtime`).  Blocks count the watchdog's steps (``max_steps`` per warp) and the
+thread-instructions the interpreter reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..liveness import block_local, writes
+from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
+from ..parse import Instruction, Mem, Reg
+from . import convert, mem  # noqa: F401  (lowerings)
+from .access import COMMON, helper_ir
+from .emit import LANE_IDS, SPECIALS, STEPS_CODE, TRAP_CODE, Emitter
+from .flow import barrier_live, blocks_of, read_registers, uniform_registers
+from .ops import LOWER
+from .runtime import DECLARATIONS, launch_ir, shared_ir
+from .values import Unsupported, vec
+
+__all__ = ["kernel_ir", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
+
+MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
+
+SLOT = 256  # bytes per saved register (32 lanes of 64 bits)
+STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
+_NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
+_FAR = 1 << 30
+_M, _I32 = vec("i1"), vec("i32")
+
+
+def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
+    """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile."""
+    if len(fn.steps) > MAX_INSTRUCTIONS:
+        raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling takes "
+                          "about 10 ms per instruction here, longer than interpreting most launches")
+    for step in fn.steps:
+        if step.kind not in (PLAIN, BRA, RET, EXIT, BAR, TRAP):
+            raise Unsupported(f"`{step.ins.text}` (calls run on the interpreter)")
+        if step.kind == BAR and step.target is not None:
+            raise Unsupported(f"`{step.ins.text}` (barrier reductions and grid sync)")
+        if (
+            step.kind == PLAIN
+            and step.ins.opcode not in LOWER
+            and step.ins.opcode not in _NOOPS
+            and not (step.ins.opcode in ("bar", "barrier") and "warp" in step.ins.mods)
+        ):
+            raise Unsupported(f"`{step.ins.text}`")
+    registers = {
+        name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()
+    }
+    e = Emitter(registers, symbol, fn.name)
+    e.reads = read_registers([s.ins for s in fn.steps])
+    e.param_size = param_size
+    blocks = blocks_of(fn)
+    instructions = [s.ins for s in fn.steps]
+    plain = [s.kind == PLAIN for s in fn.steps]
+    e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
+    e.uniform = uniform_registers(fn, blocks[0], e.local)
+    e.saved = barrier_live(fn, blocks)
+    block_of = {start: k for k, (start, _) in enumerate(blocks)}
+    block_of[len(fn.steps)] = len(blocks)
+    _entry(e, blocks)
+    for k, (start, end) in enumerate(blocks):
+        _block(e, fn, k, start, end, block_of)
+    _scheduler(e, len(blocks))
+    body = "\n".join(e.lines)
+    params = "ptr %ctx, ptr %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
+    state = STATE_HEADER + SLOT * max(len(registers), 1)
+    helpers = [COMMON, *(helper_ir(kind, bits) for kind, bits in sorted(e.helpers - {("access", 0)}))]
+    for kind, bits in e.helpers - {("access", 0)}:
+        t, t8 = vec(f"i{bits}"), f"<8 x i{bits}>"
+        if kind == "load":
+            e.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
+            e.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
+            e.intrinsic("declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)")
+        e.intrinsic(
+            f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})"
+            if kind == "load"
+            else f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})"
+        )
+        e.intrinsic(
+            f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})"
+            if kind == "load"
+            else f"declare void @llvm.masked.scatter.v32i{bits}.v32p0({t}, {vec('ptr')}, {_M})"
+        )
+    return "\n".join(
+        [
+            *sorted(e.declarations | DECLARATIONS),
+            shared_ir(),
+            *helpers,
+            f"define internal i32 @warp({params}) {{",
+            body,
+            "}",
+            launch_ir(state),
+        ]
+    )
+
+
+def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
+    e.put_label("entry")
+    for name in e.slots:
+        e.emit(f"{e.slot(name)} = alloca {e.slot_type(name)}")
+    for name, t in (
+        ("%mask", vec("i1")),
+        ("%live", vec("i1")),
+        ("%blocked", vec("i1")),
+        ("%pcs", vec("i32")),
+        ("%conv", "i1"),
+        ("%steps", "i64"),
+        ("%tsteps", "i64"),
+        ("%rc", "i32"),
+        ("%out", vec("i64")),
+        ("%addr", vec("i64")),
+        ("%linp", vec("i64")),
+        ("%val", f"[8 x {vec('i64')}]"),
+        ("%spanin", vec("i64")),
+        ("%spanout", "[3 x i64]"),
+    ):
+        e.emit(f"{name} = alloca {t}")
+    e.emit("store i64 0, ptr %tsteps")
+    scalars = {}
+    for field in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps", "max_steps", "param", "tids"):
+        scalars[field] = e.op(f"load i64, ptr {e.ctx(field)}")
+    e.emit(f"%param = inttoptr i64 {scalars['param']} to ptr")
+    e.emit(f"%maxsteps = or i64 {scalars['max_steps']}, 0")
+    small = {
+        f: e.op(f"trunc i64 {scalars[f]} to i32")
+        for f in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps")
+    }
+    first = e.op("mul i32 %w, 32")
+    e.emit(f"%lin = add {_I32} {e.spread(first, 'i32')}, {LANE_IDS}")
+    e.emit(f"%lin64 = zext {_I32} %lin to {vec('i64')}")
+    e.emit(f"store {vec('i64')} %lin64, ptr %linp")
+    table = e.op(f"inttoptr i64 {scalars['tids']} to ptr")
+    values = {
+        "laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
+        "warpsize": f"or {_I32} splat (i32 32), zeroinitializer",
+    }
+    padded = e.op(f"mul i32 {small['nwarps']}, 32")
+    for axis, c in enumerate("xyz"):  # the launch's table of thread indices (a division per lane otherwise)
+        at = e.op(f"add i32 {first}, {e.op(f'mul i32 {padded}, {axis}')}")
+        values[f"tid.{c}"] = f"load {_I32}, ptr {e.op(f'getelementptr i32, ptr {table}, i32 {at}')}, align 4"
+    for c in "xyz":
+        values[f"ntid.{c}"] = f"or {vec('i32')} {e.spread(small['b' + c], 'i32')}, zeroinitializer"
+        values[f"nctaid.{c}"] = f"or {vec('i32')} {e.spread(small['g' + c], 'i32')}, zeroinitializer"
+        values[f"ctaid.{c}"] = f"or {vec('i32')} {e.spread('%c' + c, 'i32')}, zeroinitializer"
+    values["warpid"] = f"or {vec('i32')} {e.spread('%w', 'i32')}, zeroinitializer"
+    values["nwarpid"] = f"or {vec('i32')} {e.spread(small['nwarps'], 'i32')}, zeroinitializer"
+    for name in SPECIALS:
+        e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
+    live = e.op(f"icmp ult {vec('i32')} %lin, {e.spread(small['threads'], 'i32')}")
+    e.emit("br i1 %resume, label %restore, label %fresh")
+    e.put_label("fresh")
+    for name in _kept(e):
+        e.emit(f"store {e.slot_type(name)} zeroinitializer, ptr {e.slot(name)}")
+    for name, value in (("%live", live), ("%mask", live)):
+        e.emit(f"store {vec('i1')} {value}, ptr {name}")
+    e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
+    e.emit(f"store {_I32} zeroinitializer, ptr %pcs")
+    e.emit("store i1 true, ptr %conv")
+    e.emit("store i64 0, ptr %steps")
+    e.emit("br label %B0")
+    e.put_label("restore")
+    for name in _saved(e):
+        at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
+        saved = e.op(f"load {e.slot_type(name)}, ptr {at}, align 8")
+        e.emit(f"store {e.slot_type(name)} {saved}, ptr {e.slot(name)}")
+    e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
+    live_at = e.op("getelementptr i8, ptr %st, i64 128")
+    e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
+    steps_at = e.op("getelementptr i8, ptr %st, i64 136")
+    e.emit(f"store i64 {e.op(f'load i64, ptr {steps_at}, align 8')}, ptr %steps")
+    e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
+    e.emit("br label %sched")
+
+
+def _saved(e: Emitter) -> list[str]:
+    """The registers a warp waiting at a barrier saves: those live where its lanes resume."""
+    return [name for name in _kept(e) if name in e.saved]
+
+
+def _kept(e: Emitter) -> list[str]:
+    """Registers a lane may read before writing in some block: zeroed at the start, saved at a
+    barrier; the others (temporaries of one block, :mod:`..liveness`) need neither."""
+    return [name for name in e.slots if name not in e.local]
+
+
+def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int]) -> None:
+    e.put_label(f"B{k}")
+    m = e.mask = f"%m{k}"
+    e.spans = {}
+    bases = [
+        o.base.name
+        for s in fn.steps[start:end]
+        for o in s.ins.operands
+        if isinstance(o, Mem) and isinstance(o.base, Reg)
+    ]
+    e.reused = {name for name in bases if bases.count(name) > 1}
+    e.emit(f"{m} = load {vec('i1')}, ptr %mask")
+    e.insn = start
+    length = end - start
+    steps = e.op(f"add i64 {e.op('load i64, ptr %steps')}, {length}")
+    e.emit(f"store i64 {steps}, ptr %steps")
+    bits = e.op(f"bitcast {vec('i1')} {m} to i32")
+    active = e.op(f"zext i32 {e.op(f'call i32 @llvm.ctpop.i32(i32 {bits})')} to i64")
+    e.intrinsic("declare i32 @llvm.ctpop.i32(i32)")
+    counted, work = e.op("load i64, ptr %tsteps"), e.op(f"mul i64 {active}, {length}")
+    e.emit(f"store i64 {e.op(f'add i64 {counted}, {work}')}, ptr %tsteps")
+    over, go = e.label("watchdog"), e.label("run")
+    e.emit(f"br i1 {e.op(f'icmp ugt i64 {steps}, %maxsteps')}, label %{over}, label %{go}")
+    e.put_label(over)
+    e.leave(STEPS_CODE)
+    e.put_label(go)
+    last = fn.steps[end - 1]
+    body_end = end if last.kind == PLAIN else end - 1
+    for i in range(start, body_end):
+        ins = fn.steps[i].ins
+        e.insn = i
+        e.defining = writes(ins, True)
+        if ins.opcode in LOWER:
+            LOWER[ins.opcode](e, ins, e.guard(ins))
+    e.insn = end - 1
+    e.defining = False
+    following = block_of[end]
+    if last.kind == PLAIN:
+        _goto(e, m, following)
+    elif last.kind == BRA:
+        _branch(e, last.ins, m, block_of[last.target], following)
+    elif last.kind in (RET, EXIT):
+        leaving = e.guard(last.ins)
+        keep = e.op(f"xor {vec('i1')} {leaving}, splat (i1 true)")
+        live = e.op(f"load {_M}, ptr %live")
+        e.emit(f"store {_M} {e.op(f'and {_M} {live}, {keep}')}, ptr %live")
+        rest = e.op(f"and {vec('i1')} {m}, {keep}")
+        e.emit(f"store {vec('i1')} {rest}, ptr %mask")
+        on = e.label("stay")
+        e.emit(f"br i1 {e.reduce('or', rest, 'i1')}, label %{on}, label %sched")
+        e.put_label(on)
+        _goto(e, rest, following)
+    elif last.kind == BAR:
+        arriving = e.guard(last.ins)
+        _set_pcs(e, m, following)
+        blocked = e.op(f"load {vec('i1')}, ptr %blocked")
+        e.emit(f"store {vec('i1')} {e.op(f'or {_M} {blocked}, {arriving}')}, ptr %blocked")
+        e.emit("br label %sched")
+    else:  # trap: the interpreter re-runs the launch and reports it
+        trapping = e.guard(last.ins)
+        stop, on = e.label("trap"), e.label("untrapped")
+        e.emit(f"br i1 {e.reduce('or', trapping, 'i1')}, label %{stop}, label %{on}")
+        e.put_label(stop)
+        e.leave(TRAP_CODE)
+        e.put_label(on)
+        _goto(e, m, following)
+
+
+def _set_pcs(e: Emitter, lanes: str, block: int) -> None:
+    pcs = e.op(f"load {vec('i32')}, ptr %pcs")
+    chosen = e.op(f"select {_M} {lanes}, {_I32} splat (i32 {block}), {_I32} {pcs}")
+    e.emit(f"store {_I32} {chosen}, ptr %pcs")
+
+
+def _goto(e: Emitter, lanes: str, block: int) -> None:
+    """Lanes ``lanes`` (the block's mask) continue at ``block``: directly while converged."""
+    slow = e.label("diverged")
+    e.emit(f"br i1 {e.op('load i1, ptr %conv')}, label %B{block}, label %{slow}")
+    e.put_label(slow)
+    _set_pcs(e, lanes, block)
+    e.emit("br label %sched")
+
+
+def _branch(e: Emitter, ins: Instruction, m: str, target: int, following: int) -> None:
+    if ins.guard is None:
+        _goto(e, m, target)
+        return
+    taken = e.guard(ins)
+    rest = e.op(f"xor {vec('i1')} {m}, {taken}")
+    conv = e.op("load i1, ptr %conv")
+    some_taken, some_rest = e.reduce("or", taken, "i1"), e.reduce("or", rest, "i1")
+    stays = e.op(f"xor i1 {some_rest}, true")
+    all_taken = e.op(f"and i1 {conv}, {stays}")
+    none_taken = e.label("untaken")
+    e.emit(f"br i1 {all_taken}, label %B{target}, label %{none_taken}")
+    e.put_label(none_taken)
+    split = e.label("split")
+    untaken = e.op(f"xor i1 {some_taken}, true")
+    e.emit(f"br i1 {e.op(f'and i1 {conv}, {untaken}')}, label %B{following}, label %{split}")
+    e.put_label(split)
+    _set_pcs(e, rest, following)
+    _set_pcs(e, taken, target)
+    e.emit("br label %sched")
+
+
+def _scheduler(e: Emitter, count: int) -> None:
+    """The min-PC scheduler, the barrier save, the off-the-end block and the common exit."""
+    mask, i32 = vec("i1"), vec("i32")
+    e.put_label("sched")
+    live, blocked = e.op(f"load {mask}, ptr %live"), e.op(f"load {mask}, ptr %blocked")
+    free = e.op(f"xor {mask} {blocked}, splat (i1 true)")
+    runnable = e.op(f"and {mask} {live}, {free}")
+    e.emit(f"br i1 {e.reduce('or', runnable, 'i1')}, label %pick, label %idle")
+    e.put_label("pick")
+    pcs = e.op(f"load {i32}, ptr %pcs")
+    candidates = e.op(f"select {mask} {runnable}, {i32} {pcs}, {i32} splat (i32 {_FAR})")
+    lowest = e.reduce("umin", candidates, "i32")
+    here = e.op(f"icmp eq {i32} {candidates}, {e.spread(lowest, 'i32')}")
+    e.emit(f"store {mask} {here}, ptr %mask")
+    here_bits, runnable_bits = (
+        e.op(f"bitcast {mask} {here} to i32"),
+        e.op(f"bitcast {mask} {runnable} to i32"),
+    )
+    same = e.op(f"icmp eq i32 {here_bits}, {runnable_bits}")
+    e.emit(f"store i1 {same}, ptr %conv")
+    cases = " ".join(f"i32 {k}, label %B{k}" for k in range(count))
+    e.emit(f"switch i32 {lowest}, label %B{count} [{cases}]")
+    e.put_label(f"B{count}")  # past the last instruction: an implicit return
+    gone = e.op(f"load {mask}, ptr %mask")
+    still, staying = e.op(f"load {mask}, ptr %live"), e.op(f"xor {mask} {gone}, splat (i1 true)")
+    e.emit(f"store {mask} {e.op(f'and {mask} {still}, {staying}')}, ptr %live")
+    e.emit("br label %sched")
+    e.put_label("idle")
+    e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
+    e.put_label("save")
+    for name in _saved(e):
+        at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
+        value = e.op(f"load {e.slot_type(name)}, ptr {e.slot(name)}")
+        e.emit(f"store {e.slot_type(name)} {value}, ptr {at}, align 8")
+    e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
+    e.emit(f"store {mask} {live}, ptr {e.op('getelementptr i8, ptr %st, i64 128')}, align 8")
+    e.emit(
+        f"store i64 {e.op('load i64, ptr %steps')}, ptr {e.op('getelementptr i8, ptr %st, i64 136')}, align 8"
+    )
+    e.emit("store i32 1, ptr %rc")
+    e.emit("br label %exit")
+    e.put_label("done")
+    e.emit("store i32 0, ptr %rc")
+    e.emit("br label %exit")
+    e.put_label("exit")
+    total = e.ctx("thread_steps")
+    before, mine = e.op(f"load i64, ptr {total}"), e.op("load i64, ptr %tsteps")
+    e.emit(f"store i64 {e.op(f'add i64 {before}, {mine}')}, ptr {total}")
+    e.emit(f"ret i32 {e.op('load i32, ptr %rc')}")

@@ -1,0 +1,179 @@
+"""The compiled tier's launch: the same contract as :func:`..launch.run_kernel`, in native code.
+
+A kernel is compiled on its first launch; one the tier cannot translate (an instruction it does
+not lower, a call, a barrier reduction, grid sync, an atomic whose old value is read) runs on the
+interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).  The memory a
+launch can reach is the interpreter's: the caller's buffers, module variables, the parameter
+buffer, the device heap, and one block's shared and local memory (zeroed for every block, as the
+interpreter allocates them).  A launch that faults or traps is run again on the interpreter, whose
+report (the same :class:`~ptxbridge.abi.errors.MemoryAccessError` text, naming the thread the
+interpreter meets first) is raised; the compiled run may have written memory before the fault,
+as a GPU may.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
+from ptxbridge.loaders.base import Buffer
+
+from ..heap import Heap
+from ..launch import buffer_regions, run_kernel, shared_bytes
+from ..machine import Machine
+from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
+from ..program import Program
+from .emit import CTX, STEPS_CODE
+from .jit import Compiled, compile_ir
+from .kernel import SLOT, STATE_HEADER, kernel_ir
+from .runtime import REASONS
+from .values import Unsupported
+
+__all__ = ["CompiledTier"]
+
+log = logging.getLogger("ptxbridge.cpu")
+
+
+class CompiledTier:
+    """Compiled kernels of one program; :meth:`launch` is a drop-in for ``run_kernel``."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.kernels: dict[str, Compiled | str] = {}  # a compiled kernel, or why it runs interpreted
+
+    def compiled(self, name: str) -> Compiled | None:
+        """The kernel's native code, or None when it runs on the interpreter (logged once)."""
+        found = self.kernels.get(name)
+        if found is None:
+            try:
+                if "grid" in self.program.check_launch(name):
+                    raise Unsupported("grid-wide synchronization")
+                entry = self.program.entries[name]
+                found = compile_ir(
+                    kernel_ir(self.program.functions[name], self.program.symbols[name], entry.size)
+                )
+            except Unsupported as exc:
+                found = f"{exc}"
+                log.debug("kernel %r runs on the interpreter: %s", name, exc)
+            except ImportError as exc:  # llvmlite comes with numba, an optional extra
+                found = f"llvmlite is not installed ({exc})"
+                log.debug("kernel %r runs on the interpreter: %s", name, found)
+            except UnsupportedInstructionError as exc:
+                found = f"{exc}"  # the interpreter raises it at launch
+            self.kernels[name] = found
+        return found if isinstance(found, Compiled) else None
+
+    def why_interpreted(self, name: str) -> str | None:
+        """None when kernel ``name`` runs compiled, else why it runs on the interpreter."""
+        found = self.compiled(name)
+        return None if found is not None else str(self.kernels[name])
+
+    def launch(
+        self,
+        program: Program,
+        machine: Machine,
+        name: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_mem: int,
+        params: bytes,
+        buffers: Sequence[Buffer],
+        max_threads: int,
+        max_steps: int,
+        heap: Heap,
+        signature: Any = None,
+        heap_written: dict[int, Any] | None = None,
+    ) -> int:
+        """Run kernel ``name`` to completion; return the thread-instructions run (``signature`` and
+        ``heap_written`` go to the interpreter when it runs the launch: :func:`run_kernel`)."""
+        compiled = self.compiled(name)
+        if compiled is None or len(params) < program.entries[name].size:
+            return run_kernel(
+                program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
+                heap, signature, heap_written,
+            )
+        fn = program.functions[name]
+        per_block = block[0] * block[1] * block[2]
+        warps = -(-per_block // 32)
+        param_data = np.frombuffer(bytearray(params), np.uint8)
+        regions = [
+            *buffer_regions(buffers),
+            *program.variables,
+            *heap.regions,
+            Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID, writable=False),
+        ]
+        shared = Region.allocate(
+            "shared memory", WINDOWS["shared"], shared_bytes(program, shared_mem), 1, PER_BLOCK
+        )
+        local = Region.allocate("local memory", WINDOWS["local"], program.local_size, 32 * warps, PER_THREAD)
+        regions += [r for r in (shared, local) if r.size]
+        table = np.array(
+            [
+                (
+                    r.base,
+                    r.base + r.size,
+                    (r.data.ctypes.data - r.base) % (1 << 64),
+                    int(r.writable) | (2 if r.per == PER_THREAD else 0),
+                )
+                for r in regions
+            ],
+            np.uint64,
+        )
+        lin = np.arange(32 * warps, dtype=np.uint32)
+        tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
+        state = np.empty(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)), np.uint8)
+        ctx = np.zeros(len(CTX), np.uint64)
+        fields = {
+            "gx": grid[0],
+            "gy": grid[1],
+            "gz": grid[2],
+            "bx": block[0],
+            "by": block[1],
+            "bz": block[2],
+            "param": param_data.ctypes.data,
+            "nregions": len(table),
+            "regions": table.ctypes.data,
+            "shared": shared.data.ctypes.data,
+            "shared_size": shared.size,
+            "local": local.data.ctypes.data,
+            "local_stride": local.stride,
+            "local_size": local.stride * 32 * warps if local.size else 0,
+            "state": state.ctypes.data,
+            "max_steps": max_steps,
+            "first_block": 0,
+            "end_block": grid[0] * grid[1] * grid[2],
+            "threads": per_block,
+            "nwarps": warps,
+            "tids": tids.ctypes.data,
+        }
+        for field, value in fields.items():
+            ctx[CTX[field]] = value
+        status = compiled.launch(ctx.ctypes.data)
+        if status == 0:
+            return int(ctx[CTX["thread_steps"]])
+        step = fn.steps[int(ctx[CTX["err_insn"]])]
+        where = f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
+        if status == STEPS_CODE:
+            raise EmulatorError(
+                f"kernel {name!r}: gave up after {max_steps} interpreter steps {where} (steps "
+                "counted per warp by the compiled CPU tier): an endless loop or a spin-wait; "
+                "raise max_steps if the kernel is just long"
+            )
+        # a fault or a trap: the interpreter runs the launch again and writes the report
+        run_kernel(
+            program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps, heap,
+            signature, heap_written,
+        )
+        if status != 2:
+            raise EmulatorError(f"kernel {name!r}: trap executed {where}")
+        reason = REASONS.get(int(ctx[CTX["err_reason"]]), "bad access").format(size=int(ctx[CTX["err_size"]]))
+        raise MemoryAccessError(
+            f"kernel {name!r}: {reason}: address 0x{int(ctx[CTX['err_addr']]):x} "
+            f"({int(ctx[CTX['err_size']])} bytes) in block {int(ctx[CTX['err_block']])} "
+            f"(linear); {where} (found by the compiled CPU tier; the interpreter's "
+            "re-run of the launch did not meet it, as the kernel had changed memory)"
+        )

@@ -1,0 +1,424 @@
+"""The CPU loader's compiled tier against the interpreter: same outputs bit for bit, same reports.
+
+Each kernel is compiled by the real compilers (NVRTC, numba-cuda) and launched on both tiers of
+the CPU loader (``tier="compiled"`` / ``"interp"``, also ``$PTXBRIDGE_CPU_TIER``); the test
+checks that the compiled tier really compiled it, so a silent fallback cannot pass for a match.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _emulator import backend, kernel_ptx, launch, ptr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ptxbridge
+from ptxbridge import nvrtc
+from ptxbridge.abi.errors import ArgumentError, EmulatorError, MemoryAccessError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import emulator_kernels as fx  # the benchmark's CUDA C++ kernels: matmul, histogram, Collatz
+
+REDUCE = r"""
+extern "C" __global__ void reduce(const float* x, float* out, int n) {
+  __shared__ float s[128];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) { if (t < k) s[t] += s[t + k]; __syncthreads(); }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+# integer and float corners PTX defines and C leaves undefined: shifts past the width, division by
+# zero and INT_MIN / -1 (PTX's div/rem), float -> int conversion of NaN and out-of-range values
+CORNERS = r"""
+extern "C" __global__ void corners(const int* a, const int* b, const float* f, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int x = a[i], y = b[i]; unsigned ux = x, uy = y;
+  int q, r; unsigned uq, ur, sl, sr; int sa;
+  asm("div.s32 %0, %1, %2;" : "=r"(q) : "r"(x), "r"(y));
+  asm("rem.s32 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(y));
+  asm("div.u32 %0, %1, %2;" : "=r"(uq) : "r"(ux), "r"(uy));
+  asm("rem.u32 %0, %1, %2;" : "=r"(ur) : "r"(ux), "r"(uy));
+  asm("shl.b32 %0, %1, %2;" : "=r"(sl) : "r"(ux), "r"(uy & 63));
+  asm("shr.u32 %0, %1, %2;" : "=r"(sr) : "r"(ux), "r"(uy & 63));
+  asm("shr.s32 %0, %1, %2;" : "=r"(sa) : "r"(x), "r"(uy & 63));
+  out[9 * i + 0] = q; out[9 * i + 1] = r; out[9 * i + 2] = uq; out[9 * i + 3] = ur;
+  out[9 * i + 4] = sl; out[9 * i + 5] = sr; out[9 * i + 6] = sa;
+  out[9 * i + 7] = (int)f[i]; out[9 * i + 8] = (int)(unsigned short)fminf(f[i], (float)y);
+}
+"""
+CORNER_INTS = np.array([0, 1, -1, 2, 7, -7, 31, 32, 33, 63, 64, 2**31 - 1, -(2**31), 12345, -99999], np.int32)
+CORNER_FLOATS = np.array(
+    [
+        0.0,
+        -0.0,
+        1.5,
+        -1.5,
+        2.5,
+        3e9,
+        -3e9,
+        np.inf,
+        -np.inf,
+        np.nan,
+        65535.7,
+        1e-40,
+        -2147483648.0,
+        2147483520.0,
+        0.49999997,
+    ],
+    np.float32,
+)
+
+
+def _modules(*artifacts):
+    image = ptxbridge.link(list(artifacts))
+    return image.load("cpu", tier="compiled"), image.load("cpu", tier="interp")
+
+
+def _cuda(source):
+    return _modules(nvrtc.compile(source, arch="sm_90", output="ptx"))
+
+
+def _both(modules, kernel, make, **launch_options):
+    """Launch ``kernel`` on each tier with fresh arrays from ``make()``; return both arrays lists."""
+    compiled, interpreted = modules
+    results = []
+    for module in (compiled, interpreted):
+        arrays = make()
+        getattr(module, kernel)(*arrays, **launch_options)
+        results.append(arrays)
+    assert compiled.backend.compiled_tier.why_interpreted(kernel) is None
+    return results
+
+
+def _same(a, b):
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, np.ndarray):
+            assert x.tobytes() == y.tobytes()
+
+
+def test_tiled_matmul_with_barriers_is_bit_identical():
+    n = 64
+    rng = np.random.default_rng(1)
+    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+    got, want = _both(
+        _cuda(fx.MATMUL),
+        "matmul",
+        lambda: [a, b, np.zeros((n, n), np.float32), n],
+        grid=(n // 16, n // 16),
+        block=(16, 16),
+    )
+    _same(got, want)
+    assert np.allclose(got[2], a @ b, rtol=1e-5)
+
+
+def test_histogram_with_shared_and_global_atomics_is_exact():
+    data = np.random.default_rng(2).integers(0, 256, 50_000, dtype=np.uint8)
+    got, want = _both(
+        _cuda(fx.HISTOGRAM),
+        "histogram",
+        lambda: [data, np.zeros(256, np.uint32), data.size],
+        grid=13,
+        block=192,
+    )
+    _same(got, want)
+    assert (got[1] == np.bincount(data, minlength=256)).all()
+
+
+def test_divergent_collatz_loop_and_early_return_match():
+    start = np.arange(1, 3001, dtype=np.uint32)
+    got, want = _both(
+        _cuda(fx.COLLATZ), "collatz", lambda: [start, np.zeros_like(start), start.size], grid=12, block=256
+    )  # 72 threads past the end return at once
+    _same(got, want)
+    assert got[1][26] == 111  # 27 takes 111 steps
+
+
+def test_tree_reduction_with_a_barrier_in_a_loop_matches():
+    x = np.random.default_rng(3).random(1000, np.float32)
+    got, want = _both(
+        _cuda(REDUCE), "reduce", lambda: [x, np.zeros(8, np.float32), x.size], grid=8, block=128
+    )
+    _same(got, want)
+
+
+def test_ptx_corner_cases_of_integer_and_conversion_semantics():
+    a = np.repeat(CORNER_INTS, len(CORNER_INTS))
+    b = np.tile(CORNER_INTS, len(CORNER_INTS))
+    f = np.resize(CORNER_FLOATS, a.size)
+    got, want = _both(
+        _cuda(CORNERS),
+        "corners",
+        lambda: [a, b, f, np.zeros(9 * a.size, np.int32), a.size],
+        grid=-(-a.size // 64),
+        block=64,
+    )
+    _same(got, want)
+    out = got[3].reshape(-1, 9)
+    zero = b == 0
+    assert (out[zero, 0] == -1).all() and (out[zero, 1] == a[zero]).all()  # PTX: x / 0 = ~0, x % 0 = x
+
+
+def test_numba_saxpy_and_matmul_are_bit_identical():
+    numba = pytest.importorskip("ptxbridge.numba")
+    from numba import cuda, float32
+
+    def saxpy(a, x, y, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = a * x[i] + y[i]
+
+    def matmul(a, b, c):
+        sa = cuda.shared.array((16, 16), float32)
+        sb = cuda.shared.array((16, 16), float32)
+        x, y = cuda.grid(2)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        tmp = float32(0.0)
+        for t in range(a.shape[1] // 16):
+            sa[ty, tx] = a[y, t * 16 + tx]
+            sb[ty, tx] = b[t * 16 + ty, x]
+            cuda.syncthreads()
+            for k in range(16):
+                tmp += sa[ty, k] * sb[k, tx]
+            cuda.syncthreads()
+        c[y, x] = tmp
+
+    vec = "void(float32, float32[::1], float32[::1], float32[::1])"
+    mat = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+    modules = _modules(
+        numba.compile(saxpy, vec, arch="sm_90", name="saxpy"),
+        numba.compile(matmul, mat, arch="sm_90", name="matmul"),
+    )
+    rng = np.random.default_rng(4)
+    x, y = rng.random(5000, np.float32), rng.random(5000, np.float32)
+    _same(*_both(modules, "saxpy", lambda: [np.float32(2.5), x, y, np.zeros_like(x)], grid=20, block=256))
+    a, b = rng.random((48, 48), np.float32), rng.random((48, 48), np.float32)
+    _same(
+        *_both(modules, "matmul", lambda: [a, b, np.zeros((48, 48), np.float32)], grid=(3, 3), block=(16, 16))
+    )
+
+
+OOB = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r1;
+ret;""",
+    regs=".reg .b32 %r<2>;\n.reg .b64 %rd<4>;",
+)
+
+
+def test_an_out_of_bounds_store_gives_the_interpreters_report():
+    messages = []
+    out = np.zeros(40, np.uint32)  # one buffer: the report names its address
+    for tier in ("compiled", "interp"):
+        be = backend(OOB, tier=tier)
+        with pytest.raises(MemoryAccessError) as raised:
+            launch(be, "k", [ptr("u32")], [out.ctypes.data], grid=1, block=64, arrays=[out])
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert "thread (40, 0, 0)" in messages[0] and "PTX line" in messages[0]
+
+
+def test_the_watchdog_stops_a_spinning_compiled_kernel():
+    be = backend(kernel_ptx("LOOP:\nbra.uni LOOP;"), max_steps=1000, tier="compiled")
+    with pytest.raises(EmulatorError, match="gave up after 1000 interpreter steps"):
+        launch(be, "k", [ptr("u32")], [0], grid=1, block=32)
+    assert be.compiled_tier.why_interpreted("k") is None
+
+
+SHUFFLE = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+shfl.sync.bfly.b32 %r2, %r1, 1, 31, -1;
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r2;
+ret;""",
+    regs=".reg .b32 %r<3>;\n.reg .b64 %rd<4>;",
+)
+
+
+def test_a_kernel_the_tier_does_not_translate_runs_on_the_interpreter_and_says_why(caplog):
+    out = np.zeros(32, np.uint32)
+    be = backend(SHUFFLE, tier="compiled")
+    with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
+        for _ in range(2):
+            launch(be, "k", [ptr("u32")], [out.ctypes.data], grid=1, block=32, arrays=[out])
+    assert (out == np.arange(32) ^ 1).all()
+    assert "shfl.sync.bfly.b32" in be.compiled_tier.why_interpreted("k")
+    assert sum("runs on the interpreter" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "interp")
+    assert backend(OOB).compiled_tier is None
+    assert backend(OOB, tier="compiled").compiled_tier is not None
+    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "fast")
+    with pytest.raises(
+        ArgumentError, match=r"PTXBRIDGE_CPU_TIER\) must be one of compiled, interp \(got 'fast'\)"
+    ):
+        backend(OOB)
+
+
+def test_a_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_path):
+    script = (
+        "import numpy as np, sys; sys.path.insert(0, 'tests')\n"
+        "from _emulator import backend, launch, ptr\n"
+        "from test_cpu_tier import COPY\n"
+        "from ptxbridge.loaders.emulator.compiled import jit\n"
+        "a = np.arange(64, dtype=np.uint32); out = np.zeros(64, np.uint32)\n"
+        "launch(backend(COPY, tier='compiled'), 'k', [ptr('u32'), ptr('u32')],"
+        " [a.ctypes.data, out.ctypes.data],"
+        " grid=2, block=32, arrays=[a, out])\n"
+        "assert (out == a + 1).all()\n"
+        "print(jit.stats['compiled'], jit.stats['disk'])\n"
+    )
+    env = {**os.environ, "PTXBRIDGE_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(os.path.dirname(__file__)),
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs == [["1", "0"], ["0", "1"]]
+    (entry,) = (tmp_path / "cpu-tier").glob("*/*")
+    entry.write_bytes(entry.read_bytes()[:-7])  # a truncated entry is rebuilt, never loaded
+    rerun = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    ).stdout.split()
+    assert rerun == ["1", "0"]
+
+
+COPY = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+mad.lo.s32 %r1, %r2, 32, %r1;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [a];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.u32 %r2, [%rd3];
+add.u32 %r2, %r2, 1;
+ld.param.u64 %rd1, [out];
+add.s64 %rd3, %rd1, %rd2;
+st.global.u32 [%rd3], %r2;
+ret;""",
+    params=".param .u64 a, .param .u64 out",
+    regs=".reg .b32 %r<3>;\n.reg .b64 %rd<4>;",
+)
+
+# straight-line integer PTX on random operands: the instruction, and the types it reads
+_OPS = [
+    ("add.u32", 3),
+    ("sub.u32", 3),
+    ("mul.lo.u32", 3),
+    ("mul.hi.u32", 3),
+    ("mul.hi.s32", 3),
+    ("div.u32", 3),
+    ("div.s32", 3),
+    ("rem.u32", 3),
+    ("rem.s32", 3),
+    ("shl.b32", 3),
+    ("shr.u32", 3),
+    ("shr.s32", 3),
+    ("and.b32", 3),
+    ("or.b32", 3),
+    ("xor.b32", 3),
+    ("min.s32", 3),
+    ("max.u32", 3),
+    ("not.b32", 2),
+    ("neg.s32", 2),
+    ("abs.s32", 2),
+    ("popc.b32", 2),
+    ("clz.b32", 2),
+    ("brev.b32", 2),
+    ("mad.lo.s32", 4),
+    ("mad.hi.u32", 4),
+    ("cvt.u16.u32", 2),
+    ("cvt.s8.s32", 2),
+    ("cvt.sat.u8.s32", 2),
+    ("cvt.sat.s16.s32", 2),
+]
+_program = st.lists(
+    st.tuples(st.sampled_from(_OPS), st.integers(0, 5), st.lists(st.integers(0, 5), min_size=3, max_size=3)),
+    min_size=1,
+    max_size=12,
+)
+_values = st.lists(st.integers(0, 2**32 - 1), min_size=64, max_size=64)
+
+
+def _straight_line(program) -> str:
+    lines = [f"ld.global.u32 %x{k}, [%rd3+{4 * k}];" for k in range(2)] + [
+        f"mov.u32 %x{k}, {1234567 * k};" for k in range(2, 6)
+    ]
+    for (op, arity), dest, sources in program:
+        width = op.split(".")[-2] if op.startswith("cvt") else None
+        srcs = ", ".join(f"%x{s}" for s in sources[: arity - 1])
+        if width:  # cvt writes a narrow type: through a register of that width's class
+            lines.append(f"{op} %h, {srcs};")
+            kind = "s" if width[0] == "s" else "u"
+            lines.append(f"cvt.{kind}32.{width} %x{dest}, %h;")
+        else:
+            lines.append(f"{op} %x{dest}, {srcs};")
+    lines += [f"st.global.u32 [%rd4+{4 * k}], %x{k};" for k in range(6)]
+    return kernel_ptx(
+        """
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 8;
+ld.param.u64 %rd1, [a];
+add.s64 %rd3, %rd1, %rd2;
+mul.wide.u32 %rd2, %r1, 24;
+ld.param.u64 %rd1, [out];
+add.s64 %rd4, %rd1, %rd2;
+"""
+        + "\n".join(lines)
+        + "\nret;",
+        params=".param .u64 a, .param .u64 out",
+        regs=".reg .b32 %r1, %x<6>;\n.reg .b16 %h;\n.reg .b64 %rd<5>;",
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(_program, _values)
+def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, values):
+    ptx = _straight_line(program)
+    a = np.array(values, np.uint32)
+    outs = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(6 * 32, np.uint32)
+        be = backend(ptx, tier=tier)
+        launch(
+            be,
+            "k",
+            [ptr("u32"), ptr("u32")],
+            [a.ctypes.data, out.ctypes.data],
+            grid=1,
+            block=32,
+            arrays=[a, out],
+        )
+        outs.append(out)
+    assert be is not None and backend(ptx, tier="compiled").compiled_tier.why_interpreted("k") is None
+    assert outs[0].tobytes() == outs[1].tobytes()
