@@ -133,12 +133,14 @@ class Machine:
         at = source_location(fn.text, step.ins.line)
         where = f" at {at}" if at else " (no line info in the PTX: compile with line tables to see the line)"
         return KernelTrapError(
-            f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, {self._fail(fn, step)}; "
+            f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, "
+            f"{self._fail(fn, step, source=False)}; "
             "a panic compiled by cuda-oxide (or an explicit trap) lowers to this. On a GPU it is "
             "CUDA_ERROR_ILLEGAL_INSTRUCTION, and the CUDA context is lost")
 
-    def _fail(self, fn: Function, step: Step) -> str:
-        return f"in {fn.name}, PTX line {step.ins.line}{source_line(fn.files, step.ins)}: `{step.ins.text}`"
+    def _fail(self, fn: Function, step: Step, source: bool = True) -> str:
+        at = source_line(fn.files, step.ins) if source else ""
+        return f"in {fn.name}, PTX line {step.ins.line}{at}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
         """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).
