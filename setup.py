@@ -37,7 +37,8 @@ def _numpy_include() -> str | None:
 LAUNCH_ABI = "bridge/launch/launch_abi.h"
 
 extensions = [Extension("ptxbridge.launch._fastlaunch",
-                        [f"bridge/launch/{name}.c" for name in ("_fastlaunch", "_launcher", "_tensors")],
+                        [f"bridge/launch/{name}.c"
+                         for name in ("_fastlaunch", "_launcher", "_tensors", "_records")],
                         depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI],
                         extra_compile_args=["-O2", "-std=c11"], optional=True)]
 if (numpy_include := _numpy_include()) is not None:

@@ -14,13 +14,14 @@ from typing import Protocol
 
 from .kinds import DisjointSlice, NumbaArray, NumbaRecordArray, Pointer, Slice, TileArray, TileTensor
 
-__all__ = ["TensorFacts", "TensorProblem", "disjoint_slice", "numba_array", "numba_record_array", "pointer",
-           "slice_", "tile_array", "tile_tensor"]
+__all__ = ["TILE_INDEX_RANGE", "TensorFacts", "TensorProblem", "disjoint_slice", "numba_array",
+           "numba_record_array", "pointer", "slice_", "tile_array", "tile_tensor"]
 
 _U64 = (1 << 64) - 1
-_INDEX_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
+# the values a cuTile array's shape and strides may take at each index width (TileArray.index)
+TILE_INDEX_RANGE = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
                 "i64": (-(1 << 63), (1 << 63) - 1)}
-_S32 = _INDEX_RANGE["i32"]
+_S32 = TILE_INDEX_RANGE["i32"]
 
 
 class TensorFacts(Protocol):
@@ -148,7 +149,7 @@ def tile_array(info: TensorFacts, t: TileArray) -> tuple[int, ...]:
         bound = t.axis_promise("stride_lower_bound", axis, None)
         if bound is not None and stride < bound:
             raise TensorProblem(f"was compiled for stride[{axis}] >= {bound} (got {stride})")
-    bounds = _INDEX_RANGE[t.index]
+    bounds = TILE_INDEX_RANGE[t.index]
     _fits(info.shape, bounds, "shape", t.index)
     _fits(info.strides, bounds, "stride", t.index)
     mask = _U64 if t.index == "i64" else 0xFFFFFFFF

@@ -22,7 +22,7 @@ from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa:
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice
+from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, StructField, TileArray, Tuple
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
@@ -230,12 +230,13 @@ def test_every_producer_and_kind_gets_a_c_plan():
     """Which (producer, kind) pairs the C plan takes: a change that sends one to the Python path fails."""
     kinds = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
              "disjoint": DisjointSlice(dtype("f32")), "numba_C": NumbaArray(dtype("f32"), 1, "C"),
-             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A")}
+             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A"),
+             "tile": TileArray(dtype("f32"), 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)}
     for producer, device_type in (("cai", DLPACK_CUDA), ("torch", DLPACK_CPU)):
         arg_type = Cai if producer == "cai" else torch.Tensor
         for name, t in kinds.items():
             sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))),
-                            convention=Convention.NUMBA)
+                            convention=Convention.CUTILE if name == "tile" else Convention.NUMBA)
             ctx = BindContext("k", sig.convention, device_type, 0)
             binders = tuple(make_binder(ctx, p, tp)
                             for p, tp in zip(sig.params, (arg_type, int), strict=True))
@@ -294,3 +295,184 @@ def test_an_array_on_another_gpu_is_the_python_paths_to_judge(driver, python_cal
     for _ in range(2):
         kernel(*args, grid=1, block=1)
     assert driver == [] and len(python_calls) == 2 and len(backend.launched) == 2
+
+
+# --- cuTile arrays: the C plan judges every promise as tensor_rules.tile_array does ----------------
+
+def _tile_type(rng: random.Random) -> TileArray:
+    ndim = rng.randint(1, 3)
+
+    def per_axis(make):
+        return tuple(make() for _ in range(ndim)) if rng.random() < 0.5 else ()
+    return TileArray(dtype(rng.choice(("f32", "f16", "i64"))), ndim, rng.choice(("i32", "u32", "i64")),
+                     per_axis(lambda: rng.choice((1, 2, 4))), per_axis(lambda: rng.choice((1, 2, 3))),
+                     per_axis(lambda: rng.choice((None, 1, 2, 4))),
+                     per_axis(lambda: rng.choice((None, 1, 3))),
+                     per_axis(lambda: rng.choice((None, -1, 1, 2))), rng.choice((1, 2, 16)))
+
+
+def _tile_argument(t: TileArray, rng: random.Random) -> Cai:
+    base = np.zeros(tuple(rng.choice((1, 2, 4, 6)) for _ in range(t.ndim)), np.dtype(t.dtype.numpy_name))
+    view = rng.choice([base, np.asfortranarray(base), base[::-1], base[..., ::2]])
+    if rng.random() < 0.2:
+        view = np.frombuffer(bytearray(view.nbytes + 16), view.dtype, view.size, offset=8).reshape(view.shape)
+    return Cai(view)
+
+
+def test_cuTile_arrays_pack_as_python_or_decline_where_it_refuses():
+    rng = random.Random(22)
+    accepted = refused = 0
+    for _ in range(200):
+        t = _tile_type(rng)
+        sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))), convention=Convention.CUTILE)
+        plan, python = _plans(sig, (_tile_argument(t, rng), 1), DLPACK_CUDA)
+        for _ in range(4):
+            args = (_tile_argument(t, rng), rng.randint(0, 9))
+            try:
+                expected = python(args)
+            except ArgumentError as error:
+                assert str(error).startswith("k: argument 'x' (")
+                assert plan.pack(args) is False, (t, args[0].array.shape, args[0].array.strides)
+                refused += 1
+            else:
+                assert plan.pack(args) == expected, (t, args[0].array.shape, args[0].array.strides)
+                accepted += 1
+    assert accepted > 100 and refused > 100  # both sides of every promise were reached
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(2, 5)[:, 1:2], lambda: torch.zeros(4).view(1, 4, 1),
+    lambda: torch.zeros(3, 1).expand(3, 1), lambda: torch.zeros(1, 7)[:, ::3],
+    lambda: torch.zeros(2, 3).unsqueeze(1), lambda: torch.empty_strided((1, 3), (100, 1)),
+], ids=["column", "unit_axes", "expanded", "strided_row", "unsqueezed", "odd_unit_stride"])
+def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
+    """numba's struct carries every stride, unit axes' too: the C plan's (DLPack's) are torch's."""
+    t = make()
+    sig = Signature("k", (Param("a", NumbaArray(dtype("f32"), t.dim(), "A")),), convention=Convention.NUMBA)
+    plan, python = _plans(sig, (t,))
+    assert plan.pack((t,)) == python((t,))
+
+
+# --- by-value structs and tuples of scalars and raw pointers ----------------------------------------
+
+RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+
+
+def _member_type(rng: random.Random):
+    if rng.random() < 0.35:
+        return Pointer(Scalar(dtype(rng.choice(("f32", "i32", "u8", "f64")))), rng.random() < 0.5)
+    return Scalar(dtype(rng.choice(RECORD_SCALARS)))
+
+
+def _member_value(t, rng: random.Random):
+    if isinstance(t, Pointer):
+        choice = rng.random()
+        if choice < 0.2:
+            return None
+        if choice < 0.4:
+            return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
+        return torch.zeros(rng.choice((0, 1, 6)), dtype=getattr(torch, {"f32": "float32", "i32": "int32",
+                                                                        "u8": "uint8", "f64": "float64"}
+                                                                       [t.pointee.dtype.name]))
+    dt = t.dtype
+    if dt.is_integer:
+        top = 1 << (dt.bits - 1)
+        lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
+        return rng.choice((lo, hi, 0, rng.randint(lo, hi)))
+    return rng.choice((0.0, -1.5, 3.4e38 if dt.name == "f32" else 1e300, 1e-40))
+
+
+def _record_signature(rng: random.Random) -> Signature:
+    params = []
+    for i in range(rng.randint(1, 4)):
+        members = tuple(_member_type(rng) for _ in range(rng.randint(1, 5)))
+        if rng.random() < 0.5:
+            t = Struct(f"S{i}", tuple(StructField(f"f{k}", m) for k, m in enumerate(members)))
+        else:
+            t = Tuple(members)
+        params.append(Param(f"r{i}", t))
+        if rng.random() < 0.5:
+            params.append(Param(f"n{i}", Scalar(dtype("i32"))))
+    return Signature("k", tuple(params), convention=Convention.C)
+
+
+def _record_value(t, rng: random.Random):
+    if isinstance(t, Struct):
+        return {f.name: _member_value(f.type, rng) for f in t.fields}
+    items = [_member_value(m, rng) for m in t.items]
+    return items if rng.random() < 0.3 else tuple(items)
+
+
+def _record_args(signature: Signature, rng: random.Random, like: tuple | None = None) -> tuple:
+    """Arguments for ``signature``; a tuple parameter keeps the container type of ``like``'s."""
+    args = []
+    for k, p in enumerate(signature.params):
+        if isinstance(p.type, (Struct, Tuple)):
+            value = _record_value(p.type, rng)
+            if like is not None and type(value) is not type(like[k]):
+                value = type(like[k])(value)
+            args.append(value)
+        else:
+            args.append(rng.randint(-5, 5))
+    return tuple(args)
+
+
+def test_structs_and_tuples_of_scalars_and_pointers_pack_in_c_as_in_python():
+    rng = random.Random(2222)
+    for _ in range(150):
+        signature = _record_signature(rng)
+        first = _record_args(signature, rng)
+        plan, python = _plans(signature, first)
+        for _ in range(3):
+            args = _record_args(signature, rng, first)
+            assert plan.pack(args) == python(args), (signature, args)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"a": 1, "p": None, "extra": 2}, "struct S fields are ['a', 'p'] (got missing [], unknown ['extra'])"),
+    ({"a": 1}, "struct S fields are ['a', 'p'] (got missing ['p'], unknown [])"),
+    ({"a": 1 << 40, "p": None}, "does not fit"),
+    ({"a": 1, "p": -8}, "a raw address must fit u64 (got -8)"),
+    ({"a": 1, "p": torch.zeros(4, dtype=torch.float64)}, "got float64 tensor on cpu; expected float32"),
+    ({"a": 1, "p": torch.zeros(8)[::2]}, "takes a contiguous tensor for a raw pointer"),
+])
+def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
+    t = Struct("S", (StructField("a", Scalar(dtype("i32"))), StructField("p", Pointer(Scalar(dtype("f32"))))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.C)
+    good = {"a": 3, "p": torch.zeros(2)}
+    plan, python = _plans(sig, (good,))
+    assert plan.pack((good,)) == python((good,))
+    assert plan.pack((value,)) is False
+    with pytest.raises(ArgumentError) as info:
+        python((value,))
+    assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+def test_jax_arrays_are_read_through_a_capsule_per_launch():
+    """Any __dlpack__ producer (JAX here, on the CPU): a fresh capsule per launch, read and released."""
+    jnp = pytest.importorskip("jax.numpy")
+    rng = random.Random(7)
+    names = ("f32", "i32", "u8", "f16", "bool")
+    for _ in range(60):
+        params = []
+        for i in range(rng.randint(1, 4)):
+            name, choice = rng.choice(names), rng.random()
+            params.append(Param(f"p{i}", NumbaArray(dtype(name), rng.randint(1, 3), rng.choice("CA"))
+                                if choice < 0.4 else Slice(dtype(name)) if choice < 0.7
+                                else Pointer(Scalar(dtype(name)))))
+        sig = Signature("k", tuple(params), convention=Convention.NUMBA)
+
+        def make(t):
+            ndim = t.ndim if isinstance(t, NumbaArray) else rng.randint(1, 2)
+            name = t.dtype.name if not isinstance(t, Pointer) else t.pointee.dtype.name
+            return jnp.asarray(_numpy(name, _shape(ndim, rng)))
+        plan, python = _plans(sig, tuple(make(p.type) for p in params))
+        for _ in range(2):
+            args = tuple(make(p.type) for p in params)
+            assert plan.pack(args) == python(args), (sig, [a.shape for a in args])
+    wrong = jnp.zeros(4, jnp.int32)
+    sig = Signature("k", (Param("x", Pointer(Scalar(dtype("f32")))),), convention=Convention.NUMBA)
+    plan, python = _plans(sig, (jnp.zeros(4, jnp.float32),))
+    assert plan.pack((wrong,)) is False
+    with pytest.raises(ArgumentError, match=r"^k: argument 'x' \(\*mut f32\) got i32 tensor on cpu"):
+        python((wrong,))

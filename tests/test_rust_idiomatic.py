@@ -293,3 +293,18 @@ def test_only_kernels_that_can_panic_are_checked_after_their_launch():
         error = raised(lambda: module.axpy(1.0, x[:2], x.copy(), grid=1, block=4))
         assert "the len is 2 but the index is 2" in str(error)
         assert x.tolist() == [2.0] * 4
+
+
+def test_deferred_panics_are_raised_by_synchronize_and_launches_do_not_wait():
+    image = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, progress=False)], arch=ARCH)
+    with pytest.raises(ArgumentError, match=r"panics must be one of \('raise', 'defer'\) \(got 'later'\)"):
+        image.load("cpu", panics="later")
+    with image.load("cpu", panics="defer") as module:
+        x, y = np.arange(8, dtype=np.float32), np.ones(12, np.float32)
+        module.axpy(2.0, x, y, grid=1, block=16)  # panics, but the call itself does not wait to see
+        np.testing.assert_array_equal(y[:8], 2 * x + 1)
+        with pytest.raises(KernelRaisedError, match=r"thread \(8, 0, 0\) of block \(0, 0, 0\) panicked "
+                                                    r"at .*index out of bounds: the len is 8 but the index"):
+            module.synchronize()
+        module.synchronize()  # the record was cleared
+        module.check_panics()

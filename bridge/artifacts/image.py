@@ -83,12 +83,18 @@ class Image:
             raise ArgumentError(f"Image: cubins must start with arch and cubin ({self.arch!r}; got "
                                 f"{', '.join(self.cubins)})")
 
-    def load(self, device: Any = None, *, check_aliasing: bool = True, **options: Any) -> Module:
+    def load(self, device: Any = None, *, check_aliasing: bool = True, nvtx: bool | None = None,
+             panics: str = "raise", **options: Any) -> Module:
         """Put the image on ``device``: an int, ``"cuda:N"``, a torch device, or ``"cpu"``.
 
         ``None`` picks the first GPU, or the CPU loader when there is none
         (``PTXBRIDGE_DEVICE`` overrides).  ``check_aliasing=False`` launches without checking the
-        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``options`` are the
+        kernels' no-alias promises (``Module.check_aliasing``, docs/safety.md).  ``nvtx=True`` wraps
+        every launch in an NVTX range named after the kernel, for Nsight Systems (default: on when
+        ``PTXBRIDGE_NVTX=1``; :mod:`ptxbridge.launch.nvtx`).  ``panics="defer"``: a launch of a Rust
+        kernel that can panic does not wait for the device; a panic is raised by the next
+        ``Module.synchronize()`` or ``Module.check_panics()`` (default ``"raise"``: by the launch's own
+        call, which waits for it; :mod:`ptxbridge.launch.panics`).  ``options`` are the
         loader's (the CPU loader's ``max_steps``), see :func:`ptxbridge.loaders.open_backend`.
 
         On a GPU the cubin for its arch loads, else a cubin it runs, else the PTX, JIT-compiled
@@ -100,7 +106,8 @@ class Image:
             A GPU was asked for but there is no NVIDIA driver, or nothing of the image runs on it
             (the message names the GPU, the image's targets and what to rebuild).
         """
-        return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing)
+        return Module(self, open_backend(self, device, **options), check_aliasing=check_aliasing, nvtx=nvtx,
+                      panics=panics)
 
     def to_bytes(self) -> bytes:
         """The image as one saved-image file (``docs/image-format.md``); the link log is not kept, the

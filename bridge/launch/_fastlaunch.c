@@ -56,6 +56,7 @@ typedef struct {
     const ExchangeAPI *stream_api; /* the first DLPack tensor's: its framework's current stream */
     PyObject *default_stream;    /* without one: callable(device_id) -> the current stream, or None: 0 */
     PointerAttributeFn pointer_attribute_fn; /* cuPointerGetAttribute: the device of CAI pointers */
+    PyObject *nvtx_push, *nvtx_pop;  /* NULL, or NVTX's push(name) / pop() around each launch (nvtx.py) */
     int32_t device_id;
     int npairs;
     int (*pairs)[2];             /* alias slots whose byte ranges must not overlap */
@@ -84,7 +85,7 @@ int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
 }
 
-static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
+int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyLong_CheckExact(arg)) return 0;
     if (s->lo < 0) {
         int overflow;
@@ -99,7 +100,7 @@ static int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
     return put_unsigned(buf, s->offset, s->code, v);
 }
 
-static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
+int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyFloat_CheckExact(arg)) return 0;
     double v = PyFloat_AS_DOUBLE(arg);
     if (!(-s->limit <= v && v <= s->limit)) return 0; /* NaN fails too */
@@ -113,11 +114,12 @@ static int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
 }
 
 static int is_tensor(int kind) {
-    return kind == PTXB_ARG_TENSOR || kind == PTXB_ARG_CAI || kind == PTXB_ARG_CUPY;
+    return kind == PTXB_ARG_TENSOR || kind == PTXB_ARG_CAI || kind == PTXB_ARG_CUPY || kind == PTXB_ARG_CAPSULE;
 }
 
 /* 1: every argument packed into buf and no no-alias pair overlaps; 0: declined. */
-static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf) {
+/* stream: the launch's, which a __dlpack__ producer is told (0: the legacy default stream). */
+static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char *buf, uintptr_t stream) {
     uint64_t ranges[MAX_ALIAS_SLOTS][2];
     if (nargs != plan->nargs) return 0;
     memset(buf, 0, plan->size);
@@ -125,8 +127,10 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         const ArgSpec *s = &plan->args[i];
         PyObject *arg = argv[i];
         uint64_t *range = s->alias_slot < 0 ? NULL : ranges[s->alias_slot];
-        int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn)
-               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf) : pack_float(s, arg, buf);
+        int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
+               : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
+               : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
+               : pack_record(s, arg, buf, plan->pointer_attribute_fn);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
@@ -136,12 +140,13 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
     return 1;
 }
 
-static int read_spec(ArgSpec *s, PyObject *item) {
+int read_spec(ArgSpec *s, PyObject *item) {
     unsigned long long hi;
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) goto bad;
     s->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
     s->alias_slot = -1;
     if (is_tensor(s->kind)) return read_tensor_spec(s, item);
+    if (s->kind == PTXB_ARG_RECORD) return read_record_spec(s, item);
     if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
@@ -164,7 +169,8 @@ static int place_fits(int offset, int code, int size) {
     return found != NULL && offset >= 0 && offset + sizes[found - codes] <= size;
 }
 
-static int check_place(const ArgSpec *s, int size) {
+int check_place(const ArgSpec *s, int size) {
+    if (s->kind == PTXB_ARG_RECORD) return record_fits(s, size);
     if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
     for (int k = 0; k < s->nplaces; ++k)
         if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
@@ -205,31 +211,38 @@ bad:
 }
 
 static void free_args(Plan *self) {
-    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) PyMem_Free(self->args[i].places);
+    for (Py_ssize_t i = 0; self->args != NULL && i < self->nargs; ++i) free_spec(&self->args[i]);
     PyMem_Free(self->args);
 }
 
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
  *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=(),
- *      pointer_attribute_entry=0, default_stream=None): the entries are the addresses of cuLaunchKernel,
- *      cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never launches. */
+ *      pointer_attribute_entry=0, default_stream=None, nvtx=None): the entries are the addresses of
+ *      cuLaunchKernel, cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never
+ *      launches.  nvtx: None or (push, pop), called around each launch with the kernel's name. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
                             "function_obj", "last_kernel", "name", "device_id", "launch_entry",
                             "set_current_entry", "alias_pairs", "pointer_attribute_entry", "default_stream",
-                            NULL};
+                            "nvtx", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *last = Py_None, *name = Py_None;
-    PyObject *alias_pairs = NULL, *default_stream = Py_None;
+    PyObject *alias_pairs = NULL, *default_stream = Py_None, *nvtx = Py_None, *push = NULL, *pop = NULL;
     unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0, pointer_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKO", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKOO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &last, &name, &self->device_id, &launch_entry,
-                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream))
+                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream, &nvtx))
         return -1;
+    if (nvtx != Py_None && (!PyTuple_Check(nvtx) || !PyArg_ParseTuple(nvtx, "OO", &push, &pop)
+                            || !PyCallable_Check(push) || !PyCallable_Check(pop))) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "nvtx must be None or (push(name), pop())");
+        return -1;
+    }
     if (default_stream != Py_None && !PyCallable_Check(default_stream)) {
         PyErr_SetString(PyExc_TypeError, "default_stream must be None or callable(device_id) -> int");
         return -1;
@@ -280,6 +293,8 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     self->set_current_fn = (SetCurrentFn)(uintptr_t)set_current_entry;
     self->pointer_attribute_fn = (PointerAttributeFn)(uintptr_t)pointer_entry;
     Py_XSETREF(self->default_stream, default_stream == Py_None ? NULL : Py_NewRef(default_stream));
+    Py_XSETREF(self->nvtx_push, push == NULL ? NULL : Py_NewRef(push));
+    Py_XSETREF(self->nvtx_pop, pop == NULL ? NULL : Py_NewRef(pop));
     Py_XSETREF(self->keep, Py_NewRef(specs));
     Py_XSETREF(self->function_obj, Py_NewRef(function_obj));
     Py_XSETREF(self->last, Py_NewRef(last));
@@ -302,6 +317,8 @@ fail: /* leave an empty plan behind: packing it writes nothing and launches noth
 static void plan_dealloc(Plan *self) {
     free_args(self);
     Py_XDECREF(self->default_stream);
+    Py_XDECREF(self->nvtx_push);
+    Py_XDECREF(self->nvtx_pop);
     PyMem_Free(self->pairs);
     PyMem_Free(self->slots);
     Py_XDECREF(self->keep);
@@ -333,7 +350,7 @@ static PyObject *plan_pack(Plan *self, PyObject *args) {
     char *buf = buffer_open(&b, self->size);
     PyObject *out = Py_False;
     if (buf == NULL) Py_RETURN_FALSE; /* no memory: the Python path will say so */
-    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf))
+    if (PyTuple_CheckExact(args) && pack(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), buf, 0))
         out = PyBytes_FromStringAndSize(buf, self->size);
     else
         Py_INCREF(out);
@@ -409,7 +426,7 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     void *stack_params[STACK_SLOTS];
     char *buf = buffer_open(&b, self->size);
     void **params = self->nslots <= STACK_SLOTS ? stack_params : PyMem_Malloc(self->nslots * sizeof(void *));
-    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf)) {
+    if (buf == NULL || params == NULL || !pack(self, argv, nargs, buf, (uintptr_t)stream)) {
         if (params != stack_params) PyMem_Free(params);
         if (buf != NULL) buffer_close(&b);
         return 0;
@@ -417,6 +434,17 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     size_t size = (size_t)self->size;
     void *extra[5] = {LAUNCH_PARAM_BUFFER_POINTER, buf, LAUNCH_PARAM_BUFFER_SIZE, &size, LAUNCH_PARAM_END};
     for (int i = 0; i < self->nslots; ++i) params[i] = buf + self->slots[i];
+    int ranged = 0;
+    if (self->nvtx_push != NULL) { /* profiling only: off, this is the one test it costs */
+        PyObject *pushed = PyObject_CallOneArg(self->nvtx_push, self->name);
+        ranged = pushed != NULL;
+        Py_XDECREF(pushed);
+        if (!ranged) {
+            if (params != stack_params) PyMem_Free(params);
+            buffer_close(&b);
+            return -1;
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     if ((uintptr_t)stream <= 2) *code = self->set_current_fn(self->context); /* NULL, legacy, per-thread */
     else *code = 0;
@@ -427,6 +455,11 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
     Py_END_ALLOW_THREADS
     if (params != stack_params) PyMem_Free(params);
     buffer_close(&b);
+    if (ranged) {
+        PyObject *popped = PyObject_CallNoArgs(self->nvtx_pop);
+        if (popped == NULL) return -1;
+        Py_DECREF(popped);
+    }
     if (self->last != NULL && PyList_CheckExact(self->last) && PyList_GET_SIZE(self->last) == 1) {
         PyObject *was = PyList_GET_ITEM(self->last, 0);
         PyList_SET_ITEM(self->last, 0, Py_NewRef(self->name));
@@ -499,9 +532,14 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_FLOAT", PTXB_ARG_FLOAT) < 0
         || PyModule_AddIntConstant(module, "ARG_CAI", PTXB_ARG_CAI) < 0
         || PyModule_AddIntConstant(module, "ARG_CUPY", PTXB_ARG_CUPY) < 0
+        || PyModule_AddIntConstant(module, "ARG_RECORD", PTXB_ARG_RECORD) < 0
+        || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
+        || PyModule_AddIntConstant(module, "ARG_CAPSULE", PTXB_ARG_CAPSULE) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0
+        || PyModule_AddIntConstant(module, "FORM_TILE", PTXB_FORM_TILE) < 0
+        || PyModule_AddIntConstant(module, "MAX_NDIM", PTXB_MAX_NDIM) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {
         Py_DECREF(module);

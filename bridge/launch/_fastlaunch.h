@@ -8,7 +8,7 @@
 #include "launch_abi.h"
 
 /* One argument of a plan (bridge/launch/fastpath.py native_specs writes them). */
-typedef struct {
+typedef struct ArgSpec {
     int kind;                    /* PTXB_ARG_* */
     int offset, code;            /* scalars: the flat value's byte offset and struct code */
     PyTypeObject *type;          /* tensors: the exact type the plan was made for */
@@ -20,6 +20,9 @@ typedef struct {
     int align, itemsize, refuses_readonly;
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
+    struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
+    struct Record *record;       /* PTXB_ARG_RECORD: its members */
+    struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */
@@ -29,11 +32,24 @@ typedef struct {
 /* _tensors.c: a tensor spec read from its tuple (1, or 0 with an error set); one tensor argument packed
  * (1, or 0: declined), its byte range into range[0:2] when range is not NULL; the interned names. */
 int read_tensor_spec(ArgSpec *s, PyObject *item);
-int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute);
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream);
 int tensors_ready(void);
 
-/* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0. */
+/* _records.c: a record spec read (1, or 0 with an error set); one record argument packed (1, or 0:
+ * declined); whether its members' places fit the buffer; a spec's memory freed (any kind). */
+int read_record_spec(ArgSpec *s, PyObject *item);
+int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute);
+int record_fits(const ArgSpec *s, int size);
+void free_spec(ArgSpec *s);
+
+/* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; a scalar
+ * argument packed (1) or declined (0); any argument's spec read; its places checked against the buffer. */
 int put_unsigned(char *buf, int offset, int code, unsigned long long v);
+int pack_int(const ArgSpec *s, PyObject *arg, char *buf);
+int pack_float(const ArgSpec *s, PyObject *arg, char *buf);
+int read_spec(ArgSpec *s, PyObject *item);
+int check_place(const ArgSpec *s, int size);
 
 extern PyTypeObject PlanType;
 extern PyTypeObject LauncherType;

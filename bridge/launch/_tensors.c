@@ -5,7 +5,8 @@
  * cupy.ndarray's own attributes (its interface dict costs more than the launch).  Then it is checked as
  * the Python path checks it (bridge/launch/args.py _check_tensor, abi/tensor_rules.py): dtype, device,
  * read-only data on a parameter the kernel writes, element alignment, and the layout its form needs
- * (PTXB_FORM_*: contiguous for pointers and slices; C / F / any for numba arrays of the compiled ndim),
+ * (PTXB_FORM_*: contiguous for pointers and slices; C / F / any for numba arrays of the compiled ndim;
+ * a cuTile array's compiled promises),
  * and its flat values are written at their places.  Anything else declines (returns 0, no error set):
  * the Python path then accepts it or raises the house-format error.
  */
@@ -13,7 +14,15 @@
 
 #include <string.h>
 
-#define MAX_NDIM 32 /* more axes: the Python path */
+#define MAX_NDIM PTXB_MAX_NDIM
+#define NO_PROMISE INT64_MIN /* a static shape / stride or stride bound not promised */
+
+/* A cuTile array's promises, per axis (abi/kinds.py TileArray), and its index width's range. */
+struct TilePromises {
+    int64_t base_align, lo, hi;
+    int64_t shape_divisor[MAX_NDIM], stride_divisor[MAX_NDIM];
+    int64_t static_shape[MAX_NDIM], static_stride[MAX_NDIM], stride_bound[MAX_NDIM];
+};
 
 typedef struct {
     uint64_t address; /* of element 0, byte offset included */
@@ -24,12 +33,16 @@ typedef struct {
 } Tensor;
 
 static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides, *str_dtype, *str_ptr, *str_device_id;
+static PyObject *str_dlpack, *str_dlpack_device, *dlpack_kwnames, *max_version;
 
 int tensors_ready(void) {
     PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dtype, &str_ptr,
-                          &str_device_id};
+                          &str_device_id, &str_dlpack, &str_dlpack_device};
     static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides", "dtype",
-                                  "ptr", "device_id"};
+                                  "ptr", "device_id", "__dlpack__", "__dlpack_device__"};
+    dlpack_kwnames = Py_BuildValue("(ss)", "stream", "max_version");
+    max_version = Py_BuildValue("(ii)", 1, 1);
+    if (dlpack_kwnames == NULL || max_version == NULL) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
         if ((*slots[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
     return 1;
@@ -75,12 +88,9 @@ static int read_shape(PyObject *tuple, Tensor *t) {
     return 1;
 }
 
-static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
-    DLView view;
-    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
-        PyErr_Clear();
-        return 0;
-    }
+/* A DLTensor's facts, checked against the spec's dtype and device. */
+static int read_view(const ArgSpec *s, const DLView *v, Tensor *t) {
+    DLView view = *v;
     if (view.dtype.code != s->dtype.code || view.dtype.bits != s->dtype.bits || view.dtype.lanes != 1
         || view.device.device_type != s->device_type || view.device.device_id != s->device_id
         || view.ndim < 0 || view.ndim > MAX_NDIM)
@@ -95,6 +105,47 @@ static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
     if (view.strides == NULL) compact_strides(t);
     else memcpy(t->strides, view.strides, (size_t)t->ndim * sizeof *t->strides);
     return 1;
+}
+
+static int read_dlpack(const ArgSpec *s, PyObject *arg, Tensor *t) {
+    DLView view;
+    if (s->api->dltensor_from_py_object_no_sync(arg, &view) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return read_view(s, &view, t);
+}
+
+/* bridge/launch/dlpack.py _dlpack_extract: __dlpack_device__ must name the spec's device; then
+ * __dlpack__(stream=, max_version=(1, 1)) -- stream None on the CPU, else the launch's stream (1 for
+ * the legacy default) -- gives a versioned capsule (read-only from its flags) or a legacy one; the facts
+ * are copied and the capsule released unconsumed.  A producer that refuses max_version: declined. */
+static int read_capsule(const ArgSpec *s, PyObject *arg, Tensor *t, uintptr_t stream) {
+    PyObject *device = PyObject_CallMethodNoArgs(arg, str_dlpack_device);
+    int ok = device != NULL && PyTuple_Check(device) && PyTuple_GET_SIZE(device) == 2
+             && PyLong_AsLong(PyTuple_GET_ITEM(device, 0)) == s->device_type
+             && PyLong_AsLong(PyTuple_GET_ITEM(device, 1)) == (s->device_type == DL_CUDA ? s->device_id : 0);
+    Py_XDECREF(device);
+    if (!ok) { PyErr_Clear(); return 0; }
+    PyObject *consumer = s->device_type == DL_CUDA ? PyLong_FromUnsignedLongLong(stream ? stream : 1)
+                                                   : Py_NewRef(Py_None);
+    if (consumer == NULL) { PyErr_Clear(); return 0; }
+    PyObject *args[] = {arg, consumer, max_version};
+    PyObject *capsule = PyObject_VectorcallMethod(str_dlpack, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                  dlpack_kwnames);
+    Py_DECREF(consumer);
+    if (capsule == NULL) { PyErr_Clear(); return 0; }
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        const ManagedVersioned *managed = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        ok = read_view(s, &managed->dl_tensor, t);
+        t->readonly = (int)(managed->flags & 1);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        ok = read_view(s, (const DLView *)PyCapsule_GetPointer(capsule, "dltensor"), t);
+    } else {
+        ok = 0;
+    }
+    Py_DECREF(capsule); /* unconsumed: its destructor hands the tensor back to the producer */
+    return ok;
 }
 
 /* __cuda_array_interface__ v2/v3 as bridge/launch/dlpack.py _cai_extract reads it; the device from the
@@ -210,17 +261,45 @@ static void put64(char *buf, int offset, uint64_t value) {
     memcpy(buf + offset, &value, 8);
 }
 
-int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute) {
+/* tensor_rules.tile_array: ndim, base alignment, each axis's divisors, static values and stride bound,
+ * the index range; values written masked to the index width. */
+static int pack_tile(const ArgSpec *s, const Tensor *t, char *buf) {
+    const struct TilePromises *p = s->tile;
+    if (t->ndim != s->ndim || (p->base_align > 1 && t->address % (uint64_t)p->base_align)) return 0;
+    for (int32_t k = 0; k < t->ndim; ++k) {
+        int64_t extent = t->shape[k], stride = t->strides[k];
+        if ((p->shape_divisor[k] > 1 && extent % p->shape_divisor[k])
+            || (p->stride_divisor[k] > 1 && stride % p->stride_divisor[k])
+            || (p->static_shape[k] != NO_PROMISE && extent != p->static_shape[k])
+            || (p->static_stride[k] != NO_PROMISE && stride != p->static_stride[k])
+            || (p->stride_bound[k] != NO_PROMISE && stride < p->stride_bound[k])
+            || extent < p->lo || extent > p->hi || stride < p->lo || stride > p->hi)
+            return 0;
+    }
+    uint64_t mask = s->places[1 % s->nplaces][1] == 'I' ? 0xffffffffu : UINT64_MAX;
+    if (!put_unsigned(buf, s->places[0][0], s->places[0][1], t->address)) return 0;
+    for (int32_t k = 0; k < t->ndim; ++k)
+        if (!put_unsigned(buf, s->places[1 + k][0], s->places[1 + k][1], (uint64_t)t->shape[k] & mask)
+            || !put_unsigned(buf, s->places[1 + t->ndim + k][0], s->places[1 + t->ndim + k][1],
+                             (uint64_t)t->strides[k] & mask))
+            return 0;
+    return 1;
+}
+
+int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream) {
     Tensor t;
     if (Py_TYPE(arg) != s->type) return 0;
     int ok = s->kind == PTXB_ARG_TENSOR ? read_dlpack(s, arg, &t)
-           : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute) : read_cupy(s, arg, &t);
+           : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute)
+           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream) : read_cupy(s, arg, &t);
     if (!ok || (t.readonly && s->refuses_readonly)) return 0;
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
     if (t.address != 0 && numel != 0 && t.address % (uint64_t)s->align) return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
+    if (s->form == PTXB_FORM_TILE) return pack_tile(s, &t, buf);
     if (s->form != PTXB_FORM_NUMBA) {
         if (!contiguous(&t, numel, 0) || !put_unsigned(buf, s->places[0][0], s->places[0][1], t.address))
             return 0;
@@ -238,21 +317,44 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     return 1;
 }
 
-/* (kind, type, source, dl_code, dl_bits, device_type, device_id, form, ndim, layout, align, refuses_readonly,
- *  places): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the NumPy
- *  dtype of a cupy.ndarray; places ((offset, struct code), ...) the form's flat values.  1, or 0 with an
- *  error set. */
-int read_tensor_spec(ArgSpec *s, PyObject *item) {
-    PyObject *type, *places;
-    int dl_code, dl_bits, form_places;
-    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiO!", &s->kind, &type, &s->source, &dl_code, &dl_bits,
-                          &s->device_type, &s->device_id, &s->form, &s->ndim, &s->layout, &s->align,
-                          &s->refuses_readonly, &PyTuple_Type, &places))
+/* tile: (base_align, lo, hi, shape_divisor, stride_divisor, static_shape, static_stride, stride_bound),
+ * each per-axis tuple of ndim ints or None (not promised).  1, or 0 with an error set. */
+static int read_tile(ArgSpec *s, PyObject *tile) {
+    struct TilePromises *p = s->tile = PyMem_Calloc(1, sizeof *p);
+    PyObject *axes[5];
+    int64_t *into[5] = {p->shape_divisor, p->stride_divisor, p->static_shape, p->static_stride, p->stride_bound};
+    if (p == NULL) { PyErr_NoMemory(); return 0; }
+    if (!PyTuple_Check(tile) || !PyArg_ParseTuple(tile, "LLLOOOOO", &p->base_align, &p->lo, &p->hi, &axes[0],
+                                                  &axes[1], &axes[2], &axes[3], &axes[4]))
         return 0;
-    form_places = s->form == PTXB_FORM_POINTER ? 1 : s->form == PTXB_FORM_SLICE ? 2 : 5 + 2 * s->ndim;
+    for (int k = 0; k < 5; ++k) {
+        for (int a = 0; a < s->ndim; ++a) {
+            PyObject *value = PyTuple_Check(axes[k]) && PyTuple_GET_SIZE(axes[k]) == s->ndim
+                              ? PyTuple_GET_ITEM(axes[k], a) : Py_None;
+            into[k][a] = value == Py_None ? (k < 2 ? 1 : NO_PROMISE) : PyLong_AsLongLong(value);
+            if (PyErr_Occurred()) return 0;
+        }
+    }
+    return 1;
+}
+
+/* (kind, type, source, dl_code, dl_bits, device_type, device_id, form, ndim, layout, align, refuses_readonly,
+ *  places[, tile]): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the
+ *  NumPy dtype of a cupy.ndarray; places ((offset, struct code), ...) the form's flat values; tile the
+ *  promises of a PTXB_FORM_TILE array (read_tile).  1, or 0 with an error set. */
+int read_tensor_spec(ArgSpec *s, PyObject *item) {
+    PyObject *type, *places, *tile = Py_None;
+    int dl_code, dl_bits, form_places;
+    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiO!|O", &s->kind, &type, &s->source, &dl_code, &dl_bits,
+                          &s->device_type, &s->device_id, &s->form, &s->ndim, &s->layout, &s->align,
+                          &s->refuses_readonly, &PyTuple_Type, &places, &tile))
+        return 0;
+    form_places = s->form == PTXB_FORM_POINTER ? 1 : s->form == PTXB_FORM_SLICE ? 2
+                : s->form == PTXB_FORM_TILE ? 1 + 2 * s->ndim : 5 + 2 * s->ndim;
     if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->form < 0
-        || s->form > PTXB_FORM_NUMBA || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
-        || (s->kind == PTXB_ARG_CAI && !PyUnicode_CheckExact(s->source))) {
+        || s->form > PTXB_FORM_TILE || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
+        || (s->kind == PTXB_ARG_CAI && !PyUnicode_CheckExact(s->source))
+        || ((s->form == PTXB_FORM_TILE) != (tile != Py_None))) {
         PyErr_SetString(PyExc_ValueError, "malformed tensor argument spec");
         return 0;
     }
@@ -270,6 +372,7 @@ int read_tensor_spec(ArgSpec *s, PyObject *item) {
             return 0;
         }
     }
+    if (s->form == PTXB_FORM_TILE && !read_tile(s, tile)) return 0;
     if (s->kind != PTXB_ARG_TENSOR) return 1;
     s->api = (const ExchangeAPI *)PyCapsule_GetPointer(s->source, "dlpack_exchange_api");
     if (s->api == NULL) return 0;

@@ -24,11 +24,11 @@ from typing import Any
 import numpy
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
-from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
+from ptxbridge.abi.dtypes import KDL_COMPLEX
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import NumbaArray, ParamType, Slice
+from ptxbridge.abi.kinds import ParamType, Slice
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -37,10 +37,10 @@ from ptxbridge.launch.dlpack import (
     TensorInfo,
     device_name,
     extractor_for,
-    producer_of,
     torch_dtype_map,
 )
 from ptxbridge.launch.members import members, read, tensor_of
+from ptxbridge.launch.native_args import NativeRecord, NativeTensor, native_record, native_tensor
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
@@ -111,32 +111,15 @@ class Binder:
     is an optional hint for the plan compiler (:mod:`ptxbridge.launch.module`) to
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
-    ``("int", lo, hi)`` or ``("float", limit)``.  ``native``: for tensor arguments the C plan
-    can read, what it reads and checks (:class:`NativeTensor`).
+    ``("int", lo, hi)`` or ``("float", limit)``.  ``native``: for tensors, structs and tuples the
+    C plan can read, what it reads and checks (:mod:`.native_args`).
     """
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
-    native: NativeTensor | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NativeTensor:
-    """A tensor argument as the C plan takes it (:func:`ptxbridge.launch.fastpath.native_specs`): read
-    through ``producer`` (``"dlpack"``: the DLPack C exchange API; ``"cai"``: ``__cuda_array_interface__``;
-    ``"cupy"``: a ``cupy.ndarray``'s attributes), checked as :func:`_check_tensor` and the kind's rule
-    check it, packed as ``form`` (``"pointer"``, ``"slice"`` or ``"numba"``: numba's array struct of
-    ``ndim`` axes and ``layout``)."""
-
-    producer: str
-    form: str
-    dtype: DType
-    device_id: int  # -1: the CPU
-    refuses_readonly: bool
-    ndim: int = 0
-    layout: str = "A"
+    native: NativeTensor | NativeRecord | None = None
 
 
 class _Where:
@@ -264,41 +247,13 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
         return (_buffer(extract(arg, stream), where.name),)
 
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
-    native = _native_tensor(ctx, where, arg_type)
+    native = native_tensor(t, where.rule, where.want, where.refuses_readonly, arg_type, ctx.device_type,
+                           ctx.device_id)
     fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
                      or _cupy_fast_path(ctx, where, form, arg_type, checked))
     if not fast:
         return Binder(checked, buffers=buffers, native=native)
     return Binder(fast[0], buffers=buffers, inline=fast[1], native=native)
-
-
-def _native_tensor(ctx: BindContext, where: _Where, arg_type: type) -> NativeTensor | None:
-    """How the C plan reads this argument, or None where it does not (the Python path then runs).
-
-    ============================= ========================================= =====================
-    argument type                 read through                              contexts
-    ============================= ========================================= =====================
-    torch.Tensor                  ``__dlpack_c_exchange_api__`` (DLPack)    GPU and CPU
-    cupy.ndarray                  ``data.ptr``, ``dtype``, ``shape``...     GPU
-    other ``__cuda_array_interface__`` producers (numba device arrays)      GPU
-    ============================= ========================================= =====================
-
-    Kinds: what the rule reads as a contiguous pointer or slice, and numba arrays (any layout) of a
-    plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
-    """
-    t, want = where.t, where.want
-    form = where.rule.contiguous(t) or ("numba" if isinstance(t, NumbaArray) else None)
-    if form is None or want is None or want.code == KDL_COMPLEX or want.bits % 8:
-        return None
-    on_gpu = ctx.device_type == DLPACK_CUDA
-    producer = producer_of(arg_type)
-    if producer == "torch" and getattr(arg_type, "__dlpack_c_exchange_api__", None) is not None:
-        producer = "dlpack"
-    elif not (on_gpu and want.numpy_name is not None and producer in ("cupy", "cai")):
-        return None
-    shaped = (t.ndim, t.layout) if form == "numba" else ()
-    device = ctx.device_id if on_gpu else -1
-    return NativeTensor(producer, form, want, device, where.refuses_readonly, *shaped)
 
 
 def _buffer(info: TensorInfo, name: str) -> Buffer:
@@ -454,7 +409,8 @@ def _aggregate_binder(ctx: BindContext, where: _Where, by_pointer: bool) -> Bind
             image(arg)
             return ()
         return Binder(nothing)
-    return Binder(lambda arg, stream: (image(arg),), buffers=_nested_buffers(ctx, where))
+    native = native_record(where.name, where.t, ctx.convention, ctx.device_type, ctx.device_id)
+    return Binder(lambda arg, stream: (image(arg),), buffers=_nested_buffers(ctx, where), native=native)
 
 
 def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:

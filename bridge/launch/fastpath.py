@@ -27,9 +27,12 @@ from typing import Any
 import numpy
 
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.abi.dtypes import DType
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
-from ptxbridge.launch.args import Binder, NativeTensor
+from ptxbridge.launch.args import Binder
+from ptxbridge.launch.native_args import NativeRecord, NativeTensor
+from ptxbridge.launch.values import F32_MAX
 
 try:
     from ptxbridge.launch import _fastlaunch
@@ -42,7 +45,8 @@ __all__ = ["compile_launch", "native_specs", "native_available"]
 # bridge/launch/launch_abi.h defines them: the extension exports them.
 _INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is not None else (None, None)
 _FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
-           "numba": (_fastlaunch.FORM_NUMBA, 0)} if _fastlaunch is not None else {})
+           "numba": (_fastlaunch.FORM_NUMBA, 0), "tile": (_fastlaunch.FORM_TILE, 0)}
+          if _fastlaunch is not None else {})
 
 
 def native_available() -> bool:
@@ -65,13 +69,42 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
         kind, source = _fastlaunch.ARG_TENSOR, getattr(arg_type, "__dlpack_c_exchange_api__", None)
         if source is None:
             return None
+    elif native.producer == "capsule":
+        kind, source = _fastlaunch.ARG_CAPSULE, None
     else:
         dtype = numpy.dtype(want.numpy_name)
         cupy = native.producer == "cupy"
         kind, source = (_fastlaunch.ARG_CUPY, dtype) if cupy else (_fastlaunch.ARG_CAI, dtype.str)
     where = (DLPACK_CUDA, native.device_id) if native.device_id >= 0 else (DLPACK_CPU, 0)
     return (kind, arg_type, source, want.code, want.bits, *where, _FORMS[native.form][0], native.ndim,
-            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places))
+            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places),
+            *(() if native.tile is None else (native.tile,)))
+
+
+def _scalar_spec(dt: DType, offset: int) -> tuple:
+    """An int or float member of a record at ``offset``, range-checked as values.py checks it."""
+    if dt.is_integer:
+        top = 1 << (dt.bits - 1)
+        lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
+        code = {8: "b", 16: "h", 32: "i", 64: "q"}[dt.bits]
+        return (_INT, offset, ord(code if dt.is_signed else code.upper()), lo, hi)
+    return (_FLOAT, offset, ord("f" if dt.bits == 32 else "d"), F32_MAX if dt.bits == 32 else float("inf"))
+
+
+def _record_spec(native: NativeRecord, base: int) -> tuple | None:
+    """The C plan's spec of a by-value struct or tuple whose blob starts at byte ``base``
+    (bridge/launch/_records.c read_record_spec)."""
+    import torch  # a pointer member's tensor spec names torch.Tensor (native_record made one only then)
+
+    members = []
+    for offset, what in native.members:
+        at = base + offset
+        if isinstance(what, DType):
+            members.append(_scalar_spec(what, at))
+            continue
+        tensor = None if what is None else _tensor_spec(what, torch.Tensor, [(at, ord("Q"))])
+        members.append((_fastlaunch.ARG_ADDRESS, at, ord("Q"), tensor))
+    return (_fastlaunch.ARG_RECORD, int(native.keys is not None), native.keys, tuple(members))
 
 
 def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: Layout) -> tuple | None:
@@ -81,9 +114,17 @@ def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: L
     cursor = 0
     for binder, arg_type in zip(binders, arg_types, strict=True):
         native, hint = binder.native, binder.inline
+        if isinstance(native, NativeRecord):
+            if cursor >= len(layout.params) or not layout.params[cursor].param.aggregate:
+                return None
+            specs.append(_record_spec(native, layout.params[cursor].offset))
+            cursor += 1
+            continue
         if native is not None:
-            # numba: meminfo, parent, nitems, itemsize, data, shape, strides
-            count = _FORMS[native.form][1] or 5 + 2 * native.ndim
+            if native.ndim > _fastlaunch.MAX_NDIM:
+                return None
+            # numba: meminfo, parent, nitems, itemsize, data, shape, strides; tile: data, shape, strides
+            count = _FORMS[native.form][1] or (1 if native.form == "tile" else 5) + 2 * native.ndim
         elif hint is not None and hint[0] in ("int", "float"):
             count = 1
         else:

@@ -47,6 +47,14 @@ typedef struct { /* DLTensor */
     uint64_t byte_offset;
 } DLView;
 typedef struct ExchangeHeader { DLVersion version; struct ExchangeHeader *prev_api; } ExchangeHeader;
+typedef struct { /* DLManagedTensorVersioned: a "dltensor_versioned" capsule's pointer */
+    DLVersion version;
+    void *manager_ctx;
+    void (*deleter)(void *self);
+    uint64_t flags; /* DLPACK_FLAG_BITMASK_READ_ONLY = 1 */
+    DLView dl_tensor;
+} ManagedVersioned;
+/* A legacy "dltensor" capsule's DLManagedTensor starts with its DLTensor. */
 typedef struct { /* DLPackExchangeAPI: a type's __dlpack_c_exchange_api__ capsule, "dlpack_exchange_api" */
     ExchangeHeader header;
     void *managed_tensor_allocator;
@@ -63,12 +71,18 @@ enum {
     PTXB_ARG_FLOAT = 2,  /* a Python float, range-checked */
     PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (numba device arrays, any producer) */
     PTXB_ARG_CUPY = 4,   /* a cupy.ndarray, read through its attributes (data.ptr, dtype, shape, strides) */
+    PTXB_ARG_RECORD = 5, /* a by-value struct (a dict) or tuple (a tuple / list) of the kinds below */
+    PTXB_ARG_ADDRESS = 6, /* a raw-pointer member of a record: None, an int address, or a tensor */
+    PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
 };
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
  * count (a slice); or numba's array struct (meminfo, parent, nitems, itemsize, data, shape[n], strides[n]
  * in bytes). */
-enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2 };
+enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2, PTXB_FORM_TILE = 3 };
+/* PTXB_FORM_TILE: a cuTile array, its address then shape[n] and strides[n] in elements at the index width
+ * (abi/tensor_rules.py tile_array), under the promises it was compiled with. */
+#define PTXB_MAX_NDIM 32 /* tensors of more axes: the Python path */
 
 /* cuPointerGetAttribute (cuda.h), for the device of a __cuda_array_interface__ pointer. */
 typedef int (*PointerAttributeFn)(void *data, int attribute, uint64_t pointer);

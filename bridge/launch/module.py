@@ -39,7 +39,8 @@ from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, ma
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
 from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
-from ptxbridge.launch.panics import PanicFlag
+from ptxbridge.launch.nvtx import nvtx_ranges
+from ptxbridge.launch.panics import PANIC_MODES, PanicFlag, check_module_panics
 from ptxbridge.launch.raised import ErrorFlag
 from ptxbridge.launch.symbols import global_names, symbol_for
 from ptxbridge.loaders import open_backend
@@ -115,7 +116,7 @@ class _Plan:
                                                                                      kernel.name)
             if facts is not None:
                 self.native = native_plan(packer.size, specs, pairs, default_stream=self.default_stream,
-                                          **facts)
+                                          nvtx=kernel._module._nvtx, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
 
@@ -214,15 +215,22 @@ class Kernel(_KernelBase):
                     return
                 if code is not False:  # the driver refused the launch
                     self._launch_failed(code, grid3, block3, shared_mem)
-            if plan.bound is not None:
-                if stream is None:
-                    reader = plan.default_stream
-                    handle = 0 if reader is None else reader(self._backend.device_id)
+            ranges = self._module._nvtx
+            if ranges is not None:
+                ranges[0](self.name)
+            try:
+                if plan.bound is not None:
+                    if stream is None:
+                        reader = plan.default_stream
+                        handle = 0 if reader is None else reader(self._backend.device_id)
+                    else:
+                        handle = stream if stream.__class__ is int else stream_handle(stream)
+                    plan.bound(args, grid3, block3, shared_mem, handle, check_aliasing)
                 else:
-                    handle = stream if stream.__class__ is int else stream_handle(stream)
-                plan.bound(args, grid3, block3, shared_mem, handle, check_aliasing)
-            else:
-                plan.run(self, args, grid3, block3, shared_mem, stream, check_aliasing)
+                    plan.run(self, args, grid3, block3, shared_mem, stream, check_aliasing)
+            finally:
+                if ranges is not None:
+                    ranges[1]()
         except OtherDeviceError as moved:
             sibling = self._module._sibling(moved.device_id)
             if sibling is None:
@@ -325,10 +333,15 @@ class Module:
     alias groups; docs/safety.md).  Per call: ``kernel(..., check_aliasing=False)``.
     """
 
-    def __init__(self, image: Any, backend: Backend, *, check_aliasing: bool = True):
+    def __init__(self, image: Any, backend: Backend, *, check_aliasing: bool = True,
+                 nvtx: bool | None = None, panics: str = "raise"):
+        if panics not in PANIC_MODES:
+            raise ArgumentError(f"load: panics must be one of {PANIC_MODES} (got {panics!r})")
+        self.panics = panics
         self.image = image
         self.backend = backend
         self._check_aliasing = bool(check_aliasing)
+        self._nvtx = nvtx_ranges(nvtx)  # None, or NVTX's (push, pop) around every launch
         self.globals = Globals(backend, image)
         self._kernels: dict[str, Kernel] = {}
         self._siblings: dict[int, Module] = {}
@@ -401,12 +414,21 @@ class Module:
         found = self._siblings.get(device_id)
         if found is None:
             found = self._siblings[device_id] = Module(self.image, open_backend(self.image, device_id),
-                                                       check_aliasing=self._check_aliasing)
+                                                       check_aliasing=self._check_aliasing,
+                                                       nvtx=self._nvtx is not None, panics=self.panics)
         return found
 
     def synchronize(self) -> None:
-        """Wait for this module's device; a kernel fault is raised here, naming the last kernel."""
+        """Wait for this module's device; a kernel fault is raised here, naming the last kernel, and
+        with ``panics="defer"`` a Rust panic of any launch since the last check."""
         self.backend.synchronize()
+        if self.panics == "defer":
+            self.check_panics()
+
+    def check_panics(self) -> None:
+        """Raise :class:`~ptxbridge.KernelRaisedError` when a thread of a launch since the last check
+        panicked (waits for the device); nothing for an image without Rust panics."""
+        check_module_panics(self)
 
     def close(self) -> None:
         for sibling in self._siblings.values():

@@ -25,7 +25,9 @@ from ptxbridge.abi import panic_record
 from ptxbridge.abi.errors import KernelRaisedError
 from ptxbridge.abi.ptx import read_ptx
 
-__all__ = ["PanicFlag", "panic_error", "recording_kernels"]
+__all__ = ["PANIC_MODES", "PanicFlag", "check_module_panics", "panic_error", "recording_kernels"]
+
+PANIC_MODES = ("raise", "defer")  # after each launch (waits for it) / at Module.synchronize()
 
 _CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
 
@@ -82,7 +84,7 @@ class PanicFlag:
     def of(cls, module: Any, kernel: str) -> PanicFlag | None:
         """The record of ``module`` (a loaded module) when its image has one and ``kernel`` can write
         it, else None."""
-        if panic_record.SYMBOL not in module.globals.names:
+        if panic_record.SYMBOL not in module.globals.names or module.panics == "defer":
             return None
         writers = recording_kernels(tuple(getattr(module.image, "ptx", ())))
         return cls(module.backend, kernel) if writers is None or kernel in writers else None
@@ -96,9 +98,28 @@ class PanicFlag:
         """Raise :class:`KernelRaisedError` when a thread panicked (this launch, or an unchecked one)."""
         if self._unchecked:
             return
-        self.backend.synchronize()
-        record = panic_record.read_record(self.backend.read_global(panic_record.SYMBOL))
-        if record is None:
-            return
-        self.backend.write_global(panic_record.SYMBOL, bytes(panic_record.SIZE))
-        raise panic_error(self.kernel, record)
+        record = _take_record(self.backend)
+        if record is not None:
+            raise panic_error(self.kernel, record)
+
+
+def check_module_panics(module: Any) -> None:
+    """Read and clear ``module``'s panic record (``panics="defer"``): the error names the kernel when
+    only one of the image's kernels can panic, else the ones that can."""
+    if panic_record.SYMBOL not in module.globals.names:
+        return
+    record = _take_record(module.backend)
+    if record is None:
+        return
+    writers = sorted(recording_kernels(tuple(getattr(module.image, "ptx", ()))) or ())
+    raise panic_error(writers[0] if len(writers) == 1 else f"one of {', '.join(writers) or 'its kernels'}",
+                      record)
+
+
+def _take_record(backend: Any) -> panic_record.PanicRecord | None:
+    """The record after the device is done (None when no thread panicked), cleared for the next."""
+    backend.synchronize()
+    record = panic_record.read_record(backend.read_global(panic_record.SYMBOL))
+    if record is not None:
+        backend.write_global(panic_record.SYMBOL, bytes(panic_record.SIZE))
+    return record

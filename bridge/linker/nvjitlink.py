@@ -336,9 +336,11 @@ _LOADER_OPTIONS = ("max_steps", "sanitize")  # keywords of load() that go to the
 
 
 def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None, *,
-         check_aliasing: bool = True, **link_kwargs: Any) -> Any:
+         check_aliasing: bool = True, nvtx: bool | None = None, panics: str = "raise",
+         **link_kwargs: Any) -> Any:
     """Link ``inputs`` and load the image on ``device`` in one step (see :meth:`Image.load`;
-    ``check_aliasing=False``: no no-alias check at launch, docs/safety.md).
+    ``check_aliasing=False``: no no-alias check at launch, docs/safety.md; ``nvtx=True``: an NVTX
+    range per launch; ``panics="defer"``: Rust panics raised at ``Module.synchronize()``).
 
     With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
     no ``arch=``, the image is linked for that GPU's arch.  ``max_steps=`` is
@@ -351,4 +353,5 @@ def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: An
     parsed = parse_device(device)
     if parsed is not None and parsed[0] == "cuda" and link_kwargs.get("arch") is None:
         link_kwargs["arch"] = device_arch(parsed[1])
-    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing, **options)
+    return link(inputs, **link_kwargs).load(device, check_aliasing=check_aliasing, nvtx=nvtx, panics=panics,
+                                            **options)

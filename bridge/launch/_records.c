@@ -1,0 +1,126 @@
+/* ptxbridge.launch._fastlaunch: by-value structs (a dict of their fields) and tuples (a tuple or list of
+ * their items) whose members are plain scalars and raw pointers, packed in place.
+ *
+ * bridge/launch/values.py encodes them: each member at its offset inside the parameter (padding zero),
+ * scalars range-checked, and a pointer member is None (null), an int (a raw address, the caller's
+ * business) or a tensor checked as a top-level pointer argument is.  This file reads the same cases
+ * -- exact dicts with exactly the field names, exact tuples / lists of the item count, exact ints and
+ * floats, torch tensors on pointer members -- and declines anything else (0, no error set): nested
+ * aggregates, other member kinds and other value types are the Python path's (fastpath.py builds no
+ * spec for them).
+ */
+#include "_fastlaunch.h"
+
+struct Record {
+    int by_name;       /* a dict keyed by the field names; else a tuple / list */
+    Py_ssize_t count;
+    PyObject **keys;   /* by_name: the field names (borrowed from the spec tuple) */
+    ArgSpec *members;  /* PTXB_ARG_INT / PTXB_ARG_FLOAT / PTXB_ARG_ADDRESS, absolute offsets */
+};
+
+/* A raw-pointer member: None -> 0, an exact int below 2**64 -> itself, else a tensor of its tensor spec. */
+static int pack_address(const ArgSpec *s, PyObject *value, char *buf, PointerAttributeFn pointer_attribute) {
+    if (value == Py_None) return put_unsigned(buf, s->offset, s->code, 0);
+    if (PyLong_CheckExact(value)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(value);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        return put_unsigned(buf, s->offset, s->code, v);
+    }
+    return s->members != NULL && pack_tensor(s->members, value, buf, NULL, pointer_attribute, 0);
+}
+
+int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute) {
+    const struct Record *r = s->record;
+    PyObject *const *items = NULL;
+    if (r->by_name) {
+        if (!PyDict_CheckExact(arg) || PyDict_GET_SIZE(arg) != r->count) return 0;
+    } else if (PyTuple_CheckExact(arg) && PyTuple_GET_SIZE(arg) == r->count) {
+        items = &PyTuple_GET_ITEM(arg, 0);
+    } else if (PyList_CheckExact(arg) && PyList_GET_SIZE(arg) == r->count) {
+        items = PySequence_Fast_ITEMS(arg);
+    } else {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < r->count; ++k) {
+        PyObject *value = items != NULL ? items[k] : PyDict_GetItemWithError(arg, r->keys[k]);
+        if (value == NULL) { PyErr_Clear(); return 0; }
+        const ArgSpec *m = &r->members[k];
+        int ok = m->kind == PTXB_ARG_INT ? pack_int(m, value, buf)
+               : m->kind == PTXB_ARG_FLOAT ? pack_float(m, value, buf)
+               : pack_address(m, value, buf, pointer_attribute);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* (PTXB_ARG_ADDRESS, offset, code, tensor spec or None). */
+static int read_address(ArgSpec *s, PyObject *item) {
+    PyObject *tensor;
+    if (!PyArg_ParseTuple(item, "iiiO", &s->kind, &s->offset, &s->code, &tensor)) return 0;
+    if (tensor == Py_None) return 1;
+    s->members = PyMem_Calloc(1, sizeof *s->members);
+    if (s->members == NULL) { PyErr_NoMemory(); return 0; }
+    s->members->alias_slot = -1;
+    if (!read_tensor_spec(s->members, tensor)) return 0;
+    if (s->members->form != PTXB_FORM_POINTER) {
+        PyErr_SetString(PyExc_ValueError, "a pointer member's tensor is read as a pointer");
+        return 0;
+    }
+    return 1;
+}
+
+/* (PTXB_ARG_RECORD, by_name, keys, members): keys a tuple of field names (by_name) or None; members the
+ * specs of the members, in order.  1, or 0 with an error set. */
+int read_record_spec(ArgSpec *s, PyObject *item) {
+    PyObject *keys, *members;
+    int by_name;
+    if (!PyArg_ParseTuple(item, "iiOO!", &s->kind, &by_name, &keys, &PyTuple_Type, &members)) return 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(members);
+    if (by_name && (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != count)) {
+        PyErr_SetString(PyExc_ValueError, "a struct spec names each member");
+        return 0;
+    }
+    struct Record *r = s->record = PyMem_Calloc(1, sizeof *r);
+    if (r == NULL) { PyErr_NoMemory(); return 0; }
+    r->by_name = by_name;
+    r->members = PyMem_Calloc(count ? (size_t)count : 1, sizeof *r->members);
+    if (r->members == NULL) { PyErr_NoMemory(); return 0; }
+    r->count = count; /* set once allocated: free_spec walks count members */
+    r->keys = by_name ? &PyTuple_GET_ITEM(keys, 0) : NULL;
+    for (Py_ssize_t k = 0; k < count; ++k) {
+        ArgSpec *m = &r->members[k];
+        PyObject *spec = PyTuple_GET_ITEM(members, k);
+        m->alias_slot = -1;
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 1) goto bad;
+        m->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+        if (m->kind == PTXB_ARG_ADDRESS ? !read_address(m, spec)
+            : (m->kind != PTXB_ARG_INT && m->kind != PTXB_ARG_FLOAT) || !read_spec(m, spec))
+            goto bad;
+        if (by_name && !PyUnicode_CheckExact(r->keys[k])) goto bad;
+    }
+    return 1;
+bad:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed struct or tuple member spec");
+    return 0;
+}
+
+/* Every place of a record's members fits a buffer of ``size`` bytes. */
+int record_fits(const ArgSpec *s, int size) {
+    for (Py_ssize_t k = 0; k < s->record->count; ++k) {
+        const ArgSpec *m = &s->record->members[k];
+        if (!check_place(m, size) || (m->members != NULL && !check_place(m->members, size))) return 0;
+    }
+    return 1;
+}
+
+void free_spec(ArgSpec *s) {
+    PyMem_Free(s->places);
+    PyMem_Free(s->tile);
+    if (s->kind == PTXB_ARG_ADDRESS && s->members != NULL) free_spec(s->members);
+    if (s->kind == PTXB_ARG_ADDRESS) PyMem_Free(s->members);
+    if (s->record != NULL) {
+        for (Py_ssize_t k = 0; k < s->record->count; ++k) free_spec(&s->record->members[k]);
+        PyMem_Free(s->record->members);
+        PyMem_Free(s->record);
+    }
+}

@@ -1,0 +1,68 @@
+"""On a GPU: the C launch plan takes CuPy arrays, numba device arrays and torch tensors on pointers and
+numba arrays, launches from C from the second call on (``Kernel._cached``), on the stream the Python
+path would pick, and computes what the Python path computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _images import image
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+from test_gpu_call import cpp  # noqa: F401 (the C++ image's module fixture)
+
+
+def _twice(kernel, *args, **launch):
+    """Two calls: the first plans (Python), the second must run from C."""
+    for _ in range(2):
+        kernel(*args, **launch)
+    assert tuple(map(type, args)) in kernel._cached(), "the C launcher holds no plan for these types"
+
+
+def test_cupy_arrays_launch_from_c_on_cupys_current_stream(cpp):  # noqa: F811
+    cupy = pytest.importorskip("cupy")
+    n = 1000
+    a, b = (cupy.random.standard_normal(n, dtype=cupy.float32) for _ in range(2))
+    c = cupy.full(n, cupy.nan, dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        _twice(cpp.vadd3, a, b, c, n, grid=4, block=256)
+    stream.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(c), cupy.asnumpy(a + b), rtol=1e-6)
+    c.fill(cupy.nan)
+    _twice(cpp.vadd3, a, b, c, n, grid=4, block=256, stream=stream.ptr)
+    stream.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(c), cupy.asnumpy(a + b), rtol=1e-6)
+
+
+def test_numba_device_arrays_launch_from_c(cpp):  # noqa: F811
+    from numba import cuda
+
+    numba_module = image("numba").load(0)
+    n = 777
+    x = np.random.default_rng().standard_normal(n).astype(np.float32)
+    da, db, dc = cuda.to_device(x), cuda.to_device(x * 2), cuda.to_device(np.full(n, np.nan, np.float32))
+    _twice(cpp.vadd3, da, db, dc, n, grid=4, block=256)
+    cpp.synchronize()
+    np.testing.assert_allclose(dc.copy_to_host(), x * 3, rtol=1e-6)
+    base = np.random.default_rng().standard_normal((40, 60)).astype(np.float32)
+    dx = cuda.to_device(base)[::2, 1::3]  # strided: a numba Array of layout A takes it
+    dout = cuda.to_device(np.full(dx.shape, np.nan, np.float32))
+    _twice(numba_module.scale2d, dx, dout, 2.5, grid=(4, 4), block=(16, 16))
+    numba_module.synchronize()
+    np.testing.assert_allclose(dout.copy_to_host(), 2.5 * base[::2, 1::3], rtol=1e-6)
+
+
+def test_torch_tensors_on_numba_arrays_launch_from_c():
+    numba_module = image("numba").load(0)
+    base = torch.randn(64, 90, device="cuda")
+    x = base[3::2, 1::3]
+    out = torch.full((x.shape[1], x.shape[0]), float("nan"), device="cuda").t()  # column-major view
+    _twice(numba_module.scale2d, x, out, 1.5, grid=(4, 4), block=(16, 16))
+    torch.testing.assert_close(out, 1.5 * x)
+    f_order = torch.randn(50, 70, device="cuda").t().contiguous().t()
+    total = torch.full((70,), float("nan"), device="cuda")
+    _twice(numba_module.colsum, f_order, total, grid=1, block=128)
+    torch.testing.assert_close(total, f_order.sum(0), rtol=1e-4, atol=1e-4)
