@@ -60,7 +60,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {  # public name -> (module, its name the
     "KernelRaisedError": ("errors", "KernelRaisedError"), "LinkError": ("errors", "LinkError"),
     "KernelTrapError": ("errors", "KernelTrapError"),
     "MemoryAccessError": ("errors", "MemoryAccessError"), "OptionError": ("errors", "OptionError"),
-    "PtxBridgeError": ("errors", "PtxBridgeError"),
+    "PtxBridgeError": ("errors", "PtxBridgeError"), "SanitizerError": ("errors", "SanitizerError"),
     "SignatureSyntaxError": ("errors", "SignatureSyntaxError"), "TargetError": ("errors", "TargetError"),
     "ToolchainError": ("errors", "ToolchainError"),
     "UnsupportedInstructionError": ("errors", "UnsupportedInstructionError"),

@@ -22,6 +22,7 @@ __all__ = [
     "LinkError",
     "MemoryAccessError",
     "PtxBridgeError",
+    "SanitizerError",
     "SignatureSyntaxError",
     "TargetError",
     "ToolchainError",
@@ -126,3 +127,13 @@ class UnsupportedInstructionError(EmulatorError):
 
 class MemoryAccessError(EmulatorError):
     """A load or store outside every buffer the caller passed."""
+
+
+class SanitizerError(EmulatorError):
+    """A hazard the CPU loader's ``sanitize=`` tools found: ``tool`` is ``"racecheck"`` (two threads of
+    a block access one shared address, one writing, with no barrier between) or ``"initcheck"`` (a
+    read of shared, local or device-heap memory no thread wrote)."""
+
+    def __init__(self, message: str, tool: str):
+        super().__init__(message)
+        self.tool = tool

@@ -1,6 +1,7 @@
 """Throughput of the CPU PTX emulator, in thread-instructions per second.
 
     python bench/emulator.py [--repeat 3] [--batch 32768] [--only NAME ...] [--cpu-time] [--emulator-root DIR]
+                             [--sanitize racecheck|initcheck]
 
 Kernels: numba-cuda saxpy over 2**20 float32 elements (the issue's target:
 >= 100 million thread-instructions/s on a 2-core machine) and an NVRTC
@@ -70,6 +71,7 @@ def _array(a: np.ndarray) -> list[int]:
 
 CLOCK = time.perf_counter  # --cpu-time: time.process_time, this process's CPU seconds
 EmulatorBackend: Any = None  # imported in main(), after --emulator-root has put its package first
+OPTIONS: dict[str, Any] = {}  # --sanitize: the loader option, only when given (older packages lack it)
 
 
 def _measure(be: EmulatorBackend, run, repeat: int) -> tuple[float, int]:
@@ -90,7 +92,8 @@ def bench_saxpy(repeat: int, batch: int) -> tuple[str, float, int]:
     array = NumbaArray(f32, 1, "C")
     sig = Signature("saxpy", (Param("a", Scalar(f32)), Param("x", array), Param("y", array),
                               Param("out", array)), convention=Convention.NUMBA)
-    be = EmulatorBackend(Image(None, None, {"saxpy": sig}, ptx=(ptx.encode(),)), max_batch_threads=batch)
+    be = EmulatorBackend(Image(None, None, {"saxpy": sig}, ptx=(ptx.encode(),)), max_batch_threads=batch,
+                         **OPTIONS)
     rng = np.random.default_rng(0)
     x, y, out = rng.random(N, np.float32), rng.random(N, np.float32), np.zeros(N, np.float32)
     params = sig.layout.packer().pack([2.0, *_array(x), *_array(y), *_array(out)])
@@ -106,7 +109,7 @@ def bench_reduce(repeat: int, batch: int) -> tuple[str, float, int]:
     f32 = Pointer(Scalar(dtype("f32")))
     sig = Signature("reduce", (Param("x", f32), Param("out", f32), Param("n", Scalar(dtype("i32")))))
     image = Image(None, None, {"reduce": sig}, ptx=(_nvrtc_ptx(REDUCE),))
-    be = EmulatorBackend(image, max_batch_threads=batch)
+    be = EmulatorBackend(image, max_batch_threads=batch, **OPTIONS)
     x = np.random.default_rng(1).random(N, np.float32)
     out = np.zeros(N // 256, np.float32)
     params = sig.layout.packer().pack([x.ctypes.data, out.ctypes.data, N])
@@ -120,7 +123,7 @@ def bench_reduce(repeat: int, batch: int) -> tuple[str, float, int]:
 
 def _module(source: str, batch: int) -> Any:
     image = ptxbridge.link([_nvrtc_ptx_artifact(source)])
-    return ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
+    return ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch, **OPTIONS))
 
 
 def _nvrtc_ptx_artifact(source: str) -> Any:
@@ -197,7 +200,7 @@ def _numba_module(pyfunc: Any, sig: str, name: str, batch: int) -> Any:
     import ptxbridge.numba as pn
 
     image = ptxbridge.link([pn.compile(pyfunc, sig, arch="sm_90", name=name)])
-    return ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch))
+    return ptxbridge.Module(image, EmulatorBackend(image, max_batch_threads=batch, **OPTIONS))
 
 
 def _jacobi_numba(a, anew, error):
@@ -282,7 +285,11 @@ def main() -> None:
     parser.add_argument("--cpu-time", action="store_true",
                         help="time with this process's CPU seconds (steadier on a machine others share)")
     parser.add_argument("--emulator-root", help="a folder holding another `emulator` package to run instead")
+    parser.add_argument("--sanitize", help="the CPU loader's sanitize= tools (racecheck, initcheck), to "
+                                           "measure their cost")
     args = parser.parse_args()
+    if args.sanitize:
+        OPTIONS["sanitize"] = args.sanitize
     global CLOCK, EmulatorBackend
     CLOCK = time.process_time if args.cpu_time else time.perf_counter
     if args.emulator_root:

@@ -27,6 +27,7 @@ from ptxbridge.abi.errors import (
     MemoryAccessError,
     OptionError,
     PtxBridgeError,
+    SanitizerError,
     TargetError,
     ToolchainError,
 )
@@ -40,8 +41,8 @@ _LAZY = {  # public name -> the module that defines it, imported on first use
 }
 __all__ = [
     "AbiMismatchError", "ArgumentError", "CompileError", "CudaError", "EmulatorError", "FormatError",
-    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "TargetError",
-    "ToolchainError", "KernelTrapError",
+    "KernelRaisedError", "LinkError", "MemoryAccessError", "OptionError", "PtxBridgeError", "SanitizerError",
+    "TargetError", "ToolchainError", "KernelTrapError",
     *_LAZY,
 ]
 __version__ = "0.1.0"

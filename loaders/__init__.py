@@ -115,7 +115,8 @@ def ptx_facts(image: LoadableImage) -> PtxFacts | None:
 def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Backend:
     """``image`` loaded on ``device`` (see :func:`parse_device`; None: ``PTXBRIDGE_DEVICE``, else the
     first GPU, else the CPU loader).  ``options`` go to the CPU loader (``max_steps``: its watchdog,
-    see :class:`~ptxbridge.loaders.emulator.EmulatorBackend`); the GPU takes none.
+    ``sanitize``: racecheck / initcheck, see :class:`~ptxbridge.loaders.emulator.EmulatorBackend`); the GPU
+    takes none (on a GPU, compute-sanitizer is the sanitizer).
 
     On a GPU the image's cubin for it loads, else one it runs (:func:`cubin_runs_on`), else its
     PTX JIT-compiled by the driver when the driver reads its ISA
@@ -127,6 +128,11 @@ def open_backend(image: LoadableImage, device: Any = None, **options: Any) -> Ba
         from .emulator import EmulatorBackend
 
         return EmulatorBackend(image, **options)
+    if options.get("sanitize") is not None:
+        raise ArgumentError(f"sanitize={options['sanitize']!r}: the CPU loader's checks; on {kind}:{index} "
+                            "run the program under compute-sanitizer (compute-sanitizer --tool racecheck "
+                            'python ...), or load on device="cpu"')
+    options.pop("sanitize", None)
     if options:
         raise ArgumentError(f"{', '.join(sorted(options))}: an option of the CPU loader; the GPU loader "
                             f"({kind}:{index}) takes none")

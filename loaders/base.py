@@ -38,12 +38,16 @@ class LoadableImage(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Buffer:
-    """A memory range an argument brought: the CPU loader bounds-checks against these."""
+    """A memory range an argument brought: the CPU loader bounds-checks against these, and names
+    the argument (``name``, its elements' ``dtype`` and ``itemsize``) when an access overruns it."""
 
     ptr: int
     nbytes: int
     writable: bool = True
     owner: Any = None  # keeps the producer alive while the kernel may touch it
+    name: str = ""  # the kernel parameter it was passed as ('' for scratch memory)
+    itemsize: int = 1
+    dtype: str = ""
 
 
 def host_upload(data: bytes, stream: int) -> Buffer:

@@ -260,5 +260,21 @@ def test_info_and_clear_count_the_same_entries(private_cache: Path):
     (private_cache / "unit" / "zz" / ".tmp-leftover").write_text("half a write")
     found = cache.info()
     assert found.entries == 4 and found.bytes > 0
-    assert cache.clear() == 4
+    assert cache.clear(toolchains=True) == 4
     assert cache.info().entries == 0 and not private_cache.exists()
+
+
+def test_clear_keeps_built_toolchains(private_cache: Path):
+    """``ptxbridge cache clear`` deleted the 42 MB Rust sysroot too, so the next Rust compile took 25 s
+    again: built directories stay unless asked for (``--all``)."""
+    cache.put("unit", cache.key("a"), b"1")
+
+    def build(path: Path) -> None:
+        (path / "libcore.rlib").write_text("core")
+
+    kept = cache.cached_dir("rust-sysroot", cache.key("toolchain"), build)
+    assert cache.clear() == 1
+    assert (kept / "libcore.rlib").read_text() == "core" and cache.kept_directories() == [kept]
+    assert cache.get("unit", cache.key("a")) is None
+    assert cache.cached_dir("rust-sysroot", cache.key("toolchain"), build) == kept  # still intact
+    assert cache.clear(toolchains=True) == 1 and not kept.exists()

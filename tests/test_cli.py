@@ -274,3 +274,47 @@ def test_a_static_library_lists_its_members_and_their_fatbins(capsys, work):
     assert inner["format"] == "unread" and "inside an archive is not read" in inner["note"]
     assert main(["inspect", str(path)]) == 0
     assert "member rdc.o at 0x" in capsys.readouterr().out
+
+
+def test_doctor_json_into_a_closed_pipe_is_no_traceback():
+    """``ptxbridge doctor --json | head`` ended in a BrokenPipeError traceback: the reader left first."""
+    script = Path(sys.executable).parent / "ptxbridge"
+    with subprocess.Popen([str(script), "doctor", "--json"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as done:
+        done.stdout.close()  # before the probes finish: every write meets a closed pipe
+        err = done.stderr.read().decode()
+        assert done.wait(timeout=120) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_doctor_lists_the_c_extensions_and_finds_libnvvm(capsys, tmp_path):
+    from ptxbridge.cli.doctor import toolkit_libnvvm
+    from ptxbridge.launch import fastpath
+
+    assert main(["doctor", "--json"]) == 0
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+    fast = checks["C extension _fastlaunch"]
+    assert fast["ok"] is (fastpath._fastlaunch is not None) and {"C extension _native",
+                                                                  "C extension _xla_ffi"} <= set(checks)
+    if fast["ok"]:
+        assert Path(fast["detail"]).is_file() and "_fastlaunch" in fast["detail"]
+    from cuda.bindings import nvvm
+
+    major, minor = nvvm.version()
+    assert checks["libNVVM"]["ok"] and checks["libNVVM"]["detail"].startswith(f"{major}.{minor} (")
+    toolkit = tmp_path / "cuda"
+    (toolkit / "nvvm" / "lib64").mkdir(parents=True)
+    assert toolkit_libnvvm([tmp_path / "none", toolkit]) is None
+    (toolkit / "nvvm" / "lib64" / "libnvvm.so.4").write_bytes(b"")
+    assert toolkit_libnvvm([tmp_path / "none", toolkit]) == toolkit / "nvvm" / "lib64" / "libnvvm.so.4"
+
+
+def test_the_documented_report_formats_are_the_ones_inspect_writes():
+    import re
+
+    from ptxbridge.cli import inspect as inspect_module
+
+    doc = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    listed = set(re.findall(r"`(\w+)`", re.search(r"`format` \(([^)]*)\)", doc)[1]))
+    source = Path(inspect_module.__file__).read_text()
+    written = set(re.findall(r'"format": "(\w+)"', source)) - {"unread"} | set(inspect_module._NO_KERNELS)
+    assert listed == written and "image" in listed

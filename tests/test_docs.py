@@ -174,6 +174,20 @@ def test_commented_results_are_checked() -> None:
     assert len(lines) >= 6, lines
 
 
+def test_frameworks_md_on_which_slices_carry_their_length() -> None:
+    """frameworks.md says slices pass their own length: plain rustc's ``&[T]`` is the slice kind too
+    (its length from the tensor), as cuda-oxide's is."""
+    from ptxbridge.abi.kinds import Slice
+    from ptxbridge.abi.signature import Convention
+    from ptxbridge.rust.types import TypeMapper, parse_type
+
+    for convention in (Convention.C, Convention.OXIDE):
+        assert isinstance(TypeMapper([], convention).kind(parse_type("&[f32]"), {}), Slice)
+    text = " ".join((DOCS / "frameworks.md").read_text().split())
+    assert ("Slices (`&[T]`, `DisjointSlice`; plain rustc's and cuda-oxide's alike) and numba arrays pass "
+            "their own length to the kernel") in text
+
+
 def test_doc_claims_the_code_backs() -> None:
     from ptxbridge import OptionError
     from ptxbridge.linker import LinkOptions, nvjitlink_args, ptx_isa_supported

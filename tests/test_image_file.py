@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import struct
 
 import _rust_fixtures
@@ -73,6 +75,22 @@ def test_save_then_open_gives_the_same_image_and_runs(image, tmp_path):
     module.affine({"scale": 3.0, "shift": -1}, x, 8, grid=1, block=8)
     module.add_one(x, 8, grid=1, block=8)
     np.testing.assert_array_equal(module.to_host(x), 3.0 * np.arange(8) - 1 + 1)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_saved_image_has_the_mode_the_umask_gives(image, tmp_path, umask):
+    """Images were written 0600 whatever the umask (a temporary file's mode), though they are meant
+    to be shipped; they get what ``open()`` gives a new file, as ``ptxbridge link -o`` does too."""
+    source = tmp_path / "k.cu"
+    source.write_text(SOURCE)
+    previous = os.umask(umask)
+    try:
+        path = image.save(tmp_path / "k.ptxb")
+        assert main(["link", str(source), "-o", str(tmp_path / "cli.ptxb"), "--arch", "sm_90"]) == 0
+    finally:
+        os.umask(previous)
+    for saved in (path, tmp_path / "cli.ptxb"):
+        assert stat.S_IMODE(saved.stat().st_mode) == 0o666 & ~umask
 
 
 def test_the_file_is_laid_out_as_documented(image, saved):

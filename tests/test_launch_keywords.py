@@ -129,3 +129,20 @@ def test_a_parameter_named_like_a_launch_keyword_goes_by_position_and_reqntid_is
     with pytest.raises(ArgumentError) as info:
         module.fill(x=x, grid=1)
     assert str(info.value) == "fill: missing argument 'grid'; call it as fill(x, grid, grid=..., [block=...])"
+
+
+def test_the_help_title_line_is_whole_words():
+    """help(kernel)'s title line is pydoc's repr, cut to 100 characters in the middle of a word
+    (``kernel add_ve...2, out: ...``): a long signature's repr is the name and whole parameter names."""
+    source = ('extern "C" __global__ void add_vectors_with_a_long_name(const float* __restrict__ x, '
+              "const float* __restrict__ y, float* out, int n, float alpha, double beta) {}")
+    kernel = ptxbridge.load([nvrtc.compile(source)], device="cpu").add_vectors_with_a_long_name
+    title = pydoc.render_doc(kernel, renderer=pydoc.plaintext).splitlines()[2]
+    expected = "<ptxbridge kernel add_vectors_with_a_long_name(x, y, out, n, alpha, beta)>"
+    assert title == repr(kernel) == expected
+    assert repr(module_of(SOURCE).saxpy) == (
+        "<ptxbridge kernel #[convention(c)] kernel saxpy(a: f32, x: *const f32, y: *mut f32, n: i32)>")
+
+
+def module_of(source: str) -> ptxbridge.Module:
+    return ptxbridge.load([nvrtc.compile(source)], device="cpu")

@@ -204,9 +204,15 @@ def test_wrong_dtype_is_refused_eagerly_and_at_trace_time(ops):
     x, b, _ = inputs()
     with pytest.raises(ArgumentError, match=r"vadd: argument 'a' \(\*const f32\) got float64 tensor"):
         ops["vadd"](x.double(), b.double())
+    # under torch.compile it is ptxbridge's ArgumentError too, not Dynamo's "Unsupported: TypeError when
+    # making fake tensor call" with the message buried in a logged traceback
     compiled = torch.compile(lambda a, c: ops["vadd"](a, c), fullgraph=True, backend="aot_eager")
-    with pytest.raises(Exception, match=r"vadd: argument 'a' \(\*const f32\) got float64 tensor; expected f"):
+    with pytest.raises(ArgumentError, match=r"^vadd: argument 'a' \(\*const f32\) got float64 tensor on cpu; "
+                                            r"expected float32 on cpu$"):
         compiled(x.double(), b.double())
+    refused = pytest.raises(ArgumentError, match=r"^vadd: argument 'a' \(\*const f32\) got float64 tensor;")
+    with refused, torch._subclasses.fake_tensor.FakeTensorMode():  # outside Dynamo the fake kernel refuses it
+        ops["vadd"](torch.empty(4, dtype=torch.float64), torch.empty(4, dtype=torch.float64))
 
 
 def test_rules_are_checked_against_the_signature(image):

@@ -37,6 +37,13 @@ def _created_by() -> str:
 
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it, then set back: POSIX has no way to only read it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Image:
     """What ``ptxbridge.link`` returns.
@@ -144,6 +151,7 @@ class Image:
         try:
             with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as out:
                 out.write(data)
+            os.chmod(out.name, 0o666 & ~_umask())  # a file to ship: what open() would make, not 0600
             os.replace(out.name, path)
         except OSError as exc:
             raise ArgumentError(f"cannot write image file {str(path)!r}: {exc.strerror}") from exc

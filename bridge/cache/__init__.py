@@ -287,10 +287,33 @@ def _size(path: Path) -> int:
         return 0
 
 
-def clear() -> int:
-    """Remove the whole cache; returns how many entries it held (as :func:`info` counts them)."""
+def kept_directories() -> list[Path]:
+    """The cached directories (built toolchains: the Rust sysroot) that :func:`clear` keeps."""
+    return [entry for entry in _entries(cache_dir()) if entry.is_dir()]
+
+
+def clear(*, toolchains: bool = False) -> int:
+    """Remove the cached compile and link results; returns how many entries it removed (as
+    :func:`info` counts them).  Cached directories (built toolchains: the Rust sysroot, which takes
+    25 s to rebuild) stay unless ``toolchains`` is true, which removes the whole cache."""
     root = cache_dir()
-    removed = len(_entries(root))
-    shutil.rmtree(root, ignore_errors=True)
+    entries = _entries(root)
     _verified.clear()
+    if toolchains:
+        shutil.rmtree(root, ignore_errors=True)
+        return len(entries)
+    kept = {entry.parent for entry in entries if entry.is_dir()}  # a shard holding a toolchain
+    removed = 0
+    for entry in entries:
+        if not entry.is_dir():
+            with suppress(OSError):
+                entry.unlink()
+                removed += 1
+    for shard in {entry.parent for entry in entries} - kept:
+        shutil.rmtree(shard, ignore_errors=True)  # leftovers of interrupted writes with it
+    for namespace in (root.iterdir() if root.is_dir() else ()):
+        with suppress(OSError):
+            namespace.rmdir()  # only when empty
+    with suppress(OSError):
+        root.rmdir()
     return removed

@@ -6,14 +6,17 @@ with the command that installs it.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata
+import importlib.util
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Check", "run_checks", "find_nvidia_tool"]
+__all__ = ["Check", "run_checks", "find_nvidia_tool", "toolkit_libnvvm"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +85,62 @@ def _nvrtc() -> Check:
     return Check("NVRTC", True, f"{major}.{minor}")
 
 
+def toolkit_libnvvm(roots: Sequence[str | os.PathLike[str]]) -> Path | None:
+    """``nvvm/lib64/libnvvm.so*`` of the first CUDA toolkit in ``roots`` that has one."""
+    for root in roots:
+        found = sorted(Path(root, "nvvm", "lib64").glob("libnvvm.so*"))
+        if found:
+            return found[0]
+    return None
+
+
+def _toolkit_roots() -> list[str]:
+    """Where a CUDA toolkit may be: ``$CUDA_HOME``, ``$CUDA_PATH``, then ``/usr/local/cuda``."""
+    return [*(v for k in ("CUDA_HOME", "CUDA_PATH") if (v := os.environ.get(k))), "/usr/local/cuda"]
+
+
 def _libnvvm() -> Check:
-    version = _package_version("nvidia-nvvm")
-    if version is None:
-        return Check("libNVVM", False, "not installed", "pip install nvidia-nvvm (or ptxbridge[numba])")
-    return Check("libNVVM", True, version)
+    """libNVVM as the nvvm frontend loads it (``cuda.bindings.nvvm``, found by ``cuda.pathfinder`` in
+    the pip wheels or under ``$CUDA_HOME``), so a toolkit's ``/usr/local/cuda/nvvm`` counts."""
+    try:
+        from cuda.bindings import nvvm
+
+        major, minor = nvvm.version()
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        where = load_nvidia_dynamic_lib("nvvm").abs_path
+        return Check("libNVVM", True, f"{major}.{minor} ({where})")
+    except Exception as exc:
+        toolkit = toolkit_libnvvm(_toolkit_roots())
+        if toolkit is not None:
+            root = toolkit.parent.parent.parent
+            return Check("libNVVM", False, f"{toolkit} is there but cuda-bindings does not find it ({exc})",
+                         f"export CUDA_HOME={root}")
+        return Check("libNVVM", False, f"not found ({exc})", "pip install nvidia-nvvm (or ptxbridge[numba])")
+
+
+_EXTENSIONS = (  # (module, what runs without it)
+    ("ptxbridge.launch._fastlaunch", "kernel calls take the Python launch path"),
+    ("ptxbridge.loaders.emulator._native", "the CPU loader checks and gathers memory with NumPy (slower)"),
+    ("ptxbridge.jax._xla_ffi", "ptxbridge.jax cannot register its XLA handler (built only with jaxlib)"),
+)
+
+
+def _extensions() -> list[Check]:
+    """Which optional C extensions this install built (found next to their package, not imported:
+    importing ``ptxbridge.jax`` would import JAX)."""
+    checks = []
+    for module, without in _EXTENSIONS:
+        package, _, name = module.rpartition(".")
+        spec = importlib.util.find_spec(package)
+        folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+        built = next((path for folder in folders for suffix in importlib.machinery.EXTENSION_SUFFIXES
+                      if (path := Path(folder, name + suffix)).is_file()), None)
+        checks.append(Check(f"C extension {name}", built is not None,
+                            str(built) if built else f"not built: {without}",
+                            "" if built else "reinstall with a C compiler and the Python headers "
+                                             "(pip install --no-build-isolation -e .)"))
+    return checks
 
 
 def _numba() -> Check:
@@ -121,7 +175,7 @@ def _rust() -> Check:
 
 
 PROBES: tuple[Callable[[], Check | list[Check]], ...] = (
-    _driver, _nvjitlink, _nvrtc, _libnvvm, _numba, _tileiras, _rust,
+    _driver, _nvjitlink, _nvrtc, _libnvvm, _numba, _tileiras, _rust, _extensions,
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,7 +112,13 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 def _cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "clear":
-        print(f"removed {cache.clear()} entries from {cache.cache_dir()}")
+        print(f"removed {cache.clear(toolchains=args.all)} entries from {cache.cache_dir()}")
+        kept = cache.kept_directories()
+        if kept:
+            size = sum(f.stat().st_size for d in kept for f in d.rglob("*") if f.is_file())
+            names = ", ".join(sorted({d.parent.parent.name for d in kept}))
+            print(f"kept the built toolchains ({names}, {size / 1e6:.1f} MB); "
+                  "`ptxbridge cache clear --all` removes them too")
     else:
         found = cache.info()
         print(f"{found.path}: {found.entries} entries, {found.bytes / 1e6:.1f} MB")
@@ -166,13 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
     cache_cmd = sub.add_parser("cache", help="show or clear the compile/link cache",
                                description="Show the size of the compile/link cache, or empty it.")
     cache_cmd.add_argument("action", choices=("info", "clear"))
+    cache_cmd.add_argument("--all", action="store_true",
+                           help="clear: also remove built toolchains (the Rust sysroot, 25 s to rebuild)")
     cache_cmd.set_defaults(run=_cmd_cache)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        code = args.run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ptxbridge doctor --json | head`: the reader left, which is no error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit would raise it again
+        return 0
+    return code
 
 
 if __name__ == "__main__":

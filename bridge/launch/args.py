@@ -244,7 +244,7 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
             raise where.fail(str(problem)) from None
 
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
-        return (_buffer(extract(arg, stream)),)
+        return (_buffer(extract(arg, stream), where.name),)
 
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
     native = native_tensor(t, where.rule, where.want, where.refuses_readonly, arg_type, ctx.device_type,
@@ -256,10 +256,11 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     return Binder(fast[0], buffers=buffers, inline=fast[1], native=native)
 
 
-def _buffer(info: TensorInfo) -> Buffer:
-    """The memory range of a tensor, as the CPU loader registers it."""
+def _buffer(info: TensorInfo, name: str) -> Buffer:
+    """The memory range of a tensor, as the CPU loader registers it, labelled with the argument."""
     lowest, nbytes = info.span()
-    return Buffer(lowest, nbytes, not info.readonly, info.owner)
+    itemsize = info.dtype.itemsize if info.dtype is not None else 1
+    return Buffer(lowest, nbytes, not info.readonly, info.owner, name, itemsize, info.dtype_name)
 
 
 def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tuple[Buffer, ...]] | None:
@@ -276,7 +277,7 @@ def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tup
             value = tensor_of(read(arg, path))
             extract = extractor_for(type(value))
             if extract is not None:
-                found.append(_buffer(extract(value, stream)))
+                found.append(_buffer(extract(value, stream), where.name))
         return tuple(found)
     return buffers
 

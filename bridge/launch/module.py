@@ -52,6 +52,7 @@ Dim3 = tuple[int, int, int]
 _DIM_LIMIT = 1 << 31
 _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
 _LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
+_REPR_LIMIT = 100  # pydoc.TextRepr.maxother: help() shortens a longer repr mid-token
 
 
 class _PerKernel:
@@ -276,7 +277,18 @@ class Kernel(_KernelBase):
             self._forget()
 
     def __repr__(self) -> str:
-        return f"<ptxbridge kernel {self.signature}>"
+        """The signature; past :data:`_REPR_LIMIT` characters (where ``help()``'s title line, pydoc's
+        ``repr``, cuts text in the middle of a word) the parameter names only, whole ones."""
+        full = f"<ptxbridge kernel {self.signature}>"
+        if len(full) <= _REPR_LIMIT:
+            return full
+        names = [p.name for p in self.signature.params]
+        for count in range(len(names), -1, -1):
+            shown = ", ".join(names[:count] + (["..."] if count < len(names) else []))
+            short = f"<ptxbridge kernel {self.name}({shown})>"
+            if len(short) <= _REPR_LIMIT:
+                return short
+        return short
 
 
 class Globals:

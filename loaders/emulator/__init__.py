@@ -7,6 +7,9 @@ Modules::
     ops_int, ops_float, ops_half, ops_set, ops_data, ops_mem, ops_async, ops_warp, ops_control,
     float_math, values, builtins   instructions and their exact semantics
     machine, frame, launch, memory threads, warps, blocks, bounds-checked memory
+    provenance, extents            which argument an address comes from; errors that name it
+    watchdog           the step limit, endless-loop detection, progress on long launches
+    sanitize, hazards  sanitize=: racecheck (hazards: the shared-memory shadow) and initcheck
     liveness           block-local registers (masked writes that need no mask)
     compiled/          the compiled tier (its own room, loaders/emulator/compiled/)
     heap               device malloc/free (new/delete)

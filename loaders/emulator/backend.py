@@ -18,8 +18,9 @@ from .launch import run_kernel, shared_bytes
 from .machine import Machine
 from .memory import RESERVED_SMEM
 from .program import Program
+from .sanitize import Sanitize
 
-__all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "TIERS"]
+__all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "TIERS", "Sanitize"]
 
 _MAX_BLOCK_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
@@ -43,7 +44,13 @@ class EmulatorBackend(Backend):
         Interpreter steps one batch may take before the launch fails with
         EmulatorError (a watchdog against endless loops and spin-waits that
         need independent thread scheduling); ``load(..., max_steps=N)`` sets it.
-        None: no limit.
+        None: no limit.  A loop that provably never ends (the same state with
+        nothing stored) is stopped long before (:mod:`.watchdog`).
+    sanitize
+        compute-sanitizer's tools: ``"racecheck"``, ``"initcheck"``, both
+        (``"racecheck,initcheck"`` or a sequence), ``"memcheck"`` (always on)
+        or None; hazards raise :class:`~ptxbridge.abi.errors.SanitizerError`
+        (:mod:`.sanitize`).  ``load(..., sanitize=...)`` sets it.
     tier
         ``"compiled"``: kernels run as native code (:mod:`.compiled`) where the compiled tier
         translates them, on the interpreter otherwise; ``"interp"``: always on the interpreter.
@@ -69,7 +76,8 @@ class EmulatorBackend(Backend):
     device_type = DLPACK_CPU
 
     def __init__(self, image: Any, device_id: int = 0, *, max_batch_threads: int = 1 << 15,
-                 max_steps: int | None = DEFAULT_MAX_STEPS, tier: str | None = None):
+                 max_steps: int | None = DEFAULT_MAX_STEPS, tier: str | None = None,
+                 sanitize: str | Sequence[str] | None = None):
         if device_id != 0:
             raise ArgumentError(f"the CPU emulator has one device, 0 (got device_id={device_id})")
         if not image.ptx:
@@ -89,7 +97,9 @@ class EmulatorBackend(Backend):
         self.max_batch_threads = max_batch_threads
         self.max_steps = max_steps
         self.thread_instructions = 0  # instructions x threads executing them, over all launches
-        self.program = Program(image.ptx)
+        self.sanitize = Sanitize.parse(sanitize)  # .interpreted: a faster tier must leave the launch here
+        self.program = Program(image.ptx, self.sanitize if self.sanitize.interpreted else None)
+        self._heap_written: dict[int, Any] = {}  # initcheck: what launches wrote of the device heap
         addresses = {address: key for key, address in self.program.function_addresses.items()}
         self._machine = Machine(self.program.functions, addresses)
         self.tier = tier
@@ -134,9 +144,12 @@ class EmulatorBackend(Backend):
                                 f"memory (sm_90); this launch needs {asked} ({static} static + {shared_mem} "
                                 "dynamic)")
         steps = self.max_steps if self.max_steps is not None else 1 << 62
-        self.thread_instructions += self._run(self.program, self._machine, function, grid, block,
-                                              shared_mem, bytes(params), buffers, self.max_batch_threads,
-                                              steps, self._heap)
+        run = self._run
+        if self.compiled_tier is not None and (self.sanitize.interpreted or _overlapping(buffers)):
+            run = run_kernel  # a tool, or arguments inside one another (views): the interpreter's checks
+        self.thread_instructions += run(self.program, self._machine, function, grid, block, shared_mem,
+                                        bytes(params), buffers, self.max_batch_threads, steps, self._heap,
+                                        self.image.kernels.get(function), self._heap_written)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""
@@ -163,6 +176,17 @@ def _reaches_grid_sync(program: Program, name: str) -> bool:
         return "grid" in program.check_launch(name)
     except UnsupportedInstructionError:
         return False
+
+
+def _overlapping(buffers: Sequence[Buffer]) -> bool:
+    """Whether two arguments' memory overlaps (a tensor and a view of it): only the interpreter checks
+    an access against the argument its address came from, not just against every region."""
+    reached = -1
+    for start, end in sorted((b.ptr, b.ptr + b.nbytes) for b in buffers if b.nbytes):
+        if start < reached:
+            return True
+        reached = max(reached, end)
+    return False
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ptxbridge.abi.errors import UnsupportedInstructionError
 
+from .frame import source_line
 from .memory import WINDOWS
 from .parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
 from .values import DTYPES, UINT, immediate, retype, to_bits
@@ -77,11 +78,26 @@ class Context:
     """What builders may ask about the function being loaded."""
 
     def __init__(self, function: str, registers: dict[str, str], symbol: Callable[[str], Symbol | None],
-                 ins: Instruction, function_addresses: dict[str, int] | None = None):
+                 ins: Instruction, function_addresses: dict[str, int] | None = None,
+                 origin: frozenset[int] | None = None, sanitize: Any = None,
+                 files: dict[int, str] | None = None):
         self.function, self.registers, self._symbol, self.ins = function, registers, symbol, ins
+        self.origin = origin  # the parameters this access's address derives from (see provenance)
+        self.sanitize = sanitize  # the sanitize= tools (None: none), see .sanitize
+        self.files = files or {}  # the module's .file table
         self.function_addresses = function_addresses or {}
         self.needs: set[str] = set()  # what a launch must provide ("grid": every block in one batch)
         self.writes: list[tuple[str, list[bool]]] = []  # per register written: [unmasked] (see liveness)
+
+    @property
+    def sanitized(self) -> bool:
+        """Whether builders wrap accesses for a sanitizer tool (:func:`.sanitize.watched`)."""
+        return self.sanitize is not None and self.sanitize.interpreted
+
+    def site(self) -> str:
+        """``fn, PTX line N (file.cu:7): `text``` for messages about this instruction."""
+        ins = self.ins
+        return f"{self.function}, PTX line {ins.line}{source_line(self.files, ins)}: `{ins.text}`"
 
     def unsupported(self, reason: str) -> UnsupportedInstructionError:
         return UnsupportedInstructionError(

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 from .memory import Memory
+from .watchdog import Progress, Watchdog
 
-__all__ = ["Batch", "Frame", "ParamStore"]
+__all__ = ["Batch", "Frame", "ParamStore", "source_line"]
 
 
 class Batch:
@@ -18,17 +19,38 @@ class Batch:
     per-thread arrays, or scalars where every thread agrees.
     """
 
-    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "special", "steps",
-                 "thread_steps")
+    __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "sanitizer", "special",
+                 "steps", "thread_steps", "watchdog")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
-                 max_steps: int, heap: Any = None):
+                 max_steps: int, heap: Any = None, progress: Progress | None = None):
         self.n, self.memory, self.special, self.kernel = n, memory, special, kernel
         self.heap = heap  # the device heap (malloc / free), shared by every launch of a backend
         self.block_threads = block_threads  # per block, padded to whole warps
         self.steps = 0
         self.thread_steps = 0  # sum over steps of the threads at the instruction
         self.max_steps = max_steps
+        self.watchdog = Watchdog(max_steps, progress)  # the machine asks it when steps pass check_at
+        self.sanitizer: Any = None  # racecheck / initcheck shadow state, when a tool is on
+
+    def where(self, thread: int) -> str:
+        """``block (x, y, z), thread (x, y, z)`` of batch thread ``thread``, for messages."""
+        def axis(name: str) -> int:
+            value = self.special[name]
+            return int(value[thread] if isinstance(value, np.ndarray) else value)
+
+        block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
+        tid = tuple(axis(f"%tid.{c}") for c in "xyz")
+        return f"block {block}, thread {tid}"
+
+
+def source_line(files: dict[int, str] | None, ins: Any) -> str:
+    """`` (kernel.cu:7)`` where the PTX has line info (``.loc``) for the instruction, else ''."""
+    if ins.source is None:
+        return ""
+    number, line = ins.source
+    name = (files or {}).get(number, f"file {number}")
+    return f" ({name.rsplit('/', 1)[-1]}:{line})"
 
 
 class ParamStore:

@@ -23,11 +23,14 @@ import numpy as np
 from ptxbridge.abi.errors import EmulatorError
 from ptxbridge.loaders.base import Buffer
 
+from .extents import named_extents, parameter_extents
 from .frame import Batch, Frame
 from .heap import Heap
 from .machine import Function, Machine
 from .memory import PER_BLOCK, PER_GRID, PER_THREAD, RESERVED_SMEM, WINDOWS, Memory, Region, host_bytes
 from .program import Program
+from .sanitize import Sanitizer, batch_blocks
+from .watchdog import Progress
 
 try:
     from ._native import restore as _restore_allocator
@@ -54,16 +57,18 @@ def pooled() -> Iterator[None]:
 
 def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
     """The caller's memory as regions; overlapping buffers (views of one tensor) are merged."""
-    spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable) for b in buffers if b.nbytes > 0)
+    spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable, b.name) for b in buffers if b.nbytes > 0)
     merged: list[list[Any]] = []
-    for start, end, writable in spans:
+    for start, end, writable, name in spans:
         if merged and start < merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
             merged[-1][2] = merged[-1][2] or writable
+            merged[-1][3] += [name] if name and name not in merged[-1][3] else []
         else:
-            merged.append([start, end, writable])
-    return [Region(f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
-                   PER_GRID, writable) for start, end, writable in merged]
+            merged.append([start, end, writable, [name] if name else []])
+    return [Region(f"argument {', '.join(repr(n) for n in names)} at 0x{start:x}" if names else
+                   f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
+                   PER_GRID, writable) for start, end, writable, names in merged]
 
 
 class _Specials(dict):
@@ -136,8 +141,13 @@ def shared_bytes(program: Program, shared_mem: int) -> int:
 
 def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, int, int],
                block: tuple[int, int, int], shared_mem: int, params: bytes, buffers: Sequence[Buffer],
-               max_threads: int, max_steps: int, heap: Heap) -> int:
-    """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run."""
+               max_threads: int, max_steps: int, heap: Heap, signature: Any = None,
+               heap_written: dict[int, Any] | None = None) -> int:
+    """Run kernel ``name`` to completion (launches are synchronous); return the thread-instructions run.
+    ``signature`` (the image's, when it has one) lets faults name the argument an access overran;
+    with a ``sanitize=`` tool on (``program.sanitize``), each batch gets its shadow state, and
+    ``heap_written`` keeps initcheck's record of the device heap between launches."""
+    sanitize = program.sanitize if program.sanitize is not None and program.sanitize.interpreted else None
     needs = program.check_launch(name)
     fn: Function = program.functions[name]
     entry = program.entries[name]
@@ -147,6 +157,8 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
     param_region = Region("kernel parameters", WINDOWS["param"], len(params),
                           np.frombuffer(bytearray(params), np.uint8), PER_GRID, writable=False)
     grid_regions = [*buffer_regions(buffers), *program.variables, param_region]
+    arguments = named_extents(buffers)
+    by_param = parameter_extents(signature, params, arguments)
     per_block = block[0] * block[1] * block[2]
     padded = -(-per_block // 32) * 32
     blocks = grid[0] * grid[1] * grid[2]
@@ -158,9 +170,12 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
         workspace = data.ctypes.data
         grid_regions.append(Region("grid workspace (cooperative groups)", workspace, len(data), data))
     shared_size = shared_bytes(program, shared_mem)
+    if sanitize is not None and "grid" not in needs:
+        per_batch = batch_blocks(per_batch, shared_size)
     valid = np.arange(padded) < per_block
     executed = 0
-    with np.errstate(all="ignore"), pooled():
+    progress = Progress.for_launch(name, blocks)
+    with np.errstate(all="ignore"), pooled(), _finishing(progress):
         for first in range(0, blocks, per_batch):
             count = min(per_batch, blocks - first)
             n = count * padded
@@ -176,8 +191,25 @@ def run_kernel(program: Program, machine: Machine, name: str, grid: tuple[int, i
             special = _Specials(first, count, grid, block, padded, (program.shared_static, shared_mem),
                                 workspace)
             regions += heap.regions
-            batch = Batch(n, padded, Memory(regions, block_of, thread_of), special, name, max_steps, heap)
+            memory = Memory(regions, block_of, thread_of, arguments, by_param)
+            batch = Batch(n, padded, memory, special, name, max_steps, heap, progress)
+            if sanitize is not None:
+                batch.sanitizer = Sanitizer(sanitize, batch, name, program.shared_names,
+                                            {} if heap_written is None else heap_written,
+                                            RESERVED_SMEM if program.reserves else 0)
             live = None if padded == per_block else np.tile(valid, count)
             machine.run(fn, Frame(dict(fn.zeros), {}, batch), live)
             executed += batch.thread_steps
+            if progress is not None:
+                progress.beat(first + count)
     return executed
+
+
+@contextmanager
+def _finishing(progress: Progress | None) -> Iterator[None]:
+    """The progress line ends whether the launch finishes or fails."""
+    try:
+        yield
+    finally:
+        if progress is not None:
+            progress.finish()

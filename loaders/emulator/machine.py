@@ -26,7 +26,7 @@ from ptxbridge.abi.errors import (
     UnsupportedInstructionError,
 )
 
-from .frame import Frame
+from .frame import Frame, source_line
 from .lines import source_location
 from .memory import Fault
 from .parse import Instruction
@@ -72,6 +72,7 @@ class Function:
     native: Callable[[Frame, Any, tuple[str, ...], tuple[str, ...]], None] | None = None
     refused: UnsupportedInstructionError | None = None
     needs: frozenset[str] = frozenset()
+    files: dict[int, str] | None = None  # the module's .file table, for the source lines of .loc
     text: str | bytes = ""  # its module's PTX, for the source line of a trap (:mod:`.lines`)
 
 
@@ -105,15 +106,7 @@ def _where(fr: Frame, m: Any) -> str:
 
 
 def _coordinates(fr: Frame, thread: int) -> str:
-    special = fr.batch.special
-
-    def axis(name: str) -> int:
-        value = special[name]
-        return int(value[thread] if isinstance(value, np.ndarray) else value)
-
-    block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
-    tid = tuple(axis(f"%tid.{c}") for c in "xyz")
-    return f"block {block}, thread {tid}"
+    return fr.batch.where(thread)
 
 
 class Machine:
@@ -140,12 +133,14 @@ class Machine:
         at = source_location(fn.text, step.ins.line)
         where = f" at {at}" if at else " (no line info in the PTX: compile with line tables to see the line)"
         return KernelTrapError(
-            f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, {self._fail(fn, step)}; "
+            f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, "
+            f"{self._fail(fn, step, source=False)}; "
             "a panic compiled by cuda-oxide (or an explicit trap) lowers to this. On a GPU it is "
             "CUDA_ERROR_ILLEGAL_INSTRUCTION, and the CUDA context is lost")
 
-    def _fail(self, fn: Function, step: Step) -> str:
-        return f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
+    def _fail(self, fn: Function, step: Step, source: bool = True) -> str:
+        at = source_line(fn.files, step.ins) if source else ""
+        return f"in {fn.name}, PTX line {step.ins.line}{at}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
         """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).
@@ -176,6 +171,8 @@ class Machine:
                 if lowest == _FAR:
                     if blocked is None:
                         break
+                    if batch.sanitizer is not None:  # every waiting thread passes its barrier
+                        batch.sanitizer.barrier()
                     pc = np.where(blocked, pc + 1, pc).astype(np.int32)
                     for reduction, arrived in pending:
                         reduction.finish(fr, votes, blocked, arrived)
@@ -193,12 +190,12 @@ class Machine:
             step = steps[upc]
             batch.thread_steps += group_count
             batch.steps += 1
-            if batch.steps > batch.max_steps:
-                raise EmulatorError(
-                    f"kernel {batch.kernel!r}: gave up after {batch.max_steps} interpreter steps "
-                    f"{self._fail(fn, step)}: an endless loop, or a spin-wait on another thread of the same "
-                    "block (the emulator runs the lowest program counter first; raise max_steps if the "
-                    "kernel is just long)")
+            if batch.steps > batch.watchdog.check_at:  # the step limit, and now and then a look for a loop
+                verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL,
+                                               (pc, group, live, blocked, bound, votes, len(pending)))
+                if verdict is not None:
+                    raise EmulatorError(f"kernel {batch.kernel!r}: {verdict}; at {_where(fr, group)}, "
+                                        f"{self._fail(fn, step)}")
             m = group
             g = m if step.guard is None else _guarded(step, fr, m)
             kind = step.kind
@@ -248,6 +245,8 @@ class Machine:
                     pc[g] = upc
                     group_count = 0
                 else:
+                    if g is not _SKIP and batch.sanitizer is not None:  # all live threads at once
+                        batch.sanitizer.barrier()
                     upc += 1
             elif kind == CALL:
                 if g is not _SKIP:

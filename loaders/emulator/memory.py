@@ -13,7 +13,9 @@ Every access is checked: the whole ``[address, address + size)`` must lie in
 one region, aligned to ``size`` (PTX ISA 6.4 "Alignment"), and a store must
 target a writable region.  Failures raise :class:`Fault`, which the machine
 turns into a :class:`~ptxbridge.abi.errors.MemoryAccessError` naming the
-kernel and the instruction.
+kernel and the instruction.  An access whose address derives from one
+pointer parameter (:mod:`.provenance`) is also checked against that
+argument's extent, and a fault names the argument it overran (:mod:`.extents`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
+from .extents import Extent, nearest, overrun
 
 try:
     from ._native import gather as native_gather
@@ -108,8 +112,12 @@ class Memory:
     Masks are boolean arrays over the batch's threads, or None for all of them.
     """
 
-    def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray):
+    def __init__(self, regions: list[Region], block_of: Any, thread_of: np.ndarray,
+                 arguments: list[Extent] | None = None, by_param: dict[int, Extent] | None = None):
         self.block_of, self.thread_of = block_of, thread_of
+        self.arguments = arguments or []  # the named argument buffers, for messages
+        self._by_param = by_param or {}  # parameter offset -> its argument's extent (provenance)
+        self._origins: dict[frozenset[int], Extent | None] = {}
         self._offsets: dict[tuple[int, int | None], Any] = {}
         self._bases: dict[tuple[int, int, int, int], tuple[Any, ...]] = {}  # see shared_base
         self._index(regions)
@@ -192,6 +200,17 @@ class Memory:
         self._bases[key] = (base, m, result)
         return result
 
+    def extent(self, origin: frozenset[int] | None) -> Extent | None:
+        """The argument extent an access whose address derives from the parameters ``origin``
+        must stay in: the one member with an extent (None: no check beyond the regions)."""
+        if origin is None or not self._by_param:
+            return None
+        found = self._origins.get(origin, False)
+        if found is False:
+            candidates = {self._by_param[o] for o in origin if o in self._by_param}
+            found = self._origins[origin] = candidates.pop() if len(candidates) == 1 else None
+        return found  # type: ignore[return-value]
+
     def add(self, region: Region) -> None:
         """Make ``region`` reachable (device ``malloc``)."""
         self._index([*self.regions, region])
@@ -208,8 +227,10 @@ class Memory:
         thread = 0 if m is None else int(np.flatnonzero(m)[0])
         return Fault(int(addr), size, thread, reason)
 
-    def resolve(self, addr: Any, size: int, m: Any, write: bool) -> Iterator[tuple[Region, Any]]:
-        """Yield ``(region, selection)`` covering every active thread (selection None: all of ``m``)."""
+    def resolve(self, addr: Any, size: int, m: Any, write: bool,
+                extent: Extent | None = None) -> Iterator[tuple[Region, Any]]:
+        """Yield ``(region, selection)`` covering every active thread (selection None: all of ``m``);
+        with ``extent``, every access must also lie in it (the argument its address came from)."""
         vector = isinstance(addr, np.ndarray)
         found = span(addr, m) if vector else (int(addr),) * 3
         if found is None:
@@ -218,6 +239,12 @@ class Memory:
         if size > 1 and bits & (size - 1):
             raise self._fault(addr, m, (addr & np.uint64(size - 1)) != 0 if vector else None, size,
                               f"misaligned {size}-byte access")
+        if extent is not None and (lo < extent.lo or hi + size > extent.hi):
+            full = addr if vector else np.full(len(self.thread_of), addr, np.uint64)
+            outside = (full < np.uint64(extent.lo)) | (full > np.uint64(max(extent.hi - size, 0)))
+            fault = self._fault(full, m, outside, size, "")
+            fault.reason = overrun(extent, fault.address, size, write)
+            raise fault
         i = bisect.bisect_right(self.bases, lo) - 1
         if i >= 0 and hi + size <= self.regions[i].base + self.regions[i].size:
             yield self._checked(self.regions[i], addr, m, write, size), m
@@ -227,8 +254,10 @@ class Memory:
         end = self.end_array[np.maximum(index, 0)]  # end - full, not full + size: that wraps at 2**64
         inside = (index >= 0) & (full < end) & (end - full >= np.uint64(size))
         if not (inside.all() if m is None else inside[m].all()):
-            raise self._fault(full, m, ~inside, size,
-                              "outside every buffer and variable the kernel can reach")
+            fault = self._fault(full, m, ~inside, size, "")
+            fault.reason = ("outside every buffer and variable the kernel can reach"
+                            + nearest(self.arguments, fault.address, size))
+            raise fault
         for r in np.unique(index if m is None else index[m]):
             select = index == r if m is None else (index == r) & m
             yield self._checked(self.regions[int(r)], full, select, write, size), select
@@ -239,14 +268,14 @@ class Memory:
                               f"store to read-only memory ({region.name})")
         return region
 
-    def _elements(self, addr: Any, dt: np.dtype, m: Any,
-                  write: bool) -> Iterator[tuple[np.ndarray, Any, Any]]:
+    def _elements(self, addr: Any, dt: np.dtype, m: Any, write: bool,
+                  extent: Extent | None = None) -> Iterator[tuple[np.ndarray, Any, Any]]:
         """``(typed view, selection, element index)`` per region: ``typed[index]`` is each thread's value.
 
         Indices are int64 (computed with wrapping arithmetic, so an inactive thread's garbage
         address gives a garbage index, which readers clip).
         """
-        for region, select in self.resolve(addr, dt.itemsize, m, write):
+        for region, select in self.resolve(addr, dt.itemsize, m, write, extent):
             start, typed = region.view(dt)
             element = self._element_of(addr, (region.base + start) % (1 << 64), dt)
             if region.per != PER_GRID:
@@ -274,10 +303,10 @@ class Memory:
             self._offsets[key] = found
         return found
 
-    def check(self, addr: Any, size: int, m: Any, write: bool) -> None:
+    def check(self, addr: Any, size: int, m: Any, write: bool, extent: Extent | None = None) -> None:
         """Fault unless every active thread may access ``size`` bytes at ``addr`` (aligned to ``size``):
         a vector or multi-word access is checked whole before any part of it is written."""
-        for _ in self.resolve(addr, size, m, write):
+        for _ in self.resolve(addr, size, m, write, extent):
             pass
 
     def read_bytes(self, address: int, count: int, thread: int) -> bytes:
@@ -292,29 +321,30 @@ class Memory:
             offset += int(instance[thread] if isinstance(instance, np.ndarray) else instance) * region.stride
         return region.data[offset:offset + count].tobytes()
 
-    def load(self, addr: Any, dt: np.dtype, m: Any, offset: int = 0) -> Any:
+    def load(self, addr: Any, dt: np.dtype, m: Any, offset: int = 0, extent: Extent | None = None) -> Any:
         """The ``dt`` values at ``addr + offset`` (inactive threads read some element: their value
         is unused)."""
-        found = self._native(addr, dt, m, False, offset)
+        found = self._native(addr, dt, m, False, offset, extent)
         if found is not None:
             result = np.empty(len(addr), dt)
             native_gather(found[0], addr, m, found[1], dt.itemsize.bit_length() - 1, result)
             return result
         result = None
-        for typed, select, element in self._elements(plus(addr, offset), dt, m, write=False):
+        for typed, select, element in self._elements(plus(addr, offset), dt, m, False, extent):
             values = typed[element] if select is None else np.take(typed, element, mode="clip")
             result = values if result is None or select is None else np.where(select, values, result)
         return result if result is not None else dt.type(0)
 
-    def store(self, addr: Any, dt: np.dtype, values: Any, m: Any, offset: int = 0) -> None:
+    def store(self, addr: Any, dt: np.dtype, values: Any, m: Any, offset: int = 0,
+              extent: Extent | None = None) -> None:
         """Write ``values`` at ``addr + offset`` for the active threads (the last thread wins on a tie)."""
         vector = isinstance(values, np.ndarray)
         if values.dtype == dt and (not vector or values.flags.c_contiguous):
-            found = self._native(addr, dt, m, True, offset)
+            found = self._native(addr, dt, m, True, offset, extent)
             if found is not None:
                 native_scatter(found[0], addr, m, found[1], dt.itemsize.bit_length() - 1, values)
                 return
-        for typed, select, element in self._elements(plus(addr, offset), dt, m, write=True):
+        for typed, select, element in self._elements(plus(addr, offset), dt, m, True, extent):
             if isinstance(element, np.ndarray) and element.ndim:
                 typed[element if select is None else element[select]] = \
                     values if select is None or not vector else values[select]
@@ -323,8 +353,8 @@ class Memory:
             else:
                 typed[element] = values
 
-    def _native(self, addr: Any, dt: np.dtype, m: Any, write: bool,
-                offset: int) -> tuple[np.ndarray, int] | None:
+    def _native(self, addr: Any, dt: np.dtype, m: Any, write: bool, offset: int,
+                extent: Extent | None) -> tuple[np.ndarray, int] | None:
         """``(typed view, origin)`` when the C gather/scatter can make this access: every active
         ``addr + offset`` aligned, in one per-grid region (writable for a store), the arrays
         contiguous; ``typed[(a - origin) >> shift]`` is then the element at address ``a``.  None
@@ -338,7 +368,7 @@ class Memory:
             return None
         low, high = found[1] + offset, found[2] + offset
         i = bisect.bisect_right(self.bases, low) - 1
-        if low < 0 or i < 0:
+        if low < 0 or i < 0 or (extent is not None and (low < extent.lo or high + size > extent.hi)):
             return None
         region = self.regions[i]
         if high + size > region.base + region.size or region.per != PER_GRID:
@@ -348,10 +378,10 @@ class Memory:
         start, typed = region.view(dt)
         return typed, (region.base + start - offset) % (1 << 64)
 
-    def elements(self, addr: Any, dt: np.dtype, m: Any,
-                 n: int) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
+    def elements(self, addr: Any, dt: np.dtype, m: Any, n: int,
+                 extent: Extent | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
         """For read-modify-write: ``(typed view, active thread ids, element indices)`` per region."""
-        for typed, select, element in self._elements(addr, dt, m, write=True):
+        for typed, select, element in self._elements(addr, dt, m, True, extent):
             threads = np.arange(n) if select is None else np.flatnonzero(select)
             element = element[threads] if np.ndim(element) else np.full(len(threads), element)
             yield typed, threads, element.astype(np.int64)

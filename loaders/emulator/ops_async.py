@@ -20,6 +20,7 @@ import numpy as np
 
 from .build import Context, Run, op
 from .parse import Imm
+from .sanitize import WRITE, watched
 from .values import as_array
 
 __all__: list[str] = []
@@ -77,7 +78,7 @@ def _cp(cx: Context) -> Run:
             value = memory.load(start + step, _U8, reading) if reading.any() else np.uint8(0)
             memory.store(to + step, _U8, np.where(take, value, np.uint8(0)), m)
 
-    return copy
+    return watched(cx, copy, ops[0], "shared", size, WRITE) if cx.sanitized else copy
 
 
 def _copy_arrive(cx: Context, noinc: bool) -> Run:
@@ -150,7 +151,10 @@ def _mbarrier(cx: Context) -> Run:
             current = fr.batch.memory.load(address(fr), _U64, m) >> np.uint64(63)
             before = np.asarray(expected(fr)).astype(np.uint64) & np.uint64(1) if parity else \
                 np.asarray(expected(fr), np.uint64) >> np.uint64(63)
-            write(fr, current != before, m)  # that phase has completed
+            done = current != before
+            write(fr, done, m)  # that phase has completed
+            if cx.sanitized and np.any(done):  # a completed phase orders the threads that arrived
+                fr.batch.sanitizer.barrier()
 
         return wait
     if "pending_count" in flags:

@@ -17,6 +17,7 @@ import numpy as np
 from .build import Context, Control, Run, op
 from .builtins import GRID_SYNC
 from .parse import Group, Imm, Reg, Sym
+from .sanitize import synchronizing
 from .values import as_array
 
 __all__ = ["BarrierReduction", "CallTarget", "GridSync"]
@@ -138,6 +139,8 @@ class GridSync:
 def _bar(cx: Context) -> Control | Run:
     flags = set(cx.ins.mods)
     if "warp" in flags:  # bar.warp.sync: lanes already execute in lockstep here
+        if cx.sanitized:  # but it orders the warp's shared accesses for racecheck
+            return lambda fr, m: fr.batch.sanitizer.warp_sync(m)
         return lambda fr, m: None
     if "red" in flags:
         names = flags & {"popc", "and", "or"}
@@ -155,4 +158,4 @@ def _bar(cx: Context) -> Control | Run:
 
 @op("membar", "fence", "nanosleep", "pmevent", "brkpt")
 def _nop(cx: Context) -> Run:
-    return lambda fr, m: None
+    return synchronizing(cx, lambda fr, m: None)

@@ -17,6 +17,7 @@ import numpy as np
 from .build import Context, Run, op
 from .memory import WINDOWS, plus
 from .parse import Mem, Reg, Sym, Vec
+from .sanitize import ATOMIC, READ, WRITE, synchronizing, watched
 from .values import DTYPES, as_array
 
 __all__ = ["apply_atomic"]
@@ -125,15 +126,21 @@ def _ld(cx: Context) -> Run:
                 at = element + i if i else element
                 w(fr, typed[at] if m is None else np.take(typed, at, mode="clip"), m)
 
+    origin = cx.origin
+
     def load(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
         if whole:
-            memory.check(plus(base, offset), whole, m, write=False)
+            memory.check(plus(base, offset), whole, m, False, extent)
         for step, w in zip(steps, writers, strict=True):
-            w(fr, memory.load(base, dt, m, step), m)
+            w(fr, memory.load(base, dt, m, step, extent), m)
 
-    return load if shared is None else load_shared if based is None else load_based
+    chosen = load if shared is None else load_shared if based is None else load_based
+    if cx.sanitized and space not in ("param", "const"):
+        return synchronizing(cx, watched(cx, chosen, src, space, count * size, READ))
+    return chosen
 
 
 _OFFSET_TYPES = (np.dtype(np.uint32), np.dtype(np.uint64))
@@ -188,15 +195,21 @@ def _st(cx: Context) -> Run:
                     values = values[m]
                 typed[chosen + i if i else chosen] = values
 
+    origin = cx.origin
+
     def store(fr: Any, m: Any) -> None:
         base = address(fr)
         memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
         if whole:  # checked whole first: a faulting vector store writes none of its elements
-            memory.check(plus(base, offset), whole, m, write=True)
+            memory.check(plus(base, offset), whole, m, True, extent)
         for step, r in zip(steps, readers, strict=True):
-            memory.store(base, dt, r(fr), m, step)
+            memory.store(base, dt, r(fr), m, step, extent)
 
-    return store if shared is None else store_shared
+    chosen = store if shared is None else store_shared
+    if cx.sanitized:
+        return watched(cx, chosen, dst, space, count * size, WRITE, lambda fr: [r(fr) for r in readers])
+    return chosen
 
 
 _ATOMIC_OPS = ("add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor")
@@ -305,17 +318,20 @@ def _atom(cx: Context) -> Run:
     rb = cx.read(rest[1], t)
     rc = cx.read(rest[2], t) if name == "cas" else (lambda fr: rb(fr))
     dt = DTYPES[t]
+    origin = cx.origin
 
     def run(fr: Any, m: Any) -> None:
         n = fr.batch.n
         result = np.zeros(n, dt)
         b, c = as_array(rb(fr), n), as_array(rc(fr), n)
-        for typed, threads, element in fr.batch.memory.elements(address(fr), dt, m, n):
+        memory = fr.batch.memory
+        extent = None if origin is None else memory.extent(origin)
+        for typed, threads, element in memory.elements(address(fr), dt, m, n, extent):
             result[threads] = apply_atomic(typed, element, b[threads], c[threads], name)
         if w is not None:
             w(fr, result, m)
 
-    return run
+    return synchronizing(cx, watched(cx, run, rest[0], space, dt.itemsize, ATOMIC)) if cx.sanitized else run
 
 
 @op("prefetch", "prefetchu", "discard", "applypriority")

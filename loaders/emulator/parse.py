@@ -92,6 +92,7 @@ class Instruction:
     operands: tuple[Operand, ...]
     guard: Reg | None = None
     guard_negated: bool = False
+    source: tuple[int, int] | None = None  # (file index, line) of the last ``.loc`` before it, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class Body:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:(?!:)")
 _LINE_DIRECTIVE = re.compile(r"\.(?:loc|file)\b")  # debug line info (lineinfo, -g), a line each
+_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)")  # PTX ISA 11.5.2: `.loc file line [column]`
 _RANGE = re.compile(r"^(%?[A-Za-z_$][\w$]*)<(\d+)>$")
 _ARRAY = re.compile(r"^([%A-Za-z_$][\w$]*)((?:\[\d*\])*)$")
 # .callprototype / .calltargets only describe indirect calls, whose callee the emulator finds by address
@@ -165,6 +167,7 @@ class _BodyParser:
         self.variables: list[Variable] = []
         self.scopes = _Scopes()
         self.line = first_line
+        self.loc: tuple[int, int] | None = None
 
     def fail(self, message: str) -> FormatError:
         return FormatError(f"in {self.function}: {message}", source=self.source, where=f"line {self.line}")
@@ -192,7 +195,11 @@ class _BodyParser:
                 pos += 1
             elif _LINE_DIRECTIVE.match(text, pos):  # `.loc 1 8 0`: no semicolon, it ends at the newline
                 end = text.find("\n", pos)
-                pos = len(text) if end < 0 else end
+                end = len(text) if end < 0 else end
+                loc = _LOC.match(text, pos, end)
+                if loc is not None and int(loc[2]):  # line 0: compiler-made code of no source line
+                    self.loc = (int(loc[1]), int(loc[2]))
+                pos = end
             elif (label := _LABEL.match(text, pos)) is not None:
                 if label.group(1) in self.labels:
                     raise self.fail(f"label {label.group(1)!r} is defined twice")
@@ -278,7 +285,7 @@ class _BodyParser:
         parts = opcode.split(".")
         operands = tuple(self.operand(t) for t in _split_top(rest)) if rest.strip() else ()
         text = stmt if guard is None else f"@{'!' if negated else ''}{guard.name.split('#')[0]} {stmt}"
-        return Instruction(self.line, text, parts[0], tuple(parts[1:]), operands, guard, negated)
+        return Instruction(self.line, text, parts[0], tuple(parts[1:]), operands, guard, negated, self.loc)
 
     def operand(self, text: str) -> Operand:
         text = text.strip()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from .liveness import block_local, writes
 from .machine import KINDS, PLAIN, Function, Step
 from .memory import PER_GRID, RESERVED_SMEM, WINDOWS, Region
 from .parse import Body, parse_body
+from .provenance import origins
 from .values import DTYPES, immediate
 
 __all__ = ["Program"]
@@ -62,8 +64,11 @@ class Program:
         ``RESERVED_SMEM`` bytes of shared memory are then the system's (cooperative groups' scratch).
     """
 
-    def __init__(self, texts: Sequence[bytes | str]):
+    def __init__(self, texts: Sequence[bytes | str], sanitize: Any = None):
+        self.sanitize = sanitize  # the sanitize= tools builders wrap accesses for (None: none)
+        self.shared_names: list[tuple[int, int, str]] = []  # (offset, size, name) of shared variables
         modules = [read_ptx(text, source=f"<ptx #{i}>") for i, text in enumerate(texts)]
+        files = [_source_files(text) for text in texts]
         self.functions: dict[str, Function] = {}
         self.entries: dict[str, PtxFunction] = {}
         self.variables: list[Region] = []
@@ -92,6 +97,10 @@ class Program:
             except UnsupportedInstructionError as exc:  # refused when a kernel that needs it launches
                 parsed[name] = exc
         self.dynamic_offset = _align(self.shared_static, _DYNAMIC_ALIGN)
+        tables = [*scopes, *(p[1] for p in parsed.values() if not isinstance(p, UnsupportedInstructionError))]
+        dynamic = sorted({n for table in tables for n, sym in table.items()
+                          if sym.space == "shared" and sym.value is None})
+        self.shared_names += [(self.dynamic_offset, 0, name) for name in dynamic]  # 0: runs to the end
         for scope in scopes:
             for name in [n for n, sym in scope.items() if sym.value is None]:
                 scope[name] = Symbol("shared", self.dynamic_offset)
@@ -103,7 +112,8 @@ class Program:
             if isinstance(declared, UnsupportedInstructionError):
                 self.functions[name] = _refused(fn, declared)
             else:
-                self.functions[name] = self._translate(fn, *declared, scopes[index], texts[index])
+                self.functions[name] = self._translate(fn, *declared, scopes[index], files[index],
+                                                       texts[index])
             if fn.kind == "entry":
                 self.entries[name] = fn
         self._add_builtins(modules)
@@ -218,6 +228,7 @@ class Program:
                 return Symbol("shared", None)
             offset = _align(self.shared_static, align)
             self.shared_static = offset + size
+            self.shared_names.append((offset, size, name))
             return Symbol("shared", offset)
         if space == "local":
             offset = _align(self.local_size, align)
@@ -261,7 +272,8 @@ class Program:
         return body, local
 
     def _translate(self, fn: PtxFunction, body: Body, local: dict[str, Symbol],
-                   module_scope: dict[str, Symbol], text: str | bytes = "") -> Function:
+                   module_scope: dict[str, Symbol], files: dict[int, str],
+                   text: str | bytes = "") -> Function:
         if any(sym.value is None for sym in local.values()):
             dynamic = Symbol("shared", self.dynamic_offset)
             local = {k: dynamic if v.value is None else v for k, v in local.items()}
@@ -273,8 +285,12 @@ class Program:
         steps = []
         needs: set[str] = set()
         written: list[list[tuple[str, list[bool]]]] = []
-        for ins in body.instructions:
-            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses)
+        entry = fn.kind == "entry"
+        kernel_params = {p.name: o for p, o in zip(fn.params, fn.offsets, strict=True)} if entry else {}
+        found = origins(body.instructions, kernel_params, body.registers.__contains__)
+        for ins, origin in zip(body.instructions, found, strict=True):
+            cx = Context(fn.name, body.registers, resolve, ins, self.function_addresses, origin,
+                         self.sanitize, files)
             builder = OPS.get(ins.opcode)
             try:
                 if builder is None:
@@ -292,7 +308,17 @@ class Program:
         _unmask(body, steps, written)
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
-                        tuple(p.name for p in fn.returns), needs=frozenset(needs), text=text)
+                        tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files,
+                        text=text)
+
+
+_FILE = re.compile(rb'^[ \t]*\.file[ \t]+(\d+)[ \t]+"([^"\n]*)"', re.M)  # one line each: no backtracking
+
+
+def _source_files(text: bytes | str) -> dict[int, str]:
+    """The ``.file N "name"`` directives of a module (PTX ISA 11.5.3): what ``.loc N line`` names."""
+    data = text.encode() if isinstance(text, str) else text
+    return {int(number): name.decode(errors="replace") for number, name in _FILE.findall(data)}
 
 
 def _unmask(body: Body, steps: list[Step], written: list[list[tuple[str, list[bool]]]]) -> None:

@@ -158,7 +158,8 @@ def schema(spec: OpSpec) -> str:
 
 
 def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
-    """Dtype errors at trace time, in the call path's words (the binders check again per launch)."""
+    """Dtype errors while faking outside Dynamo (make_fx, meta), in the call path's words (the binders
+    check again per launch)."""
     for param in spec.inputs:
         value = values[param.name]
         if param.name in spec.tensors and isinstance(value, torch.Tensor):
@@ -204,7 +205,11 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
 
     def fake(*args: Any) -> Any:
         values = dict(zip(names, args, strict=True))
-        _check_dtypes(spec, values)
+        if not torch.compiler.is_compiling():
+            # Dynamo turns an error raised here into a graph break (``Unsupported: TypeError when making
+            # fake tensor call``, logged at length, the message buried); while it traces, the launch's
+            # own check raises the ArgumentError when the compiled graph runs
+            _check_dtypes(spec, values)
         spec.derive(values, only=spec.shape_reads)
         spec.check_shapes(values)
         return _fake_outputs(spec, values, args[anchor].device)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,12 +85,16 @@ class CompiledTier:
         max_threads: int,
         max_steps: int,
         heap: Heap,
+        signature: Any = None,
+        heap_written: dict[int, Any] | None = None,
     ) -> int:
-        """Run kernel ``name`` to completion; return the thread-instructions run."""
+        """Run kernel ``name`` to completion; return the thread-instructions run (``signature`` and
+        ``heap_written`` go to the interpreter when it runs the launch: :func:`run_kernel`)."""
         compiled = self.compiled(name)
         if compiled is None or len(params) < program.entries[name].size:
             return run_kernel(
-                program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps, heap
+                program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
+                heap, signature, heap_written,
             )
         fn = program.functions[name]
         per_block = block[0] * block[1] * block[2]
@@ -160,7 +165,8 @@ class CompiledTier:
             )
         # a fault or a trap: the interpreter runs the launch again and writes the report
         run_kernel(
-            program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps, heap
+            program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps, heap,
+            signature, heap_written,
         )
         if status != 2:
             raise EmulatorError(f"kernel {name!r}: trap executed {where}")

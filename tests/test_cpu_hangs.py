@@ -1,0 +1,87 @@
+"""No silent hangs on the CPU loader (issue 24): a loop that can never end is stopped within seconds,
+naming the kernel, the thread and the line; a long kernel that does work runs to the end and, with
+``PTXBRIDGE_PROGRESS=1`` (or on a terminal), says how far it got.  CUDA C++ through NVRTC."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import ptxbridge
+from ptxbridge import nvrtc
+from ptxbridge.abi.errors import EmulatorError
+from ptxbridge.loaders.emulator.watchdog import FIRST_LOOK, INTERVAL
+
+SOURCE = r"""
+extern "C" __global__ void wait_for_host(volatile int* flag, int* out) {
+    while (flag[0] == 0) { }
+    out[threadIdx.x] = 1;
+}
+extern "C" __global__ void wait_for_thread0(int* flag, int* out) {
+    volatile int* f = flag;
+    if (threadIdx.x == 1) { while (f[0] == 0) { } }
+    if (threadIdx.x == 0) { f[0] = 1; }
+    out[threadIdx.x] = 1;
+}
+extern "C" __global__ void count_up(float* out, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i) s += 1.0f;
+    out[threadIdx.x] = s;
+}
+extern "C" __global__ void poll_a_counter(int* counter, int n) {
+    for (int i = 0; i < n; ++i) { if (threadIdx.x == 0) counter[0] += 1; }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def module() -> ptxbridge.Module:
+    # hang detection and progress are the interpreter's (the compiled tier stops at max_steps)
+    return ptxbridge.link([nvrtc.compile(SOURCE, options=["-lineinfo"])]).load("cpu", tier="interp")
+
+
+def test_a_spin_on_a_flag_nobody_sets_is_stopped_naming_kernel_thread_and_line(module):
+    flag, out = np.zeros(1, np.int32), np.zeros(64, np.int32)
+    with pytest.raises(EmulatorError) as caught:
+        module.wait_for_host(flag, out, grid=2, block=64)
+    message = str(caught.value)
+    assert re.match(r"kernel 'wait_for_host': stopped a loop that can never end: the threads came back to "
+                    r"this instruction with every register as before and nothing stored in between", message)
+    assert re.search(r"at block \(0, 0, 0\), thread \(0, 0, 0\), in wait_for_host, PTX line \d+ "
+                     r"\(<source>:3\)", message), message
+    assert "gave up after" not in message  # found, not the step limit (100 million steps)
+
+
+def test_a_spin_on_another_thread_of_the_block_is_stopped_and_says_why(module):
+    """The machine runs the lowest program counter first, so thread 0's store is never reached."""
+    flag, out = np.zeros(1, np.int32), np.zeros(32, np.int32)
+    stopped = (r"kernel 'wait_for_thread0': stopped a loop .* the CPU loader runs the lowest program counter "
+               r"first.*thread \(1, 0, 0\), in wait_for_thread0, PTX line \d+ \(<source>:8\)")
+    with pytest.raises(EmulatorError, match=stopped):
+        module.wait_for_thread0(flag, out, grid=1, block=32)
+
+
+def test_long_kernels_that_work_run_to_the_end_and_show_progress(module, monkeypatch, capsys):
+    """Past the first look and several more: a loop whose counter changes, and one that stores, are
+    never stopped; with PTXBRIDGE_PROGRESS=1 a launch over three seconds prints blocks done."""
+    monkeypatch.setenv("PTXBRIDGE_PROGRESS", "1")
+    n = (FIRST_LOOK + 3 * INTERVAL) // 4  # each iteration is at least 4 steps
+    out = np.zeros(32, np.float32)
+    module.count_up(out, n, grid=1, block=32)
+    assert (out == n).all()
+    err = capsys.readouterr().err
+    assert re.search(r"ptxbridge CPU loader: kernel 'count_up': 0 of 1 blocks done \(\d+ s\)", err), err
+    assert re.search(r"kernel 'count_up': 1 of 1 blocks done, finished after \d+ s", err), err
+    counter = np.zeros(1, np.int32)
+    module.poll_a_counter(counter, FIRST_LOOK // 4, grid=1, block=32)
+    assert counter[0] == FIRST_LOOK // 4
+
+
+def test_no_progress_line_when_asked_not_to(module, monkeypatch, capsys):
+    monkeypatch.setenv("PTXBRIDGE_PROGRESS", "0")
+    flag, out = np.zeros(1, np.int32), np.zeros(64, np.int32)
+    with pytest.raises(EmulatorError, match="stopped a loop"):
+        module.wait_for_host(flag, out, grid=1, block=64)
+    assert "ptxbridge CPU loader" not in capsys.readouterr().err
