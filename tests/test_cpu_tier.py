@@ -263,6 +263,10 @@ def test_a_kernel_the_tier_does_not_translate_runs_on_the_interpreter_and_says_w
 
 
 def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):
+    monkeypatch.delenv("PTXBRIDGE_CPU_TIER", raising=False)
+    assert backend(OOB).compiled_tier is None  # the interpreter by default
+    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "compiled")
+    assert backend(OOB).compiled_tier is not None
     monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "interp")
     assert backend(OOB).compiled_tier is None
     assert backend(OOB, tier="compiled").compiled_tier is not None

@@ -26,6 +26,7 @@ _MAX_BLOCK_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
 DEFAULT_MAX_STEPS = 100_000_000
 TIERS = ("compiled", "interp")
+DEFAULT_TIER = "interp"  # until the compiled tier checks accesses per argument and catches hangs
 
 
 class EmulatorBackend(Backend):
@@ -54,7 +55,9 @@ class EmulatorBackend(Backend):
     tier
         ``"compiled"``: kernels run as native code (:mod:`.compiled`) where the compiled tier
         translates them, on the interpreter otherwise; ``"interp"``: always on the interpreter.
-        None: ``$PTXBRIDGE_CPU_TIER``, else ``"compiled"``.
+        None: ``$PTXBRIDGE_CPU_TIER``, else :data:`DEFAULT_TIER` (``"interp"``: the compiled tier
+        checks accesses against every buffer, not each argument's own extent, and stops a hung
+        kernel only at the step limit).
 
     Raises
     ------
@@ -88,7 +91,7 @@ class EmulatorBackend(Backend):
             raise ArgumentError(f"max_batch_threads must be >= 32 (got {max_batch_threads})")
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
             raise ArgumentError(f"max_steps must be a positive int or None for no limit (got {max_steps!r})")
-        tier = tier or os.environ.get("PTXBRIDGE_CPU_TIER") or "compiled"
+        tier = tier or os.environ.get("PTXBRIDGE_CPU_TIER") or DEFAULT_TIER
         if tier not in TIERS:
             raise ArgumentError(f"tier (or $PTXBRIDGE_CPU_TIER) must be one of {', '.join(TIERS)} "
                                 f"(got {tier!r})")
