@@ -146,13 +146,16 @@ def _cross_check(name: str, signature: Signature, function: Any) -> None:
     PTX and cubin checks use (:func:`ptxbridge.abi.check.check_layout`: a slice's pointer and length
     fill plain rustc's one 16-byte fat-pointer parameter; docs/conventions.md, "The driver side").
 
-    The count comes from ``cuFuncGetParamCount`` where the driver has it; older drivers are not
-    probed past the layout's length (that is an API error under compute-sanitizer), and the linker's
-    KPARAM check covers the count there.
+    The count comes from ``cuFuncGetParamCount`` where the driver has it; elsewhere the driver is
+    probed only until its parameters cover the layout's bytes (a probe past the end is an API error
+    under compute-sanitizer), and the linker's KPARAM check covers the count.
     """
     count = _param_count(function)
-    declared = []
-    for index in range(len(signature.layout.params) if count is None else count):
+    layout = signature.layout
+    declared: list[DeclaredParam] = []
+    for index in range(len(layout.params) if count is None else count):
+        if count is None and declared and declared[-1].offset + declared[-1].size >= layout.size:
+            break  # the bytes are all accounted for (a slice fills one declared parameter): stop probing
         err, offset, size = cu.cuFuncGetParamInfo(function, index)
         if err == cu.CUresult.CUDA_ERROR_NOT_SUPPORTED:
             return  # driver older than 12.4: nothing to compare against

@@ -123,3 +123,11 @@ def test_native_fma_broadcasts_scalars_and_keeps_signed_zeros():
     got = native(x, np.float32(1.0), np.float32(-0.0))
     assert got.dtype == np.float32 and np.signbit(got[0]) and got[1] == 2.0 and np.isposinf(got[2])
     assert np.signbit(native(-0.0, 1.0, -0.0)) and not np.signbit(native(-0.0, 1.0, 0.0))
+
+
+def test_the_numpy_fma_keeps_an_f32_overflow_infinite():
+    """An f64 sum whose low bits look like an f32 tie but that overflows f32 (found by hypothesis)."""
+    a, b, c = (np.array([v], np.float32) for v in (6.805922000352051e+16, 3.3895313892515355e+38, -1.0))
+    with np.errstate(all="ignore"):
+        assert _emulated(a, b, c)[0] == np.float32(np.inf)
+

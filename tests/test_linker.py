@@ -233,7 +233,7 @@ def test_paths_are_read_by_content(tmp_path):
 def test_load_links_for_the_named_device(monkeypatch):
     seen = {}
     monkeypatch.setattr(driver, "device_arch", lambda ordinal=0: {1: "sm_80"}.get(ordinal))
-    monkeypatch.setattr(Image, "load", lambda self, device=None, check_aliasing=True, nvtx=None:
+    monkeypatch.setattr(Image, "load", lambda self, device=None, nvtx=None, **options:
                         seen.setdefault("image", (self, device, nvtx)))
     kernel = nvrtc.compile('extern "C" __global__ void k(int* x) { x[0] = 1; }', arch="sm_80", output="ptx")
     linker.load([kernel], device="cuda:1", nvtx=True)

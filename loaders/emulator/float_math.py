@@ -134,7 +134,7 @@ def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
         return r
     _, e = _two_sum(p, np.asarray(c, np.float64))
     r64 = r.astype(np.float64)
-    tie = tie & (e != 0)
+    tie = tie & (e != 0) & np.isfinite(r)  # an f32 overflow is infinity, not a tie to correct
     if tie.any():
         away = tie & (np.sign(e) == np.sign(s - r64))
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
