@@ -99,11 +99,8 @@ int noop_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, uns
 """
 
 
-# The least a Python launcher of torch tensors can do: one positional C call, three DLPack C
-# exchange views (no checks of dtype, device, size or aliasing), cuLaunchKernel.  The checked
-# launch is compared with this as well as with the C loop, so the table says how much of the gap is
-# ptxbridge's and how much any Python caller of torch tensors pays.
-FLOOR_LAUNCHER = r"""
+# What the least launchers share: DLPack's C views, the exchange API struct, cuLaunchKernel's type.
+C_PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -115,6 +112,13 @@ typedef struct { uint32_t major, minor; void *prev; void *alloc, *managed_from, 
                  int (*view)(void *, View *); void *stream; } Api;
 typedef int (*Launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       void *, void **, void **);
+"""
+
+# The least a Python launcher of torch tensors can do: one positional C call, three DLPack C
+# exchange views (no checks of dtype, device, size or aliasing), cuLaunchKernel.  The checked
+# launch is compared with this as well as with the C loop, so the table says how much of the gap is
+# ptxbridge's and how much any Python caller of torch tensors pays.
+FLOOR_LAUNCHER = C_PRELUDE + r"""
 static const Api *api; static Launch launch; static void *function, *stream;
 static PyObject *setup(PyObject *self, PyObject *args) {
     PyObject *capsule; unsigned long long f, l, s;

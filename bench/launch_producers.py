@@ -45,23 +45,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from launch_overhead import BLOCK, GRID, ROUNDS, N, build, c_loop, per_launch, vadd3_image
+from launch_overhead import BLOCK, C_PRELUDE, GRID, ROUNDS, N, build, c_loop, per_launch, vadd3_image
 
 # One C extension of least launchers: setup(function, cuLaunchKernel, stream), then per producer x kind
 # a positional call (a, b, c, n) that reads the three arrays and launches, checking nothing.
-FLOORS = r"""
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+FLOORS = C_PRELUDE + r"""
 #include <string.h>
-typedef struct { int32_t device_type, device_id; } Dev;
-typedef struct { uint8_t code, bits; uint16_t lanes; } Type;
-typedef struct { void *data; Dev device; int32_t ndim; Type dtype; int64_t *shape, *strides;
-                 uint64_t byte_offset; } View;
-typedef struct { uint32_t major, minor; void *prev; void *alloc, *managed_from, *managed_to;
-                 int (*view)(void *, View *); void *stream; } Api;
-typedef int (*Launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                      void *, void **, void **);
 static Launch launch; static void *function, *stream; static const Api *api;
 static PyObject *s_data, *s_ptr, *s_cai;
 
