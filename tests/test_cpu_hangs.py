@@ -1,6 +1,7 @@
 """No silent hangs on the CPU loader (issue 24): a loop that can never end is stopped within seconds,
-naming the kernel, the thread and the line; a long kernel that does work runs to the end and, with
-``PTXBRIDGE_PROGRESS=1`` (or on a terminal), says how far it got.  CUDA C++ through NVRTC."""
+naming the kernel, the thread and the line, on both tiers with the same words; a long kernel that
+does work runs to the end and, with ``PTXBRIDGE_PROGRESS=1`` (or on a terminal), says how far it got
+(the interpreter: a compiled launch is done before the first line).  CUDA C++ through NVRTC."""
 
 from __future__ import annotations
 
@@ -37,9 +38,17 @@ extern "C" __global__ void poll_a_counter(int* counter, int n) {
 
 
 @pytest.fixture(scope="module")
-def module() -> ptxbridge.Module:
-    # hang detection and progress are the interpreter's (the compiled tier stops at max_steps)
-    return ptxbridge.link([nvrtc.compile(SOURCE, options=["-lineinfo"])]).load("cpu", tier="interp")
+def image() -> ptxbridge.Image:
+    return ptxbridge.link([nvrtc.compile(SOURCE, options=["-lineinfo"])])
+
+
+@pytest.fixture(scope="module", params=["compiled", "interp"])
+def module(image, request) -> ptxbridge.Module:
+    loaded = image.load("cpu", tier=request.param)
+    if request.param == "compiled":  # really compiled: a fallback would test the interpreter twice
+        tier = loaded.backend.compiled_tier
+        assert all(tier.why_interpreted(k) is None for k in loaded.backend.program.entries)
+    return loaded
 
 
 def test_a_spin_on_a_flag_nobody_sets_is_stopped_naming_kernel_thread_and_line(module):
@@ -63,20 +72,28 @@ def test_a_spin_on_another_thread_of_the_block_is_stopped_and_says_why(module):
         module.wait_for_thread0(flag, out, grid=1, block=32)
 
 
-def test_long_kernels_that_work_run_to_the_end_and_show_progress(module, monkeypatch, capsys):
+def test_long_kernels_that_work_run_to_the_end(module):
     """Past the first look and several more: a loop whose counter changes, and one that stores, are
-    never stopped; with PTXBRIDGE_PROGRESS=1 a launch over three seconds prints blocks done."""
-    monkeypatch.setenv("PTXBRIDGE_PROGRESS", "1")
+    never stopped."""
     n = (FIRST_LOOK + 3 * INTERVAL) // 4  # each iteration is at least 4 steps
     out = np.zeros(32, np.float32)
     module.count_up(out, n, grid=1, block=32)
     assert (out == n).all()
-    err = capsys.readouterr().err
-    assert re.search(r"ptxbridge CPU loader: kernel 'count_up': 0 of 1 blocks done \(\d+ s\)", err), err
-    assert re.search(r"kernel 'count_up': 1 of 1 blocks done, finished after \d+ s", err), err
     counter = np.zeros(1, np.int32)
     module.poll_a_counter(counter, FIRST_LOOK // 4, grid=1, block=32)
     assert counter[0] == FIRST_LOOK // 4
+
+
+def test_a_long_interpreted_launch_shows_progress(image, monkeypatch, capsys):
+    """With PTXBRIDGE_PROGRESS=1 a launch over three seconds prints blocks done."""
+    monkeypatch.setenv("PTXBRIDGE_PROGRESS", "1")
+    n = (FIRST_LOOK + 3 * INTERVAL) // 4
+    out = np.zeros(32, np.float32)
+    image.load("cpu", tier="interp").count_up(out, n, grid=1, block=32)
+    assert (out == n).all()
+    err = capsys.readouterr().err
+    assert re.search(r"ptxbridge CPU loader: kernel 'count_up': 0 of 1 blocks done \(\d+ s\)", err), err
+    assert re.search(r"kernel 'count_up': 1 of 1 blocks done, finished after \d+ s", err), err
 
 
 def test_no_progress_line_when_asked_not_to(module, monkeypatch, capsys):

@@ -148,8 +148,8 @@ class EmulatorBackend(Backend):
                                 "dynamic)")
         steps = self.max_steps if self.max_steps is not None else 1 << 62
         run = self._run
-        if self.compiled_tier is not None and (self.sanitize.interpreted or _overlapping(buffers)):
-            run = run_kernel  # a tool, or arguments inside one another (views): the interpreter's checks
+        if self.compiled_tier is not None and self.sanitize.interpreted:
+            run = run_kernel  # racecheck and initcheck keep shadow state the interpreter's way
         self.thread_instructions += run(self.program, self._machine, function, grid, block, shared_mem,
                                         bytes(params), buffers, self.max_batch_threads, steps, self._heap,
                                         self.image.kernels.get(function), self._heap_written)
@@ -179,17 +179,6 @@ def _reaches_grid_sync(program: Program, name: str) -> bool:
         return "grid" in program.check_launch(name)
     except UnsupportedInstructionError:
         return False
-
-
-def _overlapping(buffers: Sequence[Buffer]) -> bool:
-    """Whether two arguments' memory overlaps (a tensor and a view of it): only the interpreter checks
-    an access against the argument its address came from, not just against every region."""
-    reached = -1
-    for start, end in sorted((b.ptr, b.ptr + b.nbytes) for b in buffers if b.nbytes):
-        if start < reached:
-            return True
-        reached = max(reached, end)
-    return False
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:

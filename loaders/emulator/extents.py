@@ -18,7 +18,7 @@ from typing import Any
 
 from ptxbridge.abi.layout import layout_of
 
-__all__ = ["Extent", "parameter_extents", "named_extents", "miss", "overrun", "nearest"]
+__all__ = ["Extent", "parameter_extents", "named_extents", "extent_of", "miss", "overrun", "nearest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,16 @@ def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) 
             if mine:
                 found[offset] = max(mine, key=lambda e: e.hi - e.lo)
     return found
+
+
+def extent_of(by_param: dict[int, Extent], origin: frozenset[int] | None) -> Extent | None:
+    """The extent an access whose address derives from the parameters ``origin``
+    (:func:`.provenance.origins`) must stay in: the one member that has an extent, else None (no
+    check beyond the regions)."""
+    if origin is None:
+        return None
+    candidates = {by_param[o] for o in origin if o in by_param}
+    return candidates.pop() if len(candidates) == 1 else None
 
 
 def miss(extent: Extent, address: int, size: int) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 from .memory import Memory
 from .watchdog import Progress, Watchdog
 
-__all__ = ["Batch", "Frame", "ParamStore", "source_line"]
+__all__ = ["Batch", "Frame", "ParamStore", "coordinates", "source_line"]
 
 
 class Batch:
@@ -39,9 +39,12 @@ class Batch:
             value = self.special[name]
             return int(value[thread] if isinstance(value, np.ndarray) else value)
 
-        block = tuple(axis(f"%ctaid.{c}") for c in "xyz")
-        tid = tuple(axis(f"%tid.{c}") for c in "xyz")
-        return f"block {block}, thread {tid}"
+        return coordinates(tuple(axis(f"%ctaid.{c}") for c in "xyz"), tuple(axis(f"%tid.{c}") for c in "xyz"))
+
+
+def coordinates(block: tuple[int, ...], thread: tuple[int, ...]) -> str:
+    """``block (x, y, z), thread (x, y, z)``: a thread as reports name it."""
+    return f"block {block}, thread {thread}"
 
 
 def source_line(files: dict[int, str] | None, ins: Any) -> str:

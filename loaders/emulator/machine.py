@@ -37,7 +37,8 @@ try:
 except ImportError:  # built without NumPy's headers, or no C compiler: NumPy passes instead
     native_schedule = None
 
-__all__ = ["Step", "Function", "Machine", "PLAIN", "BRA", "CALL", "RET", "EXIT", "BAR", "TRAP"]
+__all__ = ["Step", "Function", "Machine", "instruction_at", "stopped", "PLAIN", "BRA", "CALL", "RET", "EXIT",
+           "BAR", "TRAP"]
 
 PLAIN, BRA, CALL, RET, EXIT, BAR, TRAP = range(7)
 KINDS = {"bra": BRA, "call": CALL, "ret": RET, "exit": EXIT, "bar": BAR, "trap": TRAP}
@@ -74,6 +75,7 @@ class Function:
     needs: frozenset[str] = frozenset()
     files: dict[int, str] | None = None  # the module's .file table, for the source lines of .loc
     text: str | bytes = ""  # its module's PTX, for the source line of a trap (:mod:`.lines`)
+    origins: tuple[frozenset[int] | None, ...] = ()  # per step: the parameters its address derives from
 
 
 def _guarded(step: Step, fr: Frame, m: Any) -> Any:
@@ -98,6 +100,18 @@ def _schedule(pc: np.ndarray, runnable: np.ndarray) -> tuple[int, np.ndarray, in
     lowest = int(candidates.min())
     here = candidates == lowest
     return lowest, here, int(np.count_nonzero(here)), int(np.where(here, _FAR, candidates).min())
+
+
+def instruction_at(fn: Function, step: Step, source: bool = True) -> str:
+    """``in fn, PTX line N (file.cu:7): `text```: where a report points (the source line where the
+    PTX has line info and ``source``)."""
+    at = source_line(fn.files, step.ins) if source else ""
+    return f"in {fn.name}, PTX line {step.ins.line}{at}: `{step.ins.text}`"
+
+
+def stopped(kernel: str, verdict: str, where: str, fn: Function, step: Step) -> EmulatorError:
+    """The watchdog's error (:mod:`.watchdog`): why, the thread ``where`` names, and the instruction."""
+    return EmulatorError(f"kernel {kernel!r}: {verdict}; at {where}, {instruction_at(fn, step)}")
 
 
 def _where(fr: Frame, m: Any) -> str:
@@ -126,7 +140,7 @@ class Machine:
     def _fault(self, fr: Frame, fn: Function, step: Step, fault: Fault) -> MemoryAccessError:
         return MemoryAccessError(
             f"kernel {fr.batch.kernel!r}: {fault.reason}: address 0x{fault.address:x} "
-            f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {self._fail(fn, step)}")
+            f"({fault.size} bytes) at {_coordinates(fr, fault.thread)}; {instruction_at(fn, step)}")
 
     def _trap(self, fr: Frame, fn: Function, step: Step, m: Any) -> KernelTrapError:
         """``trap``: the thread, the source line where the PTX has line info, and what a GPU does."""
@@ -134,13 +148,9 @@ class Machine:
         where = f" at {at}" if at else " (no line info in the PTX: compile with line tables to see the line)"
         return KernelTrapError(
             f"kernel {fr.batch.kernel!r}: {_where(fr, m)} executed trap{where}, "
-            f"{self._fail(fn, step, source=False)}; "
+            f"{instruction_at(fn, step, source=False)}; "
             "a panic compiled by cuda-oxide (or an explicit trap) lowers to this. On a GPU it is "
             "CUDA_ERROR_ILLEGAL_INSTRUCTION, and the CUDA context is lost")
-
-    def _fail(self, fn: Function, step: Step, source: bool = True) -> str:
-        at = source_line(fn.files, step.ins) if source else ""
-        return f"in {fn.name}, PTX line {step.ins.line}{at}: `{step.ins.text}`"
 
     def _execute(self, fn: Function, fr: Frame, live: Any) -> Any:
         """Run ``fn`` for ``live``; return the mask of threads that exited (None: none did).
@@ -194,8 +204,7 @@ class Machine:
                 verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL,
                                                (pc, group, live, blocked, bound, votes, len(pending)))
                 if verdict is not None:
-                    raise EmulatorError(f"kernel {batch.kernel!r}: {verdict}; at {_where(fr, group)}, "
-                                        f"{self._fail(fn, step)}")
+                    raise stopped(batch.kernel, verdict, _where(fr, group), fn, step)
             m = group
             g = m if step.guard is None else _guarded(step, fr, m)
             kind = step.kind
@@ -279,7 +288,7 @@ class Machine:
                 thread = int(np.flatnonzero(chosen & (pointers == address))[0])
                 raise EmulatorError(f"kernel {fr.batch.kernel!r}: call through 0x{address:x}, which is no "
                                     f"function's address, at {_coordinates(fr, thread)}; "
-                                    f"{self._fail(fn, step)}")
+                                    f"{instruction_at(fn, step)}")
             exited = self._enter(fn, step, self.functions[key], fr, chosen & (pointers == address))
             if exited is not None:
                 gone = exited if gone is None else gone | exited
@@ -290,7 +299,7 @@ class Machine:
         target = step.target
         if (len(target.arguments), len(target.returns)) != (len(callee.params), len(callee.returns)):
             raise EmulatorError(
-                f"kernel {fr.batch.kernel!r}: {self._fail(fn, step)} passes {len(target.arguments)} "
+                f"kernel {fr.batch.kernel!r}: {instruction_at(fn, step)} passes {len(target.arguments)} "
                 f"arguments and {len(target.returns)} return values; {callee.name} declares "
                 f"{len(callee.params)} and {len(callee.returns)}")
         if callee.refused is not None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .extents import Extent, nearest, overrun
+from .extents import Extent, extent_of, nearest, overrun
 
 try:
     from ._native import gather as native_gather
@@ -207,8 +207,7 @@ class Memory:
             return None
         found = self._origins.get(origin, False)
         if found is False:
-            candidates = {self._by_param[o] for o in origin if o in self._by_param}
-            found = self._origins[origin] = candidates.pop() if len(candidates) == 1 else None
+            found = self._origins[origin] = extent_of(self._by_param, origin)
         return found  # type: ignore[return-value]
 
     def add(self, region: Region) -> None:

@@ -309,7 +309,7 @@ class Program:
         zeros = {name: DTYPES[t].type(0) for name, t in body.registers.items()}
         return Function(fn.name, steps, zeros, tuple(p.name for p in fn.params),
                         tuple(p.name for p in fn.returns), needs=frozenset(needs), files=files,
-                        text=text)
+                        text=text, origins=tuple(found))
 
 
 _FILE = re.compile(rb'^[ \t]*\.file[ \t]+(\d+)[ \t]+"([^"\n]*)"', re.M)  # one line each: no backtracking

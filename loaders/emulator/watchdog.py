@@ -30,14 +30,26 @@ from typing import Any, TextIO
 
 import numpy as np
 
-__all__ = ["Watchdog", "Progress", "writes_memory", "FIRST_LOOK", "INTERVAL", "PROGRESS_AFTER"]
+__all__ = ["Watchdog", "Progress", "writes_memory", "step_limit", "ENDLESS", "FIRST_LOOK", "INTERVAL",
+           "WATCH", "MAX_WATCH", "PROGRESS_AFTER"]
 
 FIRST_LOOK = 1 << 18  # steps before the first look (about a second)
 INTERVAL = 1 << 20  # steps between looks
-_WATCH = 1 << 10  # steps one look watches at first; doubled after each look that finds no repeat
-_MAX_WATCH = 1 << 15  # a loop longer than this is not seen; watching costs ~3% of the steps
+WATCH = 1 << 10  # steps one look watches at first; doubled after each look that finds no repeat
+MAX_WATCH = 1 << 15  # a loop longer than this is not seen; watching costs ~3% of the steps
 PROGRESS_AFTER = 3.0  # seconds before a launch shows progress
 _WRITERS = frozenset(("st", "atom", "red", "cp", "mbarrier", "discard"))
+ENDLESS = ("stopped a loop that can never end: the threads came back to this instruction with "
+           "every register as before and nothing stored in between, so nothing can change what "
+           "they wait for (a flag another thread of the block would set is never seen either: "
+           "the CPU loader runs the lowest program counter first, not threads independently)")
+
+
+def step_limit(max_steps: int) -> str:
+    """Why a launch stopped at its ``max_steps`` (both tiers say it so)."""
+    return (f"gave up after {max_steps} interpreter steps: an endless loop, or a spin-wait on "
+            "another thread of the same block (the emulator runs the lowest program counter first; "
+            "raise max_steps if the kernel is just long)")
 
 
 def writes_memory(opcode: str) -> bool:
@@ -72,7 +84,7 @@ class Watchdog:
         self.max_steps, self.progress = max_steps, progress
         self.check_at = min(max_steps, FIRST_LOOK)
         self.watching = False
-        self._watch = _WATCH
+        self._watch = WATCH
         self._frame: Any = None
         self._upc = -1
         self._regs: dict[str, Any] = {}
@@ -83,9 +95,7 @@ class Watchdog:
         """At ``steps``, about to run ``step`` (instruction ``upc`` of ``frame``'s function) with the
         scheduler's ``state`` (program counters and masks)."""
         if steps > self.max_steps:
-            return (f"gave up after {self.max_steps} interpreter steps: an endless loop, or a spin-wait on "
-                    "another thread of the same block (the emulator runs the lowest program counter first; "
-                    "raise max_steps if the kernel is just long)")
+            return step_limit(self.max_steps)
         if not self.watching:
             if self.progress is not None:
                 self.progress.beat()
@@ -100,12 +110,9 @@ class Watchdog:
             regs = frame.regs
             if (len(regs) == len(self._regs) and _same_state(state, self._state)
                     and all(_same(value, self._regs.get(name, _MISSING)) for name, value in regs.items())):
-                return ("stopped a loop that can never end: the threads came back to this instruction with "
-                        "every register as before and nothing stored in between, so nothing can change what "
-                        "they wait for (a flag another thread of the block would set is never seen either: "
-                        "the CPU loader runs the lowest program counter first, not threads independently)")
+                return ENDLESS
         if steps >= self._until:
-            self._watch = min(self._watch * 2, _MAX_WATCH)
+            self._watch = min(self._watch * 2, MAX_WATCH)
             return self._stop(steps)
         self.check_at = steps
         return None

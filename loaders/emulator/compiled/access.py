@@ -19,12 +19,12 @@ __all__ = ["helper_ir", "COMMON"]
 
 COMMON = f"""
 ; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
-define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, ptr %linp,
-                            ptr %out) noinline {{
+define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i64 %ext,
+                            ptr %linp, ptr %out) noinline {{
   %addr = load <32 x i64>, ptr %addrp
   %lin = load <32 x i64>, ptr %linp
   %m = bitcast i32 %bits to <32 x i1>
-  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write,
+  %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, i64 %ext,
                          <32 x i64> %lin, ptr %out)
   ret i32 %r
 }}
@@ -47,15 +47,20 @@ define internal void @span(ptr %addrp, i32 %bits, ptr %out) noinline {{
 }}
 
 ; the pointer offset of an access whose lanes span [lo, hi] (aligned when %bits is), or -1 when the
-; full check must decide: no active lane, misaligned, outside one region, read-only, per-thread
-define internal i64 @hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %bits, i64 %size, i1 %write) noinline {{
+; full check must decide: no active lane, misaligned, outside its argument's extent %ext or one
+; region, read-only, per-thread
+define internal i64 @hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %bits, i64 %size, i1 %write,
+                             i64 %ext) noinline {{
 entry:
   %low = sub i64 %size, 1
   %mis = and i64 %bits, %low
   %aligned = icmp eq i64 %mis, 0
   %ordered = icmp ule i64 %lo, %hi
   %ok = and i1 %aligned, %ordered
-  br i1 %ok, label %look, label %no
+  br i1 %ok, label %kept, label %no
+kept:
+  %in = call i1 @within(ptr %ctx, i64 %ext, i64 %lo, i64 %hi, i64 %size, i1 %write, i1 false)
+  br i1 %in, label %look, label %no
 look:
   %row = call i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size)
   %found = icmp sge i64 %row, 0
@@ -207,8 +212,8 @@ def helper_ir(kind: str, bits: int) -> str:
     return (
         _move(kind, bits)
         + f"""
-define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, ptr %linp,
-                                    ptr %val) noinline {{
+define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, i64 %ext,
+                                    ptr %linp, ptr %val) noinline {{
 entry:
   %ptrs = alloca <32 x i64>
   %addr0 = load <32 x i64>, ptr %addrp
@@ -220,7 +225,8 @@ entry:
   br i1 %f2, label %fast, label %general
 fast:  ; every lane, one element each, consecutive: the span is the first and the last lane's
   %lastf = add i64 %lead, {31 * size}
-  %deltaf = call i64 @hoisted(ptr %ctx, i64 %lead, i64 %lastf, i64 %lead, i64 {size}, i1 {write})
+  %deltaf = call i64 @hoisted(ptr %ctx, i64 %lead, i64 %lastf, i64 %lead, i64 {size}, i1 {write},
+                              i64 %ext)
   %usef = icmp ne i64 %deltaf, -1
   br i1 %usef, label %fastgo, label %general
 fastgo:
@@ -229,7 +235,8 @@ fastgo:
 {fast}
   ret i32 0
 general:
-  %st = call i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, ptr %linp, ptr %ptrs)
+  %st = call i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, i64 %ext, ptr %linp,
+                         ptr %ptrs)
   %ok = icmp eq i32 %st, 0
   br i1 %ok, label %go, label %out
 out:

@@ -18,7 +18,7 @@ from ..memory import WINDOWS
 from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
 from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, is_float, is_signed, vec
 
-__all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "SPECIALS", "LANE_IDS"]
+__all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "SPECIALS", "LANE_IDS"]
 
 # the launch context, an array of i64 the runtime fills (see .runtime)
 CTX = {
@@ -54,10 +54,13 @@ CTX = {
             "thread_steps",
             "tids",
             "hint",
+            "extents",
+            "err_extent",
+            "err_write",
         )
     )
 }
-FAULT, TRAP_CODE, STEPS_CODE = 2, 4, 3
+FAULT, TRAP_CODE, STEPS_CODE, HANG_CODE = 2, 4, 3, 5
 SPECIALS = (
     "%tid.x",
     "%tid.y",
@@ -110,6 +113,7 @@ class Emitter:
         ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
+        self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -305,7 +309,7 @@ class Emitter:
             low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
             delta = self.op(
                 f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
-                f"i1 {'true' if kind == 'store' else 'false'})"
+                f"i1 {'true' if kind == 'store' else 'false'}, i64 {self.extent()})"
             )
             fast, slow = self.label("hoisted"), self.label("checked")
             self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
@@ -350,7 +354,7 @@ class Emitter:
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
-            "ptr %linp, ptr %val)"
+            f"i64 {self.extent()}, ptr %linp, ptr %val)"
         )
         return self._checked(status, skip)
 
@@ -360,10 +364,15 @@ class Emitter:
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
-            f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, ptr %linp, ptr %out)"
+            f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, i64 {self.extent()}, "
+            "ptr %linp, ptr %out)"
         )
         self._checked(status, skip)
         return self.op(f"load {vec('i64')}, ptr %out")
+
+    def extent(self) -> int:
+        """The extent row the instruction being emitted is checked against (0: none)."""
+        return self.extents[self.insn] if self.extents else 0
 
     def _checked(self, status: str, skip: str) -> tuple[str, str]:
         ok, bad, here = self.label("ok"), self.label("bad"), self.label("check")

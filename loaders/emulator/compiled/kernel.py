@@ -20,13 +20,14 @@ from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
 from .access import COMMON, helper_ir
-from .emit import LANE_IDS, SPECIALS, STEPS_CODE, TRAP_CODE, Emitter
+from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
 from .flow import barrier_live, blocks_of, read_registers, uniform_registers
 from .ops import LOWER
 from .runtime import DECLARATIONS, launch_ir, shared_ir
 from .values import Unsupported, vec
+from .watch import watch_globals, watch_ir, watch_start
 
-__all__ = ["kernel_ir", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
+__all__ = ["kernel_ir", "extent_origins", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 
@@ -35,6 +36,13 @@ STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
 _M, _I32 = vec("i1"), vec("i32")
+
+
+def extent_origins(fn: Function) -> list[frozenset[int]]:
+    """The distinct parameter sets the kernel's accesses take their addresses from
+    (:mod:`..provenance`), in order: row ``k + 1`` of a launch's extent table is the extent of the
+    argument the ``k``-th one points into (row 0: no check)."""
+    return list(dict.fromkeys(o for o in fn.origins if o is not None))
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
@@ -60,6 +68,8 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
+    rows = {origin: k + 1 for k, origin in enumerate(extent_origins(fn))}
+    e.extents = [0 if origin is None else rows[origin] for origin in fn.origins]
     blocks = blocks_of(fn)
     instructions = [s.ins for s in fn.steps]
     plain = [s.kind == PLAIN for s in fn.steps]
@@ -72,6 +82,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     for k, (start, end) in enumerate(blocks):
         _block(e, fn, k, start, end, block_of)
     _scheduler(e, len(blocks))
+    watch_ir(e, len(blocks), _kept(e))
     body = "\n".join(e.lines)
     params = "ptr %ctx, ptr %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
     state = STATE_HEADER + SLOT * max(len(registers), 1)
@@ -96,6 +107,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
         [
             *sorted(e.declarations | DECLARATIONS),
             shared_ir(),
+            watch_globals(fn, blocks),
             *helpers,
             f"define internal i32 @warp({params}) {{",
             body,
@@ -124,6 +136,13 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%val", f"[8 x {vec('i64')}]"),
         ("%spanin", vec("i64")),
         ("%spanout", "[3 x i64]"),
+        ("%checkat", "i64"),
+        ("%watching", "i1"),
+        ("%watchlen", "i64"),
+        ("%until", "i64"),
+        ("%snapk", "i32"),
+        ("%at", "i32"),
+        ("%snap", f"[{256 * (len(_kept(e)) + 1)} x i8]"),
     ):
         e.emit(f"{name} = alloca {t}")
     e.emit("store i64 0, ptr %tsteps")
@@ -168,6 +187,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit(f"store {_I32} zeroinitializer, ptr %pcs")
     e.emit("store i1 true, ptr %conv")
     e.emit("store i64 0, ptr %steps")
+    watch_start(e, "0")
     e.emit("br label %B0")
     e.put_label("restore")
     for name in _saved(e):
@@ -178,7 +198,9 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     live_at = e.op("getelementptr i8, ptr %st, i64 128")
     e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
     steps_at = e.op("getelementptr i8, ptr %st, i64 136")
-    e.emit(f"store i64 {e.op(f'load i64, ptr {steps_at}, align 8')}, ptr %steps")
+    resumed = e.op(f"load i64, ptr {steps_at}, align 8")
+    e.emit(f"store i64 {resumed}, ptr %steps")
+    watch_start(e, resumed)
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
     e.emit("br label %sched")
 
@@ -205,21 +227,23 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         if isinstance(o, Mem) and isinstance(o.base, Reg)
     ]
     e.reused = {name for name in bases if bases.count(name) > 1}
-    e.emit(f"{m} = load {vec('i1')}, ptr %mask")
     e.insn = start
     length = end - start
     steps = e.op(f"add i64 {e.op('load i64, ptr %steps')}, {length}")
     e.emit(f"store i64 {steps}, ptr %steps")
-    bits = e.op(f"bitcast {vec('i1')} {m} to i32")
+    bits = e.op(f"bitcast {vec('i1')} {e.op(f'load {_M}, ptr %mask')} to i32")
     active = e.op(f"zext i32 {e.op(f'call i32 @llvm.ctpop.i32(i32 {bits})')} to i64")
     e.intrinsic("declare i32 @llvm.ctpop.i32(i32)")
     counted, work = e.op("load i64, ptr %tsteps"), e.op(f"mul i64 {active}, {length}")
     e.emit(f"store i64 {e.op(f'add i64 {counted}, {work}')}, ptr %tsteps")
-    over, go = e.label("watchdog"), e.label("run")
-    e.emit(f"br i1 {e.op(f'icmp ugt i64 {steps}, %maxsteps')}, label %{over}, label %{go}")
+    over = e.label("watchdog")  # the step limit, and now and then a look for a loop (.watch)
+    look_at = e.op("load i64, ptr %checkat")
+    e.emit(f"br i1 {e.op(f'icmp ugt i64 {steps}, {look_at}')}, label %{over}, label %K{k}")
     e.put_label(over)
-    e.leave(STEPS_CODE)
-    e.put_label(go)
+    e.emit(f"store i32 {k}, ptr %at")
+    e.emit("br label %look")
+    e.put_label(f"K{k}")
+    e.emit(f"{m} = load {vec('i1')}, ptr %mask")
     last = fn.steps[end - 1]
     body_end = end if last.kind == PLAIN else end - 1
     for i in range(start, body_end):

@@ -35,6 +35,7 @@ REASONS = {
     1: "misaligned {size}-byte access",
     2: "outside every buffer and variable the kernel can reach",
     3: "store to read-only memory",
+    4: "overruns the argument its address comes from",
 }
 
 
@@ -130,8 +131,48 @@ ok:
   ret i64 %sum
 }}
 
+; whether [lo, hi + size) stays inside row %ext of the launch's extent table (row 0, or a row whose
+; end is 0: no argument extent to stay in); if not and %report, the fault (reason 4) records the row,
+; the lowest or highest address and whether the access writes
+define internal i1 @within(ptr %ctx, i64 %ext, i64 %lo, i64 %hi, i64 %size, i1 %write,
+                           i1 %report) alwaysinline {{
+entry:
+  %none = icmp eq i64 %ext, 0
+  br i1 %none, label %yes, label %look
+look:
+  %xp = getelementptr i64, ptr %ctx, i64 {field("extents")}
+  %xi = load i64, ptr %xp
+  %xt = inttoptr i64 %xi to ptr
+  %r4 = mul i64 %ext, 4
+  %bp = getelementptr i64, ptr %xt, i64 %r4
+  %endp = getelementptr i64, ptr %bp, i64 1
+  %end = load i64, ptr %endp
+  %unchecked = icmp eq i64 %end, 0
+  br i1 %unchecked, label %yes, label %test
+test:
+  %in = call i1 @inside(ptr %xt, i64 %ext, i64 %lo, i64 %hi, i64 %size)
+  br i1 %in, label %yes, label %out
+out:
+  br i1 %report, label %fault, label %no
+fault:
+  %base = load i64, ptr %bp
+  %below = icmp ult i64 %lo, %base
+  %at = select i1 %below, i64 %lo, i64 %hi
+  call void @fault(ptr %ctx, i64 %at, i64 4, i64 %size, i64 -1)
+  %ep = getelementptr i64, ptr %ctx, i64 {field("err_extent")}
+  store i64 %ext, ptr %ep
+  %wp = getelementptr i64, ptr %ctx, i64 {field("err_write")}
+  %w = zext i1 %write to i64
+  store i64 %w, ptr %wp
+  br label %no
+yes:
+  ret i1 true
+no:
+  ret i1 false
+}}
+
 define internal i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write,
-                             <32 x i64> %lin, ptr %out) alwaysinline {{
+                             i64 %ext, <32 x i64> %lin, ptr %out) alwaysinline {{
 entry:
   %any = call i1 @llvm.vector.reduce.or.v32i1(<32 x i1> %m)
   br i1 %any, label %go, label %none
@@ -151,6 +192,11 @@ misaligned:
   call void @fault(ptr %ctx, i64 %lo, i64 1, i64 %size, i64 -1)
   ret i32 2
 span:
+  %kept = call i1 @within(ptr %ctx, i64 %ext, i64 %lo, i64 %hi, i64 %size, i1 %write, i1 true)
+  br i1 %kept, label %regions, label %overrun
+overrun:
+  ret i32 2
+regions:
   %row = call i64 @find(ptr %ctx, i64 %lo, i64 %hi, i64 %size)
   %one = icmp sge i64 %row, 0
   br i1 %one, label %whole, label %lanes

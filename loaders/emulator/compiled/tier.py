@@ -22,14 +22,17 @@ import numpy as np
 from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 from ptxbridge.loaders.base import Buffer
 
+from ..extents import Extent, extent_of, named_extents, overrun, parameter_extents
+from ..frame import coordinates
 from ..heap import Heap
 from ..launch import buffer_regions, run_kernel, shared_bytes
-from ..machine import Machine
+from ..machine import Machine, instruction_at, stopped
 from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
 from ..program import Program
-from .emit import CTX, STEPS_CODE
+from ..watchdog import ENDLESS, step_limit
+from .emit import CTX, HANG_CODE, STEPS_CODE
 from .jit import Compiled, compile_ir
-from .kernel import SLOT, STATE_HEADER, kernel_ir
+from .kernel import SLOT, STATE_HEADER, extent_origins, kernel_ir
 from .runtime import REASONS
 from .values import Unsupported
 
@@ -44,6 +47,7 @@ class CompiledTier:
     def __init__(self, program: Program):
         self.program = program
         self.kernels: dict[str, Compiled | str] = {}  # a compiled kernel, or why it runs interpreted
+        self.origins: dict[str, list[frozenset[int]]] = {}  # the rows of a kernel's extent tables
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -97,6 +101,7 @@ class CompiledTier:
                 heap, signature, heap_written,
             )
         fn = program.functions[name]
+        extents, extent_rows = self._extents(name, signature, params, buffers)
         per_block = block[0] * block[1] * block[2]
         warps = -(-per_block // 32)
         param_data = np.frombuffer(bytearray(params), np.uint8)
@@ -149,6 +154,7 @@ class CompiledTier:
             "threads": per_block,
             "nwarps": warps,
             "tids": tids.ctypes.data,
+            "extents": extents.ctypes.data,
         }
         for field, value in fields.items():
             ctx[CTX[field]] = value
@@ -156,13 +162,10 @@ class CompiledTier:
         if status == 0:
             return int(ctx[CTX["thread_steps"]])
         step = fn.steps[int(ctx[CTX["err_insn"]])]
-        where = f"in {fn.name}, PTX line {step.ins.line}: `{step.ins.text}`"
-        if status == STEPS_CODE:
-            raise EmulatorError(
-                f"kernel {name!r}: gave up after {max_steps} interpreter steps {where} (steps "
-                "counted per warp by the compiled CPU tier): an endless loop or a spin-wait; "
-                "raise max_steps if the kernel is just long"
-            )
+        where = instruction_at(fn, step)
+        if status in (STEPS_CODE, HANG_CODE):  # the watchdog's verdict, as the interpreter words it
+            verdict = step_limit(max_steps) if status == STEPS_CODE else ENDLESS
+            raise stopped(name, verdict, _thread(grid, block, ctx), fn, step)
         # a fault or a trap: the interpreter runs the launch again and writes the report
         run_kernel(
             program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps, heap,
@@ -170,10 +173,42 @@ class CompiledTier:
         )
         if status != 2:
             raise EmulatorError(f"kernel {name!r}: trap executed {where}")
-        reason = REASONS.get(int(ctx[CTX["err_reason"]]), "bad access").format(size=int(ctx[CTX["err_size"]]))
+        size, reason = int(ctx[CTX["err_size"]]), int(ctx[CTX["err_reason"]])
+        if reason == 4 and extent_rows[int(ctx[CTX["err_extent"]])] is not None:  # the interpreter's words
+            extent = extent_rows[int(ctx[CTX["err_extent"]])]
+            said = overrun(extent, int(ctx[CTX["err_addr"]]), size, bool(ctx[CTX["err_write"]]))
+        else:
+            said = REASONS.get(reason, "bad access").format(size=size)
         raise MemoryAccessError(
-            f"kernel {name!r}: {reason}: address 0x{int(ctx[CTX['err_addr']]):x} "
-            f"({int(ctx[CTX['err_size']])} bytes) in block {int(ctx[CTX['err_block']])} "
+            f"kernel {name!r}: {said}: address 0x{int(ctx[CTX['err_addr']]):x} "
+            f"({size} bytes) in block {int(ctx[CTX['err_block']])} "
             f"(linear); {where} (found by the compiled CPU tier; the interpreter's "
             "re-run of the launch did not meet it, as the kernel had changed memory)"
         )
+
+    def _extents(
+        self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
+    ) -> tuple[np.ndarray, list[Extent | None]]:
+        """The launch's extent table and its extents: row ``k`` (start, end and two unused words,
+        the shape of the region table's rows) is the extent of the argument the kernel's ``k``-th
+        address origin points into (:func:`.kernel.extent_origins`), end 0 where there is none
+        (checked against the regions only, as the interpreter's :meth:`~..memory.Memory.extent`)."""
+        origins = self.origins.get(name)
+        if origins is None:
+            origins = self.origins[name] = extent_origins(self.program.functions[name])
+        by_param = parameter_extents(signature, params, named_extents(buffers)) if origins else {}
+        rows: list[Extent | None] = [None, *(extent_of(by_param, origin) for origin in origins)]
+        table = np.zeros((len(rows), 4), np.uint64)
+        for k, extent in enumerate(rows):
+            if extent is not None:
+                table[k, :2] = extent.lo, extent.hi
+        return table, rows
+
+
+def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.ndarray) -> str:
+    """``block (x, y, z), thread (x, y, z)`` of the context's failing block and thread (linear)."""
+    b, t = int(ctx[CTX["err_block"]]), int(ctx[CTX["err_thread"]])
+    return coordinates(
+        (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
+        (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])),
+    )
