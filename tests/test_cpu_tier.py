@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -205,6 +206,57 @@ def test_numba_saxpy_and_matmul_are_bit_identical():
     _same(
         *_both(modules, "matmul", lambda: [a, b, np.zeros((48, 48), np.float32)], grid=(3, 3), block=(16, 16))
     )
+
+
+# accesses through a pointer parameter, checked against that argument's own extent: four loads
+# through one register (the hoisted check), an atomic whose old value is unused, a plain store
+VIEWS = r"""
+extern "C" __global__ void sum4(const float* x, const float* all, float* out) {
+  int i = threadIdx.x;
+  out[i] = x[4 * i] + x[4 * i + 1] + x[4 * i + 2] + x[4 * i + 3] + all[i];
+}
+extern "C" __global__ void bins(const int* keys, unsigned* counts, const unsigned* all) {
+  int i = threadIdx.x;
+  atomicAdd(&counts[keys[i]], all[0] + 1u);
+}
+extern "C" __global__ void fill(float* out, const float* all, int n) {
+  int i = threadIdx.x;
+  if (i < n) out[i] = all[0];
+}
+"""
+
+
+def _reports(modules, kernel, make, **launch_options):
+    """The MemoryAccessError text of each tier for one launch (fresh arrays from ``make()``)."""
+    messages = []
+    for module in modules:
+        with pytest.raises(MemoryAccessError) as raised:
+            getattr(module, kernel)(*make(), **launch_options)
+        messages.append(str(raised.value))
+    assert modules[0].backend.compiled_tier.why_interpreted(kernel) is None
+    return messages
+
+
+def test_an_access_past_a_short_view_inside_another_argument_is_caught_with_the_interpreters_report():
+    """The bytes past each short view belong to ``all`` (the view's own tensor): in every buffer the
+    kernel can reach, outside the argument the address came from."""
+    modules = _cuda(VIEWS)
+    whole = np.arange(256, dtype=np.float32)
+    sums = _reports(modules, "sum4", lambda: [whole[:64], whole, np.zeros(32, np.float32)], grid=1, block=32)
+    assert sums[0] == sums[1]
+    assert re.match(r"kernel 'sum4': a 4-byte read overruns argument 'x' \(64 float32, 256 bytes at 0x\w+\): "
+                    r"just past its end \(element 64; it has 64\).*thread \(16, 0, 0\)", sums[0]), sums[0]
+    counts = np.zeros(64, np.uint32)
+    keys = np.arange(32, dtype=np.int32)
+    atomics = _reports(modules, "bins", lambda: [keys, counts[:16], counts], grid=1, block=32)
+    assert atomics[0] == atomics[1]
+    assert re.match(r"kernel 'bins': a 4-byte write overruns argument 'counts' \(16 uint32, 64 bytes at "
+                    r"0x\w+\): just past its end \(element 16; it has 16\)", atomics[0]), atomics[0]
+    stores = _reports(modules, "fill", lambda: [whole[:8], whole, 32], grid=1, block=32)
+    assert stores[0] == stores[1] and "a 4-byte write overruns argument 'out' (8 float32" in stores[0]
+    out = np.zeros(32, np.float32)
+    modules[0].fill(out[:8], out, 8, grid=1, block=32)  # within its view: no report
+    assert (out[:8] == 0).all() and modules[0].backend.compiled_tier.why_interpreted("fill") is None
 
 
 OOB = kernel_ptx(
