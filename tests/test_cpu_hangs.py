@@ -5,7 +5,10 @@ does work runs to the end and, with ``PTXBRIDGE_PROGRESS=1`` (or on a terminal),
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import threading
 
 import numpy as np
 import pytest
@@ -102,3 +105,20 @@ def test_no_progress_line_when_asked_not_to(module, monkeypatch, capsys):
     with pytest.raises(EmulatorError, match="stopped a loop"):
         module.wait_for_host(flag, out, grid=1, block=64)
     assert "ptxbridge CPU loader" not in capsys.readouterr().err
+
+
+def test_ctrl_c_interrupts_a_long_compiled_launch(image):
+    """Native code cannot take a signal: the compiled tier runs blocks in chunks and Python raises
+    KeyboardInterrupt between two, so a launch that would take seconds (256 blocks, each adding
+    2**20 to the counter one by one) stops after the block it is in."""
+    module = image.load("cpu", tier="compiled")
+    counter, n = np.zeros(1, np.int32), 1 << 20
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            module.poll_a_counter(counter, n, grid=256, block=32)
+    finally:
+        timer.cancel()
+    done = int(counter[0])
+    assert done % n == 0 and 0 < done < 256 * n, done  # whole blocks, some but not all

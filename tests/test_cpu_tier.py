@@ -316,12 +316,13 @@ def test_a_kernel_the_tier_does_not_translate_runs_on_the_interpreter_and_says_w
 
 def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):
     monkeypatch.delenv("PTXBRIDGE_CPU_TIER", raising=False)
-    assert backend(OOB).compiled_tier is None  # the interpreter by default
-    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "compiled")
-    assert backend(OOB).compiled_tier is not None
+    assert backend(OOB).compiled_tier is not None  # the compiled tier by default
     monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "interp")
     assert backend(OOB).compiled_tier is None
     assert backend(OOB, tier="compiled").compiled_tier is not None
+    monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "compiled")
+    assert backend(OOB).compiled_tier is not None
+    assert backend(OOB, tier="interp").compiled_tier is None
     monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "fast")
     with pytest.raises(
         ArgumentError, match=r"PTXBRIDGE_CPU_TIER\) must be one of compiled, interp \(got 'fast'\)"

@@ -1,4 +1,5 @@
-"""The CPU loader: an :class:`~ptxbridge.Image`'s PTX interpreted on NumPy, behind the Backend interface."""
+"""The CPU loader: an :class:`~ptxbridge.Image`'s PTX compiled to native code (:mod:`.compiled`) or
+interpreted on NumPy, behind the Backend interface."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ _MAX_BLOCK_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
 DEFAULT_MAX_STEPS = 100_000_000
 TIERS = ("compiled", "interp")
-DEFAULT_TIER = "interp"  # until the compiled tier checks accesses per argument and catches hangs
+DEFAULT_TIER = "compiled"  # native code where the tier translates the kernel, else the interpreter
 
 
 class EmulatorBackend(Backend):
@@ -55,9 +56,9 @@ class EmulatorBackend(Backend):
     tier
         ``"compiled"``: kernels run as native code (:mod:`.compiled`) where the compiled tier
         translates them, on the interpreter otherwise; ``"interp"``: always on the interpreter.
-        None: ``$PTXBRIDGE_CPU_TIER``, else :data:`DEFAULT_TIER` (``"interp"``: the compiled tier
-        checks accesses against every buffer, not each argument's own extent, and stops a hung
-        kernel only at the step limit).
+        None: ``$PTXBRIDGE_CPU_TIER``, else :data:`DEFAULT_TIER` (``"compiled"``).  Both tiers make
+        the same checks with the same reports; the interpreter also runs every launch with a
+        ``sanitize=`` tool.
 
     Raises
     ------

@@ -14,6 +14,7 @@ as a GPU may.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,8 +150,6 @@ class CompiledTier:
             "local_size": local.stride * 32 * warps if local.size else 0,
             "state": state.ctypes.data,
             "max_steps": max_steps,
-            "first_block": 0,
-            "end_block": grid[0] * grid[1] * grid[2],
             "threads": per_block,
             "nwarps": warps,
             "tids": tids.ctypes.data,
@@ -158,7 +157,7 @@ class CompiledTier:
         }
         for field, value in fields.items():
             ctx[CTX[field]] = value
-        status = compiled.launch(ctx.ctypes.data)
+        status = _run_blocks(compiled, ctx, grid[0] * grid[1] * grid[2])
         if status == 0:
             return int(ctx[CTX["thread_steps"]])
         step = fn.steps[int(ctx[CTX["err_insn"]])]
@@ -212,3 +211,24 @@ def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.nda
         (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
         (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])),
     )
+
+
+_CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
+
+
+def _run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int) -> int:
+    """Run the launch's blocks in chunks that grow while they take under ``_CHUNK_SECONDS``: Python
+    handles a signal between two chunks, so Ctrl-C interrupts a long launch with KeyboardInterrupt
+    after the block it is in (native code cannot be interrupted); returns the first failing status."""
+    first, chunk = 0, 1
+    while first < blocks:
+        end = min(blocks, first + chunk)
+        ctx[CTX["first_block"]], ctx[CTX["end_block"]] = first, end
+        started = time.perf_counter()
+        status = compiled.launch(ctx.ctypes.data)
+        if status:
+            return status
+        if time.perf_counter() - started < _CHUNK_SECONDS:
+            chunk *= 2
+        first = end
+    return 0
