@@ -7,11 +7,13 @@ the oracle its tests compare against.
 Modules::
 
     tier               the launch: the same contract as the interpreter's run_kernel, fallback
-    kernel             the warp function: blocks, the min-PC scheduler, barriers, the watchdog
+    kernel             the warp function: blocks, the min-PC scheduler, barriers
+    watch              the watchdog: the step limit, loops that can never end
     flow               uniform, block-local and barrier-live registers
     emit, values       registers, operands, masks and types as vector IR text
     ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
-    access, runtime    checked memory helpers, the region lookup, the grid driver
+    access, runtime    checked memory helpers (one module every kernel links), the region lookup,
+                       the grid driver
     jit                llvmlite, the object cache on disk and in the process
 """
 

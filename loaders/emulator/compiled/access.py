@@ -1,25 +1,33 @@
 """IR of the memory helpers a kernel's accesses call: checked, hoisted and raw loads and stores.
 
-``@load_iN`` / ``@store_iN`` check an access and then move ``count`` elements per lane: when every
+``@ptxb.load_iN`` / ``@ptxb.store_iN`` check an access and then move ``count`` elements per lane: when every
 lane is active and points at consecutive elements (the common ``a[i]``), the check is two scalar
-compares against the region table; otherwise ``@access`` runs the full check of ``@resolve``.
-``@span`` gives the OR, minimum and maximum of a base register's active lanes once per block, and
-``@hoisted`` checks an access ``[%r+off]`` from them, so an unrolled loop reading ``[%r]``,
+compares against the region table; otherwise ``@ptxb.access`` runs the full check of ``@resolve``.
+``@ptxb.span`` gives the OR, minimum and maximum of a base register's active lanes once per block, and
+``@ptxb.hoisted`` checks an access ``[%r+off]`` from them, so an unrolled loop reading ``[%r]``,
 ``[%r+4]``, ``[%r+8]``... through one register checks it once (the interpreter's ``shared_base``).
-``@fetch_iN`` / ``@put_iN`` move the values once checked: a masked vector access when the lanes'
+``@ptxb.fetch_iN`` / ``@ptxb.put_iN`` move the values once checked: a masked vector access when the lanes'
 pointers are consecutive, else a gather or scatter.  Values travel through the warp's ``%val``
 buffer (256 bytes per element).
+
+The helpers are the same for every kernel: they form one module (:func:`runtime_ir`), compiled
+once and loaded beside each kernel's object (:mod:`.jit`), whose IR only declares them
+(:data:`HELPERS`).  Their names start with ``ptxb.``, which no C library symbol does.
 """
 
 from __future__ import annotations
 
-from .runtime import field
+from .runtime import DECLARATIONS, field, shared_ir
+from .values import vec
 
-__all__ = ["helper_ir", "COMMON"]
+__all__ = ["runtime_ir", "HELPERS"]
 
-COMMON = f"""
+_WIDTHS = (8, 16, 32, 64)
+_M = vec("i1")
+
+_COMMON = f"""
 ; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
-define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i64 %ext,
+define i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i64 %ext,
                             ptr %linp, ptr %out) noinline {{
   %addr = load <32 x i64>, ptr %addrp
   %lin = load <32 x i64>, ptr %linp
@@ -30,7 +38,7 @@ define internal i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %writ
 }}
 
 ; OR, minimum and maximum of the active lanes' values of a base register (lo > hi: no lane)
-define internal void @span(ptr %addrp, i32 %bits, ptr %out) noinline {{
+define void @ptxb.span(ptr %addrp, i32 %bits, ptr %out) noinline {{
   %addr = load <32 x i64>, ptr %addrp
   %m = bitcast i32 %bits to <32 x i1>
   %forlo = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> splat (i64 -1)
@@ -49,7 +57,7 @@ define internal void @span(ptr %addrp, i32 %bits, ptr %out) noinline {{
 ; the pointer offset of an access whose lanes span [lo, hi] (aligned when %bits is), or -1 when the
 ; full check must decide: no active lane, misaligned, outside its argument's extent %ext or one
 ; region, read-only, per-thread
-define internal i64 @hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %bits, i64 %size, i1 %write,
+define i64 @ptxb.hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %bits, i64 %size, i1 %write,
                              i64 %ext) noinline {{
 entry:
   %low = sub i64 %size, 1
@@ -146,7 +154,7 @@ def _consecutive(pointers: str, first: str, out: str, size: int) -> str:
 
 
 def _move(kind: str, bits: int) -> str:
-    """``@fetch_iN`` / ``@put_iN``: ``count`` elements per lane at checked pointers."""
+    """``@ptxb.fetch_iN`` / ``@ptxb.put_iN``: ``count`` elements per lane at checked pointers."""
     size, t = bits // 8, f"<32 x i{bits}>"
     offsets = f"""  %off = mul i64 %c, {size}
   %h = insertelement <32 x i64> poison, i64 %off, i32 0
@@ -182,7 +190,7 @@ ss:
   br label %next"""
         name = "put"
     return f"""
-define internal void @{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val) noinline {{
+define void @ptxb.{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val) noinline {{
 entry:
   %m = bitcast i32 %bits to <32 x i1>
   %base = load <32 x i64>, ptr %ptrs
@@ -200,8 +208,9 @@ done:
 """
 
 
-def helper_ir(kind: str, bits: int) -> str:
-    """``@load_iN`` / ``@store_iN`` (checked) and the ``@fetch_iN`` / ``@put_iN`` they move with."""
+def _helper_ir(kind: str, bits: int) -> str:
+    """``@ptxb.load_iN`` / ``@ptxb.store_iN`` (checked) and the ``@ptxb.fetch_iN`` / ``@ptxb.put_iN``
+    they move with."""
     size, t = bits // 8, f"<32 x i{bits}>"
     name = "fetch" if kind == "load" else "put"
     write = "true" if kind == "store" else "false"
@@ -212,7 +221,7 @@ def helper_ir(kind: str, bits: int) -> str:
     return (
         _move(kind, bits)
         + f"""
-define internal i32 @{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, i64 %ext,
+define i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, i64 %ext,
                                     ptr %linp, ptr %val) noinline {{
 entry:
   %ptrs = alloca <32 x i64>
@@ -225,7 +234,7 @@ entry:
   br i1 %f2, label %fast, label %general
 fast:  ; every lane, one element each, consecutive: the span is the first and the last lane's
   %lastf = add i64 %lead, {31 * size}
-  %deltaf = call i64 @hoisted(ptr %ctx, i64 %lead, i64 %lastf, i64 %lead, i64 {size}, i1 {write},
+  %deltaf = call i64 @ptxb.hoisted(ptr %ctx, i64 %lead, i64 %lastf, i64 %lead, i64 {size}, i1 {write},
                               i64 %ext)
   %usef = icmp ne i64 %deltaf, -1
   br i1 %usef, label %fastgo, label %general
@@ -235,15 +244,49 @@ fastgo:
 {fast}
   ret i32 0
 general:
-  %st = call i32 @access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, i64 %ext, ptr %linp,
+  %st = call i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, i64 %ext, ptr %linp,
                          ptr %ptrs)
   %ok = icmp eq i32 %st, 0
   br i1 %ok, label %go, label %out
 out:
   ret i32 %st
 go:
-  call void @{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val)
+  call void @ptxb.{name}_i{bits}(ptr %ptrs, i32 %bits, i64 %count, ptr %val)
   ret i32 0
 }}
 """
     )
+
+
+def _intrinsics(bits: int) -> list[str]:
+    t, t8 = vec(f"i{bits}"), f"<8 x i{bits}>"
+    return [
+        f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})",
+        f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})",
+        f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})",
+        f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})",
+        f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})",
+        f"declare void @llvm.masked.scatter.v32i{bits}.v32p0({t}, {vec('ptr')}, {_M})",
+    ]
+
+
+def runtime_ir() -> str:
+    """The module of every helper, for loads and stores of each element width."""
+    declarations = {*DECLARATIONS, "declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)"}
+    for bits in _WIDTHS:
+        declarations.update(_intrinsics(bits))
+    helpers = [_helper_ir(kind, bits) for kind in ("load", "store") for bits in _WIDTHS]
+    return "\n".join([*sorted(declarations), shared_ir(), _COMMON, *helpers])
+
+
+HELPERS = "\n".join(
+    [
+        "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, ptr, ptr)",
+        "declare void @ptxb.span(ptr, i32, ptr)",
+        "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
+        *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr)"
+          for kind in ("load", "store") for bits in _WIDTHS),
+        *(f"declare void @ptxb.{name}_i{bits}(ptr, i32, i64, ptr)"
+          for name in ("fetch", "put") for bits in _WIDTHS),
+    ]
+)  # what a kernel's module declares of the runtime

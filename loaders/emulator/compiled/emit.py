@@ -101,7 +101,6 @@ class Emitter:
         self.mask = "%m"  # the current block's mask (reloaded at every block start)
         self.insn = 0  # index of the instruction being emitted (fault and watchdog reports)
         self.declarations: set[str] = set()
-        self.helpers: set[tuple[str, int]] = set()  # (load/store/access, element bits) the body calls
         self.reads: frozenset[str] = frozenset()  # registers some instruction reads (see .kernel)
         self.param_size = 0  # bytes of parameters the kernel declares
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
@@ -298,7 +297,7 @@ class Emitter:
             if key not in self.spans:
                 self.emit(f"store {vec('i64')} {value}, ptr %spanin")
                 self.emit(
-                    f"call void @span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
+                    f"call void @ptxb.span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
                     "ptr %spanout)"
                 )
                 self.spans[key] = tuple(
@@ -308,7 +307,7 @@ class Emitter:
             lo, hi, bits_or = self.spans[key]
             low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
             delta = self.op(
-                f"call i64 @hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
+                f"call i64 @ptxb.hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
                 f"i1 {'true' if kind == 'store' else 'false'}, i64 {self.extent()})"
             )
             fast, slow = self.label("hoisted"), self.label("checked")
@@ -319,7 +318,7 @@ class Emitter:
             self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
             lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
             helper = "fetch" if kind == "load" else "put"
-            self.emit(f"call void @{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
+            self.emit(f"call void @ptxb.{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
             self.emit(f"br label %{done}")
             arrived.append((fast, "true"))
             self.put_label(slow)
@@ -349,23 +348,21 @@ class Emitter:
         ``address``, checked as one ``whole``-byte access; values travel through ``%val``.  No
         active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
         labels of the block that jumps to ``skip`` and of the one that goes on."""
-        self.helpers.add((kind, bits))
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
-            f"call i32 @{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
+            f"call i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
             f"i64 {self.extent()}, ptr %linp, ptr %val)"
         )
         return self._checked(status, skip)
 
     def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
         """Each lane's host pointer for a ``size``-byte read-modify-write at ``address`` (atomics)."""
-        self.helpers.add(("access", 0))
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
-            f"call i32 @access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, i64 {self.extent()}, "
-            "ptr %linp, ptr %out)"
+            f"call i32 @ptxb.access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, "
+            f"i64 {self.extent()}, ptr %linp, ptr %out)"
         )
         self._checked(status, skip)
         return self.op(f"load {vec('i64')}, ptr %out")

@@ -1,6 +1,8 @@
 """LLVM IR -> native code through llvmlite, with an object-file cache on disk and in the process.
 
-Objects are keyed by the kernel's IR (which the PTX determines), llvmlite's and LLVM's versions
+A kernel's object is linked with the runtime's (the memory helpers every kernel calls, compiled
+once per process or read from the cache).  Objects are keyed by their IR (which the PTX
+determines), llvmlite's and LLVM's versions
 and the host CPU's name and features, so a second process, or a second backend over the same
 PTX, loads the object instead of compiling.  The directory is the ptxbridge cache's
 (``$PTXBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ptxbridge``, else ``~/.cache/ptxbridge``),
@@ -28,6 +30,7 @@ __all__ = ["Compiled", "compile_ir", "cache_root", "stats"]
 _MAGIC = b"PTXB-CPU1\n"
 _lock = threading.Lock()
 _memory: dict[str, Compiled] = {}
+_libraries: dict[str, bytes] = {}  # the runtime module's object, by its IR
 stats = {"compiled": 0, "disk": 0, "memory": 0, "compile_seconds": 0.0}
 
 
@@ -37,7 +40,7 @@ class Compiled:
 
     launch: Any
     engine: Any
-    objects: tuple[Any, ...]  # the object file and its bytes, alive as long as the engine
+    objects: tuple[Any, ...]  # the object files (runtime, kernel) and their bytes, alive as the engine
     seconds: float  # time spent making it here (compiling, or loading from disk)
 
 
@@ -119,29 +122,42 @@ def _optimize(llvm: Any, machine: Any, module: Any) -> None:
     passes.run(module, builder)
 
 
-def compile_ir(ir: str) -> Compiled:
-    """The native code of ``ir`` (a module defining ``@launch``), from the caches when there."""
-    llvm, machine, identity = _target()
+def _object(llvm: Any, machine: Any, identity: str, ir: str) -> bytes:
+    """The object file of module ``ir``: from the disk cache, else compiled (and written there)."""
     key = hashlib.sha256(f"{identity}\n{ir}".encode()).hexdigest()
+    payload = _read(key)
+    if payload is None:
+        module = llvm.parse_assembly(ir)
+        module.verify()
+        _optimize(llvm, machine, module)
+        payload = machine.emit_object(module)
+        _write(key, payload)
+        stats["compiled"] += 1
+    else:
+        stats["disk"] += 1
+    return payload
+
+
+def compile_ir(ir: str, runtime: str) -> Compiled:
+    """The native code of ``ir`` (a module defining ``@launch``), from the caches when there, linked
+    with the object of module ``runtime`` (the helpers every kernel calls, compiled once)."""
+    llvm, machine, identity = _target()
+    key = hashlib.sha256(f"{identity}\n{ir}\n{runtime}".encode()).hexdigest()
     with _lock:
         found = _memory.get(key)
         if found is not None:
             stats["memory"] += 1
             return found
         start = time.perf_counter()
-        payload = _read(key)
-        if payload is None:
-            module = llvm.parse_assembly(ir)
-            module.verify()
-            _optimize(llvm, machine, module)
-            payload = machine.emit_object(module)
-            _write(key, payload)
-            stats["compiled"] += 1
-        else:
-            stats["disk"] += 1
+        library = _libraries.get(runtime)
+        if library is None:
+            library = _libraries[runtime] = _object(llvm, machine, identity, runtime)
+        payload = _object(llvm, machine, identity, ir)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
-        objects = (payload, llvm.ObjectFileRef.from_data(payload))
-        engine.add_object_file(objects[1])
+        refs = (llvm.ObjectFileRef.from_data(library), llvm.ObjectFileRef.from_data(payload))
+        for ref in refs:
+            engine.add_object_file(ref)
+        objects = (library, payload, *refs)
         engine.finalize_object()
         launch = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(engine.get_function_address("launch"))
         seconds = time.perf_counter() - start

@@ -19,11 +19,11 @@ from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
-from .access import COMMON, helper_ir
+from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
 from .flow import barrier_live, blocks_of, read_registers, uniform_registers
 from .ops import LOWER
-from .runtime import DECLARATIONS, launch_ir, shared_ir
+from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
 from .watch import watch_globals, watch_ir, watch_start
 
@@ -86,29 +86,11 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     body = "\n".join(e.lines)
     params = "ptr %ctx, ptr %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
     state = STATE_HEADER + SLOT * max(len(registers), 1)
-    helpers = [COMMON, *(helper_ir(kind, bits) for kind, bits in sorted(e.helpers - {("access", 0)}))]
-    for kind, bits in e.helpers - {("access", 0)}:
-        t, t8 = vec(f"i{bits}"), f"<8 x i{bits}>"
-        if kind == "load":
-            e.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
-            e.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
-            e.intrinsic("declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)")
-        e.intrinsic(
-            f"declare {t} @llvm.masked.load.v32i{bits}.p0(ptr, {_M}, {t})"
-            if kind == "load"
-            else f"declare void @llvm.masked.store.v32i{bits}.p0({t}, ptr, {_M})"
-        )
-        e.intrinsic(
-            f"declare {t} @llvm.masked.gather.v32i{bits}.v32p0({vec('ptr')}, {_M}, {t})"
-            if kind == "load"
-            else f"declare void @llvm.masked.scatter.v32i{bits}.v32p0({t}, {vec('ptr')}, {_M})"
-        )
     return "\n".join(
         [
             *sorted(e.declarations | DECLARATIONS),
-            shared_ir(),
+            HELPERS,
             watch_globals(fn, blocks),
-            *helpers,
             f"define internal i32 @warp({params}) {{",
             body,
             "}",

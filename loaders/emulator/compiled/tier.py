@@ -31,6 +31,7 @@ from ..machine import Machine, instruction_at, stopped
 from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
+from .access import runtime_ir
 from .emit import CTX, HANG_CODE, STEPS_CODE
 from .jit import Compiled, compile_ir
 from .kernel import SLOT, STATE_HEADER, extent_origins, kernel_ir
@@ -40,6 +41,7 @@ from .values import Unsupported
 __all__ = ["CompiledTier"]
 
 log = logging.getLogger("ptxbridge.cpu")
+RUNTIME = runtime_ir()  # the helpers' module, compiled once and linked with every kernel
 
 
 class CompiledTier:
@@ -59,7 +61,7 @@ class CompiledTier:
                     raise Unsupported("grid-wide synchronization")
                 entry = self.program.entries[name]
                 found = compile_ir(
-                    kernel_ir(self.program.functions[name], self.program.symbols[name], entry.size)
+                    kernel_ir(self.program.functions[name], self.program.symbols[name], entry.size), RUNTIME
                 )
             except Unsupported as exc:
                 found = f"{exc}"
