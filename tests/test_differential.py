@@ -1,8 +1,9 @@
-"""Differential runs: the same kernels, the same inputs, on the CPU PTX interpreter and on the GPU.
+"""Differential runs: the same kernels, the same inputs, on the CPU loader and on the GPU.
 
-Every case runs on the interpreter in CI and is checked against a NumPy
+Every case runs on the CPU loader in CI (its default tier, the compiled one, and the interpreter
+through tests/test_interp_tier.py) and is checked against a NumPy
 reference; with a GPU (``-m gpu``) the GPU runs it on the same fresh random
-inputs and must agree with the interpreter: bit-exact for integer outputs,
+inputs and must agree with the CPU loader: bit-exact for integer outputs,
 to float32 rounding for float ones.  The images are those of the GPU suite
 (``tests/gpu/_images.py``), so every kernel there that has PTX runs here too.
 """
