@@ -112,6 +112,8 @@ class Emitter:
         ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
+        self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
+        self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
 
     def intrinsic(self, declaration: str) -> None:
@@ -228,6 +230,7 @@ class Emitter:
         if (width == 1) != (ptx_type == "pred"):
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
         self.spans = {key: span for key, span in self.spans.items() if key[0] != operand.name}
+        self.deltas = {key: delta for key, delta in self.deltas.items() if key[0] != operand.name}
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if operand.name in self.uniform:  # every lane computed the same value
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
@@ -284,8 +287,10 @@ class Emitter:
         """Check and carry out ``count`` elements of ``bits`` at ``[mem]`` for the lanes of ``mask``:
         a store takes its values from ``%val``, a load returns them (zero in lanes that ran none).
         Through a register base several accesses of the block share, the span of the register's
-        active lanes is computed once (:mod:`.access`); the full check decides whatever the hoisted
-        one cannot."""
+        active lanes is computed once (:mod:`.access`) and checked once for the accesses of the same
+        size, kind and state space, over the span of the block's offsets through that register (so
+        ``[%r]``, ``[%r+4]`` ... ``[%r+60]`` check ``[lo, hi + 64)`` once); the full check decides
+        whatever the hoisted one cannot."""
         whole = bits // 8 * count
         self.base = None
         address = self.address(mem, space)
@@ -305,11 +310,19 @@ class Emitter:
                     for k in range(3)
                 )
             lo, hi, bits_or = self.spans[key]
-            low, high = (self.op(f"add i64 {x}, {_signed(offset)}") for x in (lo, hi))
-            delta = self.op(
-                f"call i64 @ptxb.hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
-                f"i1 {'true' if kind == 'store' else 'false'}, i64 {self.extent()})"
-            )
+            window = (offset - mem.offset) % (1 << 64)  # type: ignore[union-attr]
+            group = (name, mask, whole, kind, window, self.extent())
+            if group not in self.deltas:  # one check for every access of the group: the offsets' span
+                least, most = self.offsets[name]
+                low, high = (
+                    self.op(f"add i64 {x}, {_signed((window + o) % (1 << 64))}")
+                    for x, o in ((lo, least), (hi, most))
+                )
+                self.deltas[group] = self.op(
+                    f"call i64 @ptxb.hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
+                    f"i1 {'true' if kind == 'store' else 'false'}, i64 {self.extent()})"
+                )
+            delta = self.deltas[group]
             fast, slow = self.label("hoisted"), self.label("checked")
             self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
             self.put_label(fast)

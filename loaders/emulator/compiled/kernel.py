@@ -201,14 +201,19 @@ def _kept(e: Emitter) -> list[str]:
 def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int]) -> None:
     e.put_label(f"B{k}")
     m = e.mask = f"%m{k}"
-    e.spans = {}
-    bases = [
-        o.base.name
+    e.spans, e.deltas = {}, {}
+    based = [
+        (o.base.name, o.offset)
         for s in fn.steps[start:end]
         for o in s.ins.operands
         if isinstance(o, Mem) and isinstance(o.base, Reg)
     ]
+    bases = [name for name, _ in based]
     e.reused = {name for name in bases if bases.count(name) > 1}
+    e.offsets = {}
+    for name, offset in based:
+        least, most = e.offsets.get(name, (offset, offset))
+        e.offsets[name] = (min(least, offset), max(most, offset))
     e.insn = start
     length = end - start
     steps = e.op(f"add i64 {e.op('load i64, ptr %steps')}, {length}")
