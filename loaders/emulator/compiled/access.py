@@ -74,11 +74,7 @@ look:
   %found = icmp sge i64 %row, 0
   br i1 %found, label %row.ok, label %no
 row.ok:
-  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
-  %ti = load i64, ptr %tp
-  %tab = inttoptr i64 %ti to ptr
-  %r4 = mul i64 %row, 4
-  %rp = getelementptr i64, ptr %tab, i64 %r4
+  %rp = call ptr @row(ptr %ctx, i64 {field("regions")}, i64 %row)
   %fp = getelementptr i64, ptr %rp, i64 3
   %flags = load i64, ptr %fp
   %per = and i64 %flags, 2

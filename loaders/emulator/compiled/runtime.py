@@ -103,13 +103,19 @@ define internal void @fault(ptr %ctx, i64 %address, i64 %reason, i64 %size, i64 
   ret void
 }}
 
-; the row's pointer offset for a lane (plus its instance for per-thread memory), or -1: read-only
-define internal i64 @delta(ptr %ctx, i64 %row, i1 %write, i64 %lin) alwaysinline {{
-  %tp = getelementptr i64, ptr %ctx, i64 {field("regions")}
+; row %row of the table (four words a row) the context's word %table points to
+define internal ptr @row(ptr %ctx, i64 %table, i64 %row) alwaysinline {{
+  %tp = getelementptr i64, ptr %ctx, i64 %table
   %ti = load i64, ptr %tp
   %tab = inttoptr i64 %ti to ptr
   %r4 = mul i64 %row, 4
-  %dp = getelementptr i64, ptr %tab, i64 %r4
+  %rp = getelementptr i64, ptr %tab, i64 %r4
+  ret ptr %rp
+}}
+
+; the row's pointer offset for a lane (plus its instance for per-thread memory), or -1: read-only
+define internal i64 @delta(ptr %ctx, i64 %row, i1 %write, i64 %lin) alwaysinline {{
+  %dp = call ptr @row(ptr %ctx, i64 {field("regions")}, i64 %row)
   %dp2 = getelementptr i64, ptr %dp, i64 2
   %d = load i64, ptr %dp2
   %fp = getelementptr i64, ptr %dp, i64 3
@@ -140,16 +146,13 @@ entry:
   %none = icmp eq i64 %ext, 0
   br i1 %none, label %yes, label %look
 look:
-  %xp = getelementptr i64, ptr %ctx, i64 {field("extents")}
-  %xi = load i64, ptr %xp
-  %xt = inttoptr i64 %xi to ptr
-  %r4 = mul i64 %ext, 4
-  %bp = getelementptr i64, ptr %xt, i64 %r4
+  %bp = call ptr @row(ptr %ctx, i64 {field("extents")}, i64 %ext)
   %endp = getelementptr i64, ptr %bp, i64 1
   %end = load i64, ptr %endp
   %unchecked = icmp eq i64 %end, 0
   br i1 %unchecked, label %yes, label %test
 test:
+  %xt = call ptr @row(ptr %ctx, i64 {field("extents")}, i64 0)
   %in = call i1 @inside(ptr %xt, i64 %ext, i64 %lo, i64 %hi, i64 %size)
   br i1 %in, label %yes, label %out
 out:
