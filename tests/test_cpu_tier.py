@@ -323,6 +323,8 @@ def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "compiled")
     assert backend(OOB).compiled_tier is not None
     assert backend(OOB, tier="interp").compiled_tier is None
+    views = nvrtc.compile(VIEWS, arch="sm_90", output="ptx")
+    assert ptxbridge.load([views], device="cpu", tier="interp").backend.compiled_tier is None  # load()'s too
     monkeypatch.setenv("PTXBRIDGE_CPU_TIER", "fast")
     with pytest.raises(
         ArgumentError, match=r"PTXBRIDGE_CPU_TIER\) must be one of compiled, interp \(got 'fast'\)"

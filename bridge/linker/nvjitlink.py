@@ -332,7 +332,7 @@ def _executable_cubin(artifacts: Sequence[Artifact], arch: str | None) -> Artifa
     return replace(found[0], arch=built)
 
 
-_LOADER_OPTIONS = ("max_steps", "sanitize")  # keywords of load() that go to the loader, not to link()
+_LOADER_OPTIONS = ("max_steps", "sanitize", "tier")  # keywords of load() that go to the loader, not link()
 
 
 def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: Any = None, *,
@@ -344,8 +344,9 @@ def load(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]], device: An
 
     With an explicit CUDA ``device`` (``N``, ``"cuda:N"``, a torch device) and
     no ``arch=``, the image is linked for that GPU's arch.  ``max_steps=`` is
-    the CPU loader's watchdog (interpreter steps per batch of blocks; None: none) and
-    ``sanitize=`` its compute-sanitizer tools (``"racecheck"``, ``"initcheck"``).
+    the CPU loader's watchdog (interpreter steps per batch of blocks; None: none),
+    ``sanitize=`` its compute-sanitizer tools (``"racecheck"``, ``"initcheck"``) and ``tier=``
+    its tier (``"compiled"``, the default, or ``"interp"``).
     """
     from ptxbridge.loaders import parse_device
 
