@@ -3,8 +3,9 @@
 Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them into SSA values);
 every write selects the new value for the lanes of the instruction's mask and keeps the others,
 as the interpreter's ``np.where`` does.  Memory accesses call ``@resolve`` (:mod:`.runtime`), which
-checks the active lanes' addresses against the launch's region table exactly as
-:meth:`~..memory.Memory.resolve` does (alignment, bounds, writability) and returns each lane's
+checks the active lanes' addresses against the launch's region table and the extent of the
+argument the address comes from exactly as :meth:`~..memory.Memory.resolve` does (alignment,
+provenance, bounds, writability) and returns each lane's
 host pointer; a failing check ends the warp with a fault code and the launch is re-run on the
 interpreter, which writes the report.
 """

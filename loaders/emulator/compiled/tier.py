@@ -5,10 +5,14 @@ not lower, a call, a barrier reduction, grid sync, an atomic whose old value is 
 interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).  The memory a
 launch can reach is the interpreter's: the caller's buffers, module variables, the parameter
 buffer, the device heap, and one block's shared and local memory (zeroed for every block, as the
-interpreter allocates them).  A launch that faults or traps is run again on the interpreter, whose
-report (the same :class:`~ptxbridge.abi.errors.MemoryAccessError` text, naming the thread the
-interpreter meets first) is raised; the compiled run may have written memory before the fault,
-as a GPU may.
+interpreter allocates them).  An access whose address derives from one pointer parameter
+(:mod:`..provenance`) must also stay in that argument's extent (:mod:`..extents`): each launch
+fills an extent table, a row per address origin of the kernel.  A launch that faults or traps is
+run again on the interpreter, whose report (the same :class:`~ptxbridge.abi.errors.MemoryAccessError`
+text, naming the thread the interpreter meets first) is raised; the compiled run may have written
+memory before the fault, as a GPU may.  The watchdog's verdicts (:mod:`.watch`) are raised here,
+in the interpreter's words.  Blocks run in chunks that grow while they are short, so Ctrl-C
+(Python's signal handler runs between chunks) stops a long launch.
 """
 
 from __future__ import annotations
