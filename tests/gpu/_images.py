@@ -329,13 +329,14 @@ def _debug() -> list:
                        options=pn.NumbaOptions(debug=True, opt=False))]
 
 
-def _rust_panics(output: str) -> Callable[[], list]:
+def _rust_panics(output: str, panic_messages: str = "full") -> Callable[[], list]:
     """Idiomatic Rust (slices, iterators, no panic handler): ptxbridge's handler records a panic in
     ``__ptxbridge_panic`` (saved images keep the global) and the call raises after the launch."""
     def build() -> list:
         import ptxbridge.rust
 
-        return [ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch=ARCH, output=output, progress=False)]
+        return [ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch=ARCH, output=output, progress=False,
+                                       panic_messages=panic_messages)]
     return build
 
 
@@ -373,6 +374,7 @@ BUILDERS: dict[str, Callable[[], list]] = {
     "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
     "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar, "debug": _debug,
     "rust_panics": _rust_panics("ptx"), "rust_panics_lto": _rust_panics("ltoir"),
+    "rust_panics_location": _rust_panics("ptx", "location"),
     "targets_80_100": _targets, "targets_80_90_100": _targets, "oxide_nvvm": _oxide_nvvm,
 }
 TARGETS = {"targets_80_100": ["sm_80", "sm_100"], "targets_80_90_100": ["sm_80", "sm_90", "sm_100"]}
