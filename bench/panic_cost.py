@@ -127,7 +127,7 @@ def gpu(images: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--save", type=Path, 
+    parser.add_argument("--save", type=Path,
                         help="build the images, save them in DIR, print registers and SASS")
     parser.add_argument("--images", type=Path, help="time the kernels on the GPU from the images in DIR")
     args = parser.parse_args()
