@@ -3,8 +3,10 @@
 
 Both are in tests/rust/idiomatic.rs and compiled by ``ptxbridge.rust`` into one image, twice: with
 the default ``panic_messages="full"`` (the image the GPU suite runs as ``rust_panics``: the
-panicking thread formats its message with ``core::fmt``) and with ``panic_messages="location"``
-(``rust_panics_location``: where and which thread only, no formatting code).  The checked kernel
+panicking thread formats its message with ``core::fmt``), with ``panic_messages="location"``
+(``rust_panics_location``: where and which thread only, no formatting code), and with the full
+message linked with ``LinkOptions(max_registers=32)`` (``rust_panics_capped``: the cold formatting
+code spills instead of taking registers from the hot path).  The checked kernel
 compares the index with ``x.len()`` before loading (``y.len()`` is checked by both) and branches to
 the panic path, which no thread takes here.
 
@@ -15,8 +17,7 @@ the panic path, which no thread takes here.
    each launch and reads the 440-byte record; the unchecked one cannot panic (its PTX never
    reaches the record), so it launches without waiting: the host cost of reporting.
 2. **The code** (``--save DIR``, no GPU): the registers (from the cubin) and SASS instruction counts
-   (cuobjdump) of both kernels in each image, saved as ``DIR/rust_panics.ptxb`` and
-   ``DIR/rust_panics_location.ptxb``.
+   (cuobjdump) of both kernels in each image, saved as ``DIR/<image>.ptxb``.
 
 Usage: ``python bench/panic_cost.py --save .gpuimages`` where rustc is (or
 ``python tests/gpu/_images.py .gpuimages``, which saves the same image), then
@@ -40,16 +41,19 @@ from frameworks import _cuobjdump
 
 SOURCE = Path(__file__).parents[1] / "tests" / "rust" / "idiomatic.rs"
 KERNELS = ("axpy", "axpy_unchecked")
-VARIANTS = {"full": "rust_panics", "location": "rust_panics_location"}  # panic_messages -> image
+# row -> (image, panic_messages, LinkOptions.max_registers)
+VARIANTS = {"full": ("rust_panics", "full", None), "location": ("rust_panics_location", "location", None),
+            "full, max_registers=32": ("rust_panics_capped", "full", 32)}
 SIZES, LAUNCHES, ROUNDS, BLOCK = (1 << 24, 1 << 26), 20, 15, 256
 
 
-def build(panic_messages: str):
+def build(panic_messages: str, max_registers: int | None):
     import ptxbridge
     import ptxbridge.rust
+    from ptxbridge.linker.options import LinkOptions
 
-    return ptxbridge.link([ptxbridge.rust.compile(SOURCE, arch="sm_90", progress=False,
-                                                  panic_messages=panic_messages)], arch="sm_90")
+    art = ptxbridge.rust.compile(SOURCE, arch="sm_90", progress=False, panic_messages=panic_messages)
+    return ptxbridge.link([art], arch="sm_90", options=LinkOptions(max_registers=max_registers))
 
 
 def registers(image) -> dict[str, int | None]:
@@ -82,10 +86,10 @@ def gpu(images: Path) -> None:
 
     from ptxbridge import Image
 
-    print("| panic_messages | floats | axpy (checked) us | axpy_unchecked us | ratio | GB/s checked | "
+    print("| panic messages, link | floats | axpy (checked) us | axpy_unchecked us | ratio | GB/s checked | "
           "GB/s unchecked |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    modules = {mode: Image.open(images / f"{name}.ptxb").load(0) for mode, name in VARIANTS.items()}
+    modules = {mode: Image.open(images / f"{name}.ptxb").load(0) for mode, (name, *_) in VARIANTS.items()}
     for n in SIZES:
         x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
         grid = -(-n // BLOCK)
@@ -133,9 +137,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
-        print("| panic_messages | kernel | registers | SASS instructions (sm_90) |\n|---|---|---:|---:|")
-        for mode, name in VARIANTS.items():
-            image = build(mode)
+        print("| panic messages, link | kernel | registers | SASS instructions (sm_90) |")
+        print("|---|---|---:|---:|")
+        for mode, (name, panic_messages, max_registers) in VARIANTS.items():
+            image = build(panic_messages, max_registers)
             image.save(args.save / f"{name}.ptxb")
             counts, regs = sass_counts(image), registers(image)
             for kernel in KERNELS:
