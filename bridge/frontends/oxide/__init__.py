@@ -232,7 +232,7 @@ def load(path: str | Path, source: str | Path | None = None, *, bundle: str | No
     Parameters
     ----------
     path
-        A cuda-oxide output file: ``.ptx``, ``.ll`` (NVVM IR), ``.ltoir``,
+        A cuda-oxide output file: ``.ptx``, ``.ll`` (NVVM IR; ``.bc`` its bitcode), ``.ltoir``,
         ``.cubin`` (``.target`` / ``.options`` beside them are read), or a host
         binary / object with an ``.oxart`` section (raw bundle blobs too); or
         the stem ``dir/<crate>`` of loose files, chosen as cuda-host does.
