@@ -10,11 +10,11 @@ with NumPy.  tests/gpu/test_gpu_targets.py runs the sm_90 bundle on a GPU.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import _toolchain
 import numpy as np
 import pytest
 from _rust_fixtures import RUST_DIR
@@ -31,13 +31,6 @@ from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.artifacts.artifact import Artifact
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir
 from ptxbridge.nvvm import compile_to_ltoir
-
-
-def llvm_as(major: int) -> Path | None:
-    """LLVM ``major``'s ``llvm-as`` (Debian: ``llvm-as-22`` or ``/usr/lib/llvm-22/bin``)."""
-    found = shutil.which(f"llvm-as-{major}") or Path(f"/usr/lib/llvm-{major}/bin/llvm-as")
-    return Path(found) if Path(found).is_file() else None
-
 
 BOUNDS = b"""
 target triple = "nvptx64-nvidia-cuda"
@@ -61,13 +54,10 @@ define void @bounded(ptr %out) {
 
 def assemble(text: bytes, where: Path, major: int = 22) -> bytes:
     """``text`` as bitcode, written by LLVM ``major``'s ``llvm-as`` (skips without it)."""
-    tool = llvm_as(major)
-    if tool is None:
-        pytest.skip(f"LLVM {major}'s llvm-as not found (it assembles the bitcode fixtures)")
-    source, out = where / "in.ll", where / "out.bc"
-    source.write_bytes(text)
-    subprocess.run([str(tool), str(source), "-o", str(out)], check=True, capture_output=True)
-    data = out.read_bytes()
+    try:
+        data = _toolchain.assemble(text, where, major)
+    except FileNotFoundError as exc:
+        pytest.skip(f"{exc}: it assembles the bitcode fixtures")
     assert data[:4] == b"BC\xc0\xde"
     return data
 
