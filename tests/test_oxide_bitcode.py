@@ -18,6 +18,8 @@ import _toolchain
 import numpy as np
 import pytest
 from _rust_fixtures import RUST_DIR
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_oxide_dialect import OPAQUE_LL, OPAQUE_RS, run
 from test_oxide_payloads import KERNELS, LIBM_LL, LIBM_RS, assert_wave, run_wave
 
@@ -31,6 +33,7 @@ from ptxbridge.abi.ptx import read_ptx
 from ptxbridge.artifacts.artifact import Artifact
 from ptxbridge.linker.nvjitlink import ptx_from_ltoir
 from ptxbridge.nvvm import compile_to_ltoir
+from ptxbridge.nvvm.dialect import for_libnvvm
 
 BOUNDS = b"""
 target triple = "nvptx64-nvidia-cuda"
@@ -164,3 +167,33 @@ def test_ir_without_a_data_layout_gets_one_rather_than_aborting_libnvvm(tmp_path
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "nolayout")], capture_output=True,
                           text=True, env=env)
     assert (done.returncode, done.stdout) == (0, "ed434e7f"), done.stderr[-2000:]
+
+
+_AXES = {"maxntid": ("maxntidx", "maxntidy", "maxntidz"), "reqntid": ("reqntidx", "reqntidy", "reqntidz"),
+         "cluster_dim": ("cluster_dim_x", "cluster_dim_y", "cluster_dim_z"), "minctasm": ("minctasm",),
+         "maxnreg": ("maxnreg",), "maxclusterrank": ("maxclusterrank",)}
+_VALUES = st.lists(st.integers(1, 4096), min_size=1, max_size=3)
+_STATED = st.dictionaries(st.sampled_from(sorted(_AXES)), _VALUES, min_size=1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_STATED, st.booleans(), st.one_of(st.none(), st.from_regex(r"[a-z_]{1,12}", fullmatch=True)))
+def test_launch_attributes_are_restated_as_annotations_or_refused(stated, grouped, unknown):
+    """Any set of LLVM's ``nvvm.`` launch attributes, in an attribute group or on the ``define``
+    line, comes back below compute_100 as one annotation per axis; any other is refused."""
+    stated = {k: v[:len(_AXES[k])] for k, v in stated.items()}
+    spelled = " ".join(f'"nvvm.{k}"="{",".join(map(str, v))}"' for k, v in stated.items())
+    if unknown is not None and unknown not in _AXES:
+        spelled += f' "nvvm.{unknown}"="1"'
+    define = f'define ptx_kernel void @k(ptr %p) {"#0" if grouped else spelled} {{'
+    text = f'target triple = "nvptx64-nvidia-cuda"\n{define}\n  ret void\n}}\n'
+    text += f"attributes #0 = {{ {spelled} }}\n" if grouped else ""
+    if unknown is not None and unknown not in _AXES:
+        with pytest.raises(CompileError, match=rf'@k has the attribute "nvvm\.{unknown}"="1"'):
+            for_libnvvm(text.encode(), 7, (2, 0))
+        return
+    legacy = for_libnvvm(text.encode(), 7, (2, 0)).decode()
+    for key, values in stated.items():
+        for axis, value in zip(_AXES[key], values, strict=False):
+            assert f'!{{void (i8*)* @k, !"{axis}", i32 {value}}}' in legacy
+    assert legacy.count("@k, !") == 1 + sum(map(len, stated.values()))  # and the kernel annotation
