@@ -23,7 +23,8 @@ NVVM IR and LTO-IR are target-specific: the target is the bundle's or the
 loose files without ``.target`` need it from the caller (cuda-host's
 ``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.  LTO-IR
 also records its target in its own header (:mod:`ptxbridge.abi.ltoir`), so it
-needs neither, and one that disagrees with the header is refused.
+needs neither, and one that disagrees with the header is refused; the header has
+no ``f`` suffix, so a recorded family target (``sm_100f``) is what keeps it.
 """
 
 from __future__ import annotations
