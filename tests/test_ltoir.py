@@ -111,6 +111,9 @@ def test_a_bundles_family_target_is_kept_and_checked_against_the_header(tmp_path
     assert ptxbridge.link([family], arch="sm_103").arch == "sm_103"
     with pytest.raises(LinkError, match=r"app_sm_100f_sm_100f: LTO-IR built for sm_100f; linking for sm_120"):
         ptxbridge.link([family], arch="sm_120")
+    # a legacy bundle target ("nvvm-ir") records none: the header's, a kept, f lost
+    assert _oxide_ltoir(tmp_path, "nvvm-ir", "sm_90a").arch == "sm_90a"
+    assert _oxide_ltoir(tmp_path, "nvvm-ir", "sm_100f").arch == "sm_100"
     for target, built, header in [("sm_103f", "sm_100f", "sm_100"), ("sm_100a", "sm_100", "sm_100"),
                                   ("sm_100f", "sm_100a", "sm_100a")]:
         with pytest.raises(FormatError, match=rf"LTO-IR built for {header}; the recorded target is {target}"):
