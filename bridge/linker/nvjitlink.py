@@ -37,6 +37,7 @@ from ptxbridge.linker.target import (
     device_arch,
     driver_version,
     normalize_arch,
+    portable_target,
     ptx_isa_supported,
 )
 
@@ -133,9 +134,10 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
         Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
         raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).  A
         list of targets (``["sm_80", "sm_90", "sm_100"]``) links a cubin for
-        each (``Image.cubins``); the PTX is the oldest target's, so a GPU with
-        none of them can JIT-compile it (``Image.load``).  Inputs must then be
-        built for the oldest target (PTX and LTO-IR link for newer ones).
+        each (``Image.cubins``); the PTX is the oldest plain target's (one
+        without ``a`` / ``f``: :func:`portable_target`), so a GPU with none of
+        them can JIT-compile it (``Image.load``).  Inputs must then be built
+        for that target (PTX and LTO-IR link for newer ones).
     lto
         Link-time optimisation; ``None`` turns it on when any input is or holds LTO-IR (:func:`use_lto`).
     options
@@ -216,12 +218,14 @@ def _targets(arch: Any) -> list[Target] | None:
 
 def _link_targets(artifacts: list[Artifact], targets: list[Target], lto: bool | None,
                   options: LinkOptions | None) -> Image:
-    """One link per target, oldest first: its image, with every target's cubin (two targets an
-    input raises to one ``a`` arch are one)."""
+    """One link per target, oldest first: the :func:`portable_target`'s image (its PTX, its
+    ``arch``), with every target's cubin, its own first (two targets an input raises to one ``a``
+    arch are one)."""
     images = [link(artifacts, target.sm, lto, options=options) for target in targets]
-    cubins = {image.arch: image.cubin for image in images if image.cubin is not None}
+    portable = images[targets.index(portable_target(targets))]
+    cubins = {image.arch: image.cubin for image in [portable, *images] if image.cubin is not None}
     log = "\n".join(f"{image.arch}: {image.log}" for image in images if image.log)
-    return replace(images[0], cubins=cubins, log=log)
+    return replace(portable, cubins=cubins, log=log)
 
 
 def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:
