@@ -148,7 +148,8 @@ def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_un
     def registers(image) -> dict[str, int | None]:
         return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
 
-    full = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, output=output, progress=False)], arch=ARCH)
+    full = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, output=output, progress=False)], arch=ARCH,
+                          options=ptxbridge.LinkOptions(max_registers=0))
     art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")
     image = ptxbridge.link([art], arch=ARCH)
     assert not any(f.name.endswith("Display3fmt") for f in read_ptx(prust.compile(
@@ -164,6 +165,27 @@ def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_un
         y = np.zeros(8, np.float32)
         loaded.axpy(1.0, x, y, grid=1, block=8)
         np.testing.assert_array_equal(y, x)
+
+
+def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_the_message():
+    from ptxbridge.abi.cubin import read_cubin
+
+    def registers(*inputs, **options) -> dict[str, int | None]:
+        image = ptxbridge.link(list(inputs), arch=ARCH, options=ptxbridge.LinkOptions(**options))
+        return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
+
+    art = prust.compile(SOURCE, arch=ARCH, progress=False)
+    lean = prust.compile(SOURCE, arch=ARCH, progress=False, panic_messages="location")
+    assert art.register_cap == -(-max(registers(lean).values()) // 8) * 8
+    assert lean.register_cap is None  # nothing of core::fmt to keep off the hot path
+    capped, uncapped = registers(art), registers(art, max_registers=0)
+    assert capped["axpy"] <= art.register_cap < uncapped["axpy"]
+    assert capped["axpy_unchecked"] == uncapped["axpy_unchecked"]
+    assert art.register_cap < registers(art, max_registers=64)["axpy"] <= 64  # the caller's cap wins
+    # a kernel of another frontend, whose needs are unknown, leaves the image uncapped
+    cpp = pytest.importorskip("ptxbridge.nvrtc").compile(
+        'extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }', arch=ARCH)
+    assert registers(art, cpp)["axpy"] == uncapped["axpy"]
 
 
 def test_panic_messages_takes_full_or_location():

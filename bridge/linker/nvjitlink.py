@@ -30,7 +30,7 @@ from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, check_ltoir_targets, policy_args
-from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
+from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto, with_register_cap
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
 from ptxbridge.linker.target import (
     choose_arch,
@@ -41,7 +41,7 @@ from ptxbridge.linker.target import (
     ptx_isa_supported,
 )
 
-__all__ = ["as_artifact", "link", "load", "nvjitlink_version", "ptx_from_ltoir"]
+__all__ = ["as_artifact", "kernel_registers", "link", "load", "nvjitlink_version", "ptx_from_ltoir"]
 
 @functools.cache
 def nvjitlink_version() -> tuple[int, int]:
@@ -180,6 +180,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
     check_ltoir_targets(artifacts, arch)
     lto = use_lto(artifacts) if lto is None else lto
+    options = with_register_cap(options, artifacts)
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     args += policy_args(artifacts, options)
     check_symbols(artifacts)
@@ -240,6 +241,15 @@ def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -
         parts += [artifact.name, artifact.code]
     blob = cache.cached("ltoir-ptx", cache.key(*parts), lambda: _run_nvjitlink(full, inputs))
     return blob.partition(b"\n")[2]
+
+
+def kernel_registers(ptx: bytes, arch: str, name: str) -> dict[str, int]:
+    """The registers of each kernel of the PTX module ``ptx`` compiled alone for ``arch``, cached."""
+    args = [f"-arch={arch}"]
+    artifact = Artifact(code=ptx, kind=CodeKind.PTX, arch=arch, name=name)
+    blob = cache.cached("link", cache.key("registers", *args, ptx), lambda: _run_nvjitlink(args, [artifact]))
+    cubin = read_cubin(blob.partition(b"\n")[2], name)
+    return {k.name: k.registers or 0 for k in cubin.kernels}
 
 
 def _name_expressions(artifacts: Sequence[Artifact], kernels: Mapping[str, Signature]) -> dict[str, str]:

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check
-from ptxbridge.abi.errors import ArgumentError, FormatError
+from ptxbridge.abi.errors import ArgumentError, FormatError, LinkError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.artifacts.signatures import layout_only
+from ptxbridge.linker.nvjitlink import kernel_registers
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import ltoir, panic_runtime
 from ptxbridge.rust import toolchain as rust_toolchain
@@ -261,6 +262,10 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)
     kind, link_options = CodeKind.PTX, ()
+    register_cap = None  # LTO-IR: the link compiles its kernels with the others', no cap of their own
+    formats = panic_crate == panic_runtime.CRATE and not panic_runtime.handled_by_crate(crate.units)
+    if output == "ptx" and formats:
+        register_cap = _register_cap(crate, rustc_args, toolchain, progress, arch)
     if output == "ltoir":
         rustc_args = rustc_options(arch, **chosen, emit="llvm-ir")
         ir = _run_rustc(crate, rustc_args, toolchain, progress, panic_crate)
@@ -268,7 +273,22 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
         kind, link_options = CodeKind.LTOIR, ltoir.LINK_OPTIONS
     return Artifact(code=code, kind=kind, arch=arch, kernels=kernels, device_functions=device,
                     imports=imports, name=crate.name, unusable=found.unusable, link_options=link_options,
-                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch))
+                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch),
+                    register_cap=register_cap)
+
+
+def _register_cap(crate: _Crate, rustc_args: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
+                  progress: bool, arch: str) -> int | None:
+    """The registers the crate's kernels need when no thread panics: built with the handler that keeps no
+    message (no formatter linked), compiled alone, the most any kernel takes, rounded up to ptxas's unit
+    of 8.  Linking at that cap keeps the message while its formatting code spills (docs/rust.md).  None
+    for a crate that calls functions of other artifacts: it cannot be compiled alone."""
+    lean = _run_rustc(crate, rustc_args, toolchain, progress, panic_runtime.LOCATION_CRATE)
+    try:
+        most = max(kernel_registers(lean, arch, crate.root).values(), default=0)
+    except LinkError:
+        return None
+    return max(-(-most // 8) * 8, 8)
 
 
 def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:
