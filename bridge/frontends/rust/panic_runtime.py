@@ -11,8 +11,9 @@ survives, which ``trap`` (cuda-oxide's panics, a ``loop {}`` handler hangs inste
 The message is formatted with ``core::fmt`` into the record (``index out of bounds: the len is 4
 but the index is 9``); that code is reached only from the panic path, so a thread that does not
 panic runs none of it, but ptxas sizes the registers of every kernel that can panic for it (the
-formatters are called through pointers): 69 registers for a bounds-checked axpy whose unchecked twin
-needs 10, which halves its occupancy.  ``rust.compile(panic_messages="location")`` links the other
+formatters are called through pointers): 70 registers for a bounds-checked axpy whose unchecked twin
+needs 10, which halves its occupancy, unless the link caps them (``Artifact.register_cap``, measured
+with the other handler).  ``rust.compile(panic_messages="location")`` links the other
 handler, ``ptxbridge_panic_location``: it never reads the message, so rustc drops each panic site's
 formatting arguments and no formatter is linked; the record keeps where and which thread.  A
 handler that reads any part of the message (even ``as_str()``) keeps every formatter alive.  Both
