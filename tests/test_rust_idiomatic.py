@@ -167,15 +167,16 @@ def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_un
         np.testing.assert_array_equal(y, x)
 
 
-def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_the_message():
+@pytest.mark.parametrize("output", ["ptx", "ltoir"])
+def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_the_message(output):
     from ptxbridge.abi.cubin import read_cubin
 
     def registers(*inputs, **options) -> dict[str, int | None]:
         image = ptxbridge.link(list(inputs), arch=ARCH, options=ptxbridge.LinkOptions(**options))
         return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
 
-    art = prust.compile(SOURCE, arch=ARCH, progress=False)
-    lean = prust.compile(SOURCE, arch=ARCH, progress=False, panic_messages="location")
+    art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False)
+    lean = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")
     assert art.register_cap == -(-max(registers(lean).values()) // 8) * 8
     assert lean.register_cap is None  # nothing of core::fmt to keep off the hot path
     capped, uncapped = registers(art), registers(art, max_registers=0)
@@ -185,7 +186,7 @@ def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_th
     # a kernel of another frontend, whose needs are unknown, leaves the image uncapped
     cpp = pytest.importorskip("ptxbridge.nvrtc").compile(
         'extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }', arch=ARCH)
-    assert registers(art, cpp)["axpy"] == uncapped["axpy"]
+    assert registers(art, cpp)["axpy"] > art.register_cap
 
 
 def test_panic_messages_takes_full_or_location():

@@ -243,11 +243,13 @@ def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -
     return blob.partition(b"\n")[2]
 
 
-def kernel_registers(ptx: bytes, arch: str, name: str) -> dict[str, int]:
-    """The registers of each kernel of the PTX module ``ptx`` compiled alone for ``arch``, cached."""
-    args = [f"-arch={arch}"]
-    artifact = Artifact(code=ptx, kind=CodeKind.PTX, arch=arch, name=name)
-    blob = cache.cached("link", cache.key("registers", *args, ptx), lambda: _run_nvjitlink(args, [artifact]))
+def kernel_registers(code: bytes, kind: CodeKind, arch: str, name: str,
+                     options: Sequence[str] = ()) -> dict[str, int]:
+    """The registers of each kernel of one PTX or LTO-IR module compiled alone for ``arch`` (with the
+    nvJitLink ``options`` it must be linked with), cached."""
+    args = [f"-arch={arch}", *(["-lto"] if kind == CodeKind.LTOIR else []), *options]
+    artifact = Artifact(code=code, kind=kind, arch=arch, name=name)
+    blob = cache.cached("link", cache.key("registers", *args, code), lambda: _run_nvjitlink(args, [artifact]))
     cubin = read_cubin(blob.partition(b"\n")[2], name)
     return {k.name: k.registers or 0 for k in cubin.kernels}
 

@@ -262,15 +262,14 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)
     kind, link_options = CodeKind.PTX, ()
-    register_cap = None  # LTO-IR: the link compiles its kernels with the others', no cap of their own
-    formats = panic_crate == panic_runtime.CRATE and not panic_runtime.handled_by_crate(crate.units)
-    if output == "ptx" and formats:
-        register_cap = _register_cap(crate, rustc_args, toolchain, progress, arch)
     if output == "ltoir":
         rustc_args = rustc_options(arch, **chosen, emit="llvm-ir")
         ir = _run_rustc(crate, rustc_args, toolchain, progress, panic_crate)
         code = ltoir.compile_ltoir(ir, crate.name, arch, toolchain.llvm_major)
         kind, link_options = CodeKind.LTOIR, ltoir.LINK_OPTIONS
+    register_cap = None
+    if panic_crate == panic_runtime.CRATE and not panic_runtime.handled_by_crate(crate.units):
+        register_cap = _register_cap(crate, rustc_args, toolchain, progress, arch, kind)
     return Artifact(code=code, kind=kind, arch=arch, kernels=kernels, device_functions=device,
                     imports=imports, name=crate.name, unusable=found.unusable, link_options=link_options,
                     provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch),
@@ -278,14 +277,18 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
 
 
 def _register_cap(crate: _Crate, rustc_args: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
-                  progress: bool, arch: str) -> int | None:
+                  progress: bool, arch: str, kind: CodeKind) -> int | None:
     """The registers the crate's kernels need when no thread panics: built with the handler that keeps no
     message (no formatter linked), compiled alone, the most any kernel takes, rounded up to ptxas's unit
-    of 8.  Linking at that cap keeps the message while its formatting code spills (docs/rust.md).  None
-    for a crate that calls functions of other artifacts: it cannot be compiled alone."""
+    of 8 (LTO-IR: compiled with LTO, as the link will).  Linking at that cap keeps the message while its
+    formatting code spills (docs/rust.md).  None for a crate that calls functions of other artifacts: it
+    cannot be compiled alone."""
     lean = _run_rustc(crate, rustc_args, toolchain, progress, panic_runtime.LOCATION_CRATE)
+    if kind == CodeKind.LTOIR:
+        lean = ltoir.compile_ltoir(lean, crate.name, arch, toolchain.llvm_major)
     try:
-        most = max(kernel_registers(lean, arch, crate.root).values(), default=0)
+        options = ltoir.LINK_OPTIONS if kind == CodeKind.LTOIR else ()
+        most = max(kernel_registers(lean, kind, arch, crate.root, options).values(), default=0)
     except LinkError:
         return None
     return max(-(-most // 8) * 8, 8)
