@@ -192,38 +192,43 @@ def test_a_typestr_the_plan_does_not_know_by_heart_goes_to_the_python_path():
     assert python((other,)) == struct.pack("<Q", a.__array_interface__["data"][0])
 
 
-class _MemoryPointer:
-    def __init__(self, ptr: int, device_id: int):
-        self.ptr, self.device_id = ptr, device_id
+def cupy_array(array: np.ndarray, device_id: int = 0):
+    """A real cupy.ndarray over ``array``'s host memory (CuPy makes one without a GPU when handed
+    ``UnownedMemory``; nothing here touches the data)."""
+    cupy = pytest.importorskip("cupy")
+    from cupy.cuda import memory
 
-
-class CupyLike:
-    """The attributes the C plan reads from a cupy.ndarray (no CuPy arrays can be made without a GPU)."""
-
-    def __init__(self, array: np.ndarray, device_id: int = 0):
-        self.dtype, self.shape, self.strides = array.dtype, array.shape, array.strides
-        self.data = _MemoryPointer(array.__array_interface__["data"][0], device_id)
+    base = array.base if array.base is not None else array
+    start = array.__array_interface__["data"][0] - min(0, sum((n - 1) * s for n, s in
+                                                               zip(array.shape, array.strides) if s < 0))
+    owner = memory.UnownedMemory(start, max(array.nbytes, base.nbytes), base, device_id=device_id)
+    offset = array.__array_interface__["data"][0] - start
+    return cupy.ndarray(array.shape, array.dtype, memory.MemoryPointer(owner, offset), strides=array.strides)
 
 
 @pytest.mark.parametrize("form", ["pointer", "slice", "numba"])
-def test_cupy_arrays_are_read_through_their_attributes(form):
+@pytest.mark.parametrize("shape", [(2, 3), (6,), (1,), (0,)])
+def test_cupy_arrays_are_read_through_their_attributes(form, shape):
     t = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
-         "numba": NumbaArray(dtype("f32"), 2, "C")}[form]
+         "numba": NumbaArray(dtype("f32"), len(shape), "C")}[form]
     sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA)
-    layout = sig.layout
-    count = {"pointer": 1, "slice": 2, "numba": 9}[form]
-    places = fastpath._codes(layout, 0, count)
-    native = NativeTensor("cupy", form, dtype("f32"), 0, False, *((2, "C") if form == "numba" else ()))
-    spec = fastpath._tensor_spec(native, CupyLike, places)
-    plan = fastpath._fastlaunch.Plan(layout.packer().size, (spec,))
-    a = np.zeros((2, 3), np.float32)
-    ptr = a.__array_interface__["data"][0]
-    expected = {"pointer": struct.pack("<Q", ptr), "slice": struct.pack("<QQ", ptr, 6),
-                "numba": struct.pack("<QQqqQqqqq", 0, 0, 6, 4, ptr, 2, 3, 12, 4)}[form]
-    assert plan.pack((CupyLike(a),)) == expected
-    assert plan.pack((CupyLike(a, device_id=1),)) is False  # another GPU
-    assert plan.pack((CupyLike(a.astype(np.float64)),)) is False  # another dtype
-    assert plan.pack((CupyLike(np.zeros((3, 2), np.float32, order="F")),)) is False  # not C-contiguous
+    a = np.zeros(shape, np.float32)
+    plan, python = _plans(sig, (cupy_array(a),), DLPACK_CUDA)
+    assert plan.pack((cupy_array(a),)) == python((cupy_array(a),))
+    ptr, numel = a.__array_interface__["data"][0], a.size
+    if form != "numba":
+        assert plan.pack((cupy_array(a),)) == struct.pack("<Q" if form == "pointer" else "<QQ",
+                                                          *(ptr, numel)[:1 if form == "pointer" else 2])
+    assert plan.pack((cupy_array(a, device_id=1),)) is False  # another GPU
+    assert plan.pack((cupy_array(a.astype(np.float64)),)) is False  # another dtype
+    if form != "numba":
+        for view in (np.zeros((3, 4), np.float32).T, np.zeros(8, np.float32)[::2]):  # not C-contiguous
+            assert plan.pack((cupy_array(view),)) is False
+            with pytest.raises(ArgumentError, match="takes a contiguous tensor"):
+                python((cupy_array(view),))
+        # CuPy's own flag decides, on both paths: a unit axis's stride is not looked at
+        odd = cupy_array(np.ndarray((1, 4), np.float32, np.zeros(8, np.float32), 0, (6, 4)))
+        assert plan.pack((odd,)) == python((odd,))
 
 
 def test_every_producer_and_kind_gets_a_c_plan():

@@ -7,6 +7,20 @@
 
 #include "launch_abi.h"
 
+/* _attrs.c: attribute reads of one type through its descriptors, looked up once per type version.
+ * names[0:count] are interned (borrowed); the cache holds the type and descriptors it found. */
+#define MAX_CACHED_ATTRS 8
+typedef struct {
+    int count;
+    PyObject *const *names;
+    PyTypeObject *type;
+    unsigned int version; /* the type's tp_version_tag when looked up; 0: read with PyObject_GetAttr */
+    PyObject *descr[MAX_CACHED_ATTRS];
+} AttrCache;
+PyObject *cached_attr(AttrCache *c, PyObject *obj, int k);           /* obj.names[k], a new reference */
+int cached_int(AttrCache *c, PyObject *obj, int k, long long *out);  /* an exact int attribute (1), else 0 */
+void attr_cache_clear(AttrCache *c);
+
 /* One argument of a plan (bridge/launch/fastpath.py native_specs writes them). */
 typedef struct ArgSpec {
     int kind;                    /* PTXB_ARG_* */
@@ -21,6 +35,7 @@ typedef struct ArgSpec {
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
     struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
+    struct CupyAttrs *cupy;      /* PTXB_ARG_CUPY: the array's and its MemoryPointer's attribute caches */
     struct Record *record;       /* PTXB_ARG_RECORD: its members */
     struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
@@ -35,6 +50,7 @@ int read_tensor_spec(ArgSpec *s, PyObject *item);
 int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
                 uintptr_t stream);
 int tensors_ready(void);
+void free_cupy_attrs(struct CupyAttrs *c);
 
 /* _records.c: a record spec read (1, or 0 with an error set); one record argument packed (1, or 0:
  * declined); whether its members' places fit the buffer; a spec's memory freed (any kind). */

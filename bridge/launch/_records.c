@@ -116,6 +116,7 @@ int record_fits(const ArgSpec *s, int size) {
 void free_spec(ArgSpec *s) {
     PyMem_Free(s->places);
     PyMem_Free(s->tile);
+    free_cupy_attrs(s->cupy);
     if (s->kind == PTXB_ARG_ADDRESS && s->members != NULL) free_spec(s->members);
     if (s->kind == PTXB_ARG_ADDRESS) PyMem_Free(s->members);
     if (s->record != NULL) {

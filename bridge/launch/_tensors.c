@@ -32,20 +32,33 @@ typedef struct {
     int readonly;
 } Tensor;
 
-static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides, *str_dtype, *str_ptr, *str_device_id;
+static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides;
 static PyObject *str_dlpack, *str_dlpack_device, *dlpack_kwnames, *max_version;
+/* A cupy.ndarray's attributes the C plan reads, and its MemoryPointer's (data.ptr, data.device_id). */
+enum { CUPY_DTYPE, CUPY_DATA, CUPY_C_CONTIGUOUS, CUPY_SIZE, CUPY_SHAPE, CUPY_STRIDES, CUPY_NAMES };
+enum { MEMORY_PTR, MEMORY_DEVICE_ID, MEMORY_NAMES };
+static PyObject *cupy_names[CUPY_NAMES], *memory_names[MEMORY_NAMES];
+
+static int intern_all(PyObject **into, const char *const *names, size_t count) {
+    for (size_t k = 0; k < count; ++k)
+        if ((into[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
+    return 1;
+}
 
 int tensors_ready(void) {
-    PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dtype, &str_ptr,
-                          &str_device_id, &str_dlpack, &str_dlpack_device};
-    static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides", "dtype",
-                                  "ptr", "device_id", "__dlpack__", "__dlpack_device__"};
+    PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dlpack,
+                          &str_dlpack_device};
+    static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides",
+                                  "__dlpack__", "__dlpack_device__"};
+    static const char *const cupy[CUPY_NAMES] = {"dtype", "data", "_c_contiguous", "size", "shape",
+                                                 "strides"};
+    static const char *const memory[MEMORY_NAMES] = {"ptr", "device_id"};
     dlpack_kwnames = Py_BuildValue("(ss)", "stream", "max_version");
     max_version = Py_BuildValue("(ii)", 1, 1);
     if (dlpack_kwnames == NULL || max_version == NULL) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
         if ((*slots[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
-    return 1;
+    return intern_all(cupy_names, cupy, CUPY_NAMES) && intern_all(memory_names, memory, MEMORY_NAMES);
 }
 
 static void compact_strides(Tensor *t) {
@@ -188,36 +201,57 @@ static int read_cai(const ArgSpec *s, PyObject *arg, Tensor *t, PointerAttribute
     return ok;
 }
 
-/* The attribute ``name`` of ``obj`` as a long long (0 when absent or not an int). */
-static int attr_int(PyObject *obj, PyObject *name, long long *out) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    int ok = value != NULL && PyLong_CheckExact(value);
-    if (ok) {
-        *out = PyLong_AsLongLong(value);
-        ok = !(*out == -1 && PyErr_Occurred());
-    }
-    Py_XDECREF(value);
-    if (!ok) PyErr_Clear();
-    return ok;
+/* A cupy.ndarray's attributes read, and its MemoryPointer's (data.ptr, data.device_id). */
+struct CupyAttrs { AttrCache array, memory; };
+
+static struct CupyAttrs *new_cupy_attrs(void) {
+    struct CupyAttrs *c = PyMem_Calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->array = (AttrCache){.count = CUPY_NAMES, .names = cupy_names};
+    c->memory = (AttrCache){.count = MEMORY_NAMES, .names = memory_names};
+    return c;
+}
+
+void free_cupy_attrs(struct CupyAttrs *c) {
+    if (c == NULL) return;
+    attr_cache_clear(&c->array);
+    attr_cache_clear(&c->memory);
+    PyMem_Free(c);
 }
 
 /* A cupy.ndarray as bridge/launch/dlpack.py _cupy_extract reads it: data.ptr, dtype (the NumPy dtype
- * object, compared by identity), data.device_id (what .device.id reads), shape, strides in bytes. */
+ * object, compared by identity), data.device_id (what .device.id reads), shape, strides in bytes.  For
+ * a pointer or slice neither tuple is read (CuPy builds both per read): as the Python path's inline
+ * read (fastpath.py _inline), CuPy's own C-contiguity flag decides, and size is the extent. */
 static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
-    PyObject *dtype = PyObject_GetAttr(arg, str_dtype);
+    AttrCache *array = &s->cupy->array;
+    PyObject *dtype = cached_attr(array, arg, CUPY_DTYPE);
     Py_XDECREF(dtype);
     if (dtype != s->source) { PyErr_Clear(); return 0; } /* compared, not used: the array keeps it alive */
-    PyObject *data = PyObject_GetAttr(arg, str_data);
-    long long ptr = 0, device = -1;
-    int ok = data != NULL && attr_int(data, str_ptr, &ptr) && attr_int(data, str_device_id, &device);
+    PyObject *data = cached_attr(array, arg, CUPY_DATA);
+    long long ptr = 0, device = -1, size = 0;
+    int ok = data != NULL && cached_int(&s->cupy->memory, data, MEMORY_PTR, &ptr)
+             && cached_int(&s->cupy->memory, data, MEMORY_DEVICE_ID, &device);
     Py_XDECREF(data);
     if (!ok || device != s->device_id) { PyErr_Clear(); return 0; }
     t->address = (uint64_t)ptr;
     t->readonly = 0;
-    PyObject *shape = PyObject_GetAttr(arg, str_shape);
+    if (s->form == PTXB_FORM_POINTER || s->form == PTXB_FORM_SLICE) {
+        PyObject *contiguous = cached_attr(array, arg, CUPY_C_CONTIGUOUS);
+        Py_XDECREF(contiguous);
+        if (contiguous != Py_True || !cached_int(array, arg, CUPY_SIZE, &size) || size < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        t->ndim = 1;
+        t->shape[0] = size;
+        t->strides[0] = 1;
+        return 1;
+    }
+    PyObject *shape = cached_attr(array, arg, CUPY_SHAPE);
     ok = read_shape(shape, t);
     Py_XDECREF(shape);
-    PyObject *strides = ok ? PyObject_GetAttr(arg, str_strides) : NULL;
+    PyObject *strides = ok ? cached_attr(array, arg, CUPY_STRIDES) : NULL;
     ok = ok && element_strides(strides, t, s->itemsize);
     Py_XDECREF(strides);
     if (!ok) PyErr_Clear();
@@ -373,6 +407,7 @@ int read_tensor_spec(ArgSpec *s, PyObject *item) {
         }
     }
     if (s->form == PTXB_FORM_TILE && !read_tile(s, tile)) return 0;
+    if (s->kind == PTXB_ARG_CUPY && (s->cupy = new_cupy_attrs()) == NULL) { PyErr_NoMemory(); return 0; }
     if (s->kind != PTXB_ARG_TENSOR) return 1;
     s->api = (const ExchangeAPI *)PyCapsule_GetPointer(s->source, "dlpack_exchange_api");
     if (s->api == NULL) return 0;
