@@ -130,7 +130,7 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
-               : pack_record(s, arg, buf, plan->pointer_attribute_fn);
+               : pack_record(s, arg, buf, ranges, plan->pointer_attribute_fn, stream);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */

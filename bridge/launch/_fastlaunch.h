@@ -32,6 +32,7 @@ typedef struct ArgSpec {
     int32_t device_type, device_id;
     int form, ndim, layout;      /* PTXB_FORM_*; numba arrays: ndim and 'C' / 'F' / 'A' */
     int align, itemsize, refuses_readonly;
+    int raw;                     /* PTXB_ARG_ADDRESS: None and int addresses are taken (raw pointers) */
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
     struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
@@ -53,9 +54,11 @@ int tensors_ready(void);
 void free_cupy_attrs(struct CupyAttrs *c);
 
 /* _records.c: a record spec read (1, or 0 with an error set); one record argument packed (1, or 0:
- * declined); whether its members' places fit the buffer; a spec's memory freed (any kind). */
+ * declined), its members' byte ranges into ranges[alias_slot]; whether its members' places fit the
+ * buffer; a spec's memory freed (any kind). */
 int read_record_spec(ArgSpec *s, PyObject *item);
-int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute);
+int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2],
+                PointerAttributeFn pointer_attribute, uintptr_t stream);
 int record_fits(const ArgSpec *s, int size);
 void free_spec(ArgSpec *s);
 

@@ -84,7 +84,7 @@ class _Plan:
     __slots__ = ("aliasing", "binders", "bound", "default_stream", "errors", "fast", "launch", "native",
                  "need_buffers", "stateful")
 
-    def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
+    def __init__(self, kernel: Kernel, arg_types: tuple[type, ...], args: tuple):
         signature, backend = kernel.signature, kernel._backend
         if len(arg_types) != len(signature.params):
             names = ", ".join(p.name for p in signature.params)
@@ -110,7 +110,7 @@ class _Plan:
             self.bound = compile_launch(self.binders, prepared, self.aliasing)
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         if self.fast and not kernel.cooperative and native_available():
-            specs = native_specs(self.binders, arg_types, signature.layout)
+            specs = native_specs(self.binders, args, signature.layout)
             pairs = () if self.aliasing is None else self.aliasing.argument_pairs()  # None: C cannot check
             facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
                                                                                      kernel.name)
@@ -190,7 +190,7 @@ class Kernel(_KernelBase):
         key = tuple(map(type, args))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(self, key)
+            plan = self._plans[key] = _Plan(self, key, args)
             if plan.native is not None:
                 self._remember(key, plan.native)
         if grid.__class__ is int and 0 < grid < _DIM_LIMIT:
