@@ -43,6 +43,7 @@ typedef struct ArgSpec {
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */
     int alias_slot;              /* tensors in a no-alias pair: where its byte range goes; else -1 */
+    int distinct;                /* tensors: no two elements may share an address (cuTile's promise) */
 } ArgSpec;
 
 /* _tensors.c: a tensor spec read from its tuple (1, or 0 with an error set); one tensor argument packed
@@ -60,6 +61,7 @@ int read_record_spec(ArgSpec *s, PyObject *item);
 int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2],
                 PointerAttributeFn pointer_attribute, uintptr_t stream);
 int record_fits(const ArgSpec *s, int size);
+ArgSpec *record_member(ArgSpec *s, Py_ssize_t k); /* member k of a record spec, else NULL */
 void free_spec(ArgSpec *s);
 
 /* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; a scalar

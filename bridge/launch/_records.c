@@ -112,6 +112,10 @@ bad:
     return 0;
 }
 
+ArgSpec *record_member(ArgSpec *s, Py_ssize_t k) {
+    return s->kind == PTXB_ARG_RECORD && k >= 0 && k < s->record->count ? &s->record->members[k] : NULL;
+}
+
 /* Every place of a record's members fits a buffer of ``size`` bytes. */
 int record_fits(const ArgSpec *s, int size) {
     for (Py_ssize_t k = 0; k < s->record->count; ++k) {

@@ -187,11 +187,41 @@ def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple 
     return (_FLOAT, *places[0], float(hint[1]))
 
 
-def native_plan(size: int, specs: tuple, alias_pairs: tuple[tuple[int, int], ...] = (), **launch: Any) -> Any:
+def native_alias(specs: tuple, promises: tuple[tuple, tuple] | None) -> tuple[tuple, tuple] | None:
+    """``AliasCheck.native_promises`` as the C plan takes them: each member path as (argument index,
+    member position, ...) into ``specs``; None where a path does not end at a tensor the plan reads."""
+    if promises is None:
+        return None
+    pairs, distinct = promises
+    found = [_positions(specs, path) for path in (*(p for pair in pairs for p in pair), *distinct)]
+    if any(f is None for f in found):
+        return None
+    count = 2 * len(pairs)
+    return tuple(zip(found[:count:2], found[1:count:2], strict=True)), tuple(found[count:])
+
+
+def _positions(specs: tuple, path: tuple) -> tuple[int, ...] | None:
+    index, *steps = path
+    spec, found = specs[index], [index]
+    for step in steps:
+        if spec[0] != _fastlaunch.ARG_RECORD:
+            return None
+        _, by_name, keys, members = spec
+        position = (keys.index(step) if step in keys else None) if by_name else step
+        if not isinstance(position, int) or not 0 <= position < len(members):
+            return None
+        found.append(position)
+        spec = members[position]
+    return tuple(found)
+
+
+def native_plan(size: int, specs: tuple, alias: tuple[tuple, tuple] = ((), ()), **launch: Any) -> Any:
     """A ``_fastlaunch.Plan``; ``launch`` is the loader's ``native_facts`` (the kernel handle, the
-    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias_pairs``: argument
-    index pairs whose tensors must not overlap (the plan declines when they do)."""
-    return _fastlaunch.Plan(size, specs, alias_pairs=alias_pairs, **launch)
+    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias``
+    (:func:`native_alias`): pairs of member paths whose tensors must not overlap, and the paths of
+    tensors that must not overlap themselves (the plan declines when they do)."""
+    pairs, distinct = alias
+    return _fastlaunch.Plan(size, specs, alias_pairs=pairs, distinct=distinct, **launch)
 
 
 def _inline_tensor(i: int, test: str, reads: tuple[str, str], kind: str,

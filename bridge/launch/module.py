@@ -38,7 +38,14 @@ from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
-from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
+from ptxbridge.launch.fastpath import (
+    _fastlaunch,
+    compile_launch,
+    native_alias,
+    native_available,
+    native_plan,
+    native_specs,
+)
 from ptxbridge.launch.nvtx import nvtx_ranges
 from ptxbridge.launch.panics import PANIC_MODES, PanicFlag, check_module_panics
 from ptxbridge.launch.raised import ErrorFlag
@@ -111,11 +118,11 @@ class _Plan:
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         if self.fast and not kernel.cooperative and native_available():
             specs = native_specs(self.binders, args, signature.layout)
-            pairs = () if self.aliasing is None else self.aliasing.argument_pairs()  # None: C cannot check
-            facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
-                                                                                     kernel.name)
+            alias = None if specs is None else ((), ()) if self.aliasing is None else native_alias(
+                specs, self.aliasing.native_promises())  # None: C cannot check them
+            facts = None if alias is None else backend.native_facts(kernel._function, kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, pairs, default_stream=self.default_stream,
+                self.native = native_plan(packer.size, specs, alias, default_stream=self.default_stream,
                                           nvtx=kernel._module._nvtx, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
