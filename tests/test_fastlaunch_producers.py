@@ -569,6 +569,30 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
 
 
+MEMBER_REFUSALS = {  # a {data: &mut [f32], n: u32} struct's slice given...
+    "readonly": (lambda: Cai(np.zeros(4, np.float32), readonly=True), "is written by the kernel"),
+    "dtype": (lambda: cupy_array(np.zeros(4, np.float64)), "got float64 tensor on cuda:0; expected float32"),
+    "strided": (lambda: Cai(np.zeros(8, np.float32)[::2]), "takes a contiguous tensor for a slice"),
+    "other_gpu": (lambda: cupy_array(np.zeros(4, np.float32), device_id=1), "tensor on cuda:1"),
+    "raw_address": (lambda: 0x1000, "takes a tensor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MEMBER_REFUSALS))
+def test_a_slice_member_the_python_path_refuses_is_declined_in_c(case):
+    make, message = MEMBER_REFUSALS[case]
+    t = Struct("S", (StructField("data", Slice(dtype("f32"), True)), StructField("n", Scalar(dtype("u32")))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.OXIDE)
+    for good in (Cai(np.zeros(4, np.float32)), cupy_array(np.zeros(4, np.float32))):
+        plan, python = _plans(sig, ({"data": good, "n": 4},), DLPACK_CUDA)
+        assert plan.pack(({"data": good, "n": 4},)) == python(({"data": good, "n": 4},))
+        bad = ({"data": make(), "n": 4},)
+        assert plan.pack(bad) is False
+        with pytest.raises(ArgumentError) as info:
+            python(bad)
+        assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
 def test_jax_arrays_are_read_through_a_capsule_per_launch():
     """Any __dlpack__ producer (JAX here, on the CPU): a fresh capsule per launch, read and released."""
     jnp = pytest.importorskip("jax.numpy")
