@@ -112,7 +112,7 @@ def _geometry(spec: OpSpec, index: Mapping[str, int]) -> tuple | Callable[[Seque
     return lambda values: (grid(values), block(values), shared_mem(values))
 
 
-def _caller(places: Sequence[int], fn: Callable[..., None] | None) -> Callable[[Any, Sequence[Any], tuple], None]:
+def _caller(places: Sequence[int], fn: Callable[..., None] | None) -> Callable[[Any, Sequence, tuple], None]:
     """``call(found, values, geometry)``: the kernel ``found`` launched with the values at ``places`` and
     ``geometry`` as ``grid=``, ``block=``, ``shared_mem=`` (or ``fn(found, ...)`` without geometry), the
     call spelled out: through ``*args`` and keywords it would build a tuple and a dict per call, which
