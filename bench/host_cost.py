@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,7 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from launch_overhead import BLOCK, FLOOR_LAUNCHER, GRID, NOOP_LAUNCH, N
+from launch_overhead import FLOOR_LAUNCHER, NOOP_LAUNCH, N, c_extension
 from launch_producers import floors
 
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
@@ -114,19 +112,6 @@ def _checked(kernel: Any, args: tuple) -> tuple[str, Callable[[], None]]:
     return "C" if kernel._cached() else "Python", lambda: kernel(a, b, c, n, grid=4, block=256, stream=STREAM)
 
 
-def _floor_launcher(work: Path) -> Any:
-    """launch_overhead.py's FLOOR_LAUNCHER (three DLPack C exchange views, no checks), built here."""
-    source = work / "floor_launcher.c"
-    source.write_text(FLOOR_LAUNCHER)
-    target = work / f"floor_launcher{sysconfig.get_config_var('EXT_SUFFIX')}"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-DGRID={GRID}", f"-DBLOCK={BLOCK}",
-                    f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(source)], check=True)
-    spec = importlib.util.spec_from_file_location("floor_launcher", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def rows(work: Path, noop: int) -> dict[str, tuple[str, Callable[[], Any]]]:
     found: dict[str, tuple[str, Callable[[], Any]]] = {}
     floor = floors(work)
@@ -152,7 +137,7 @@ def rows(work: Path, noop: int) -> dict[str, tuple[str, Callable[[], Any]]]:
         torch = None
     if torch is not None:
         tensors = p, q, r = [torch.from_numpy(h) for h in host]
-        least = _floor_launcher(work)
+        least = c_extension(work, "floor_launcher", FLOOR_LAUNCHER)
         least.setup(torch.Tensor.__dlpack_c_exchange_api__, 0xF00, noop, STREAM)
         found["torch on float*: least DLPack launcher"] = "-", lambda: least.vadd3(p, q, r, N)
         found["torch on float*: ptxbridge"] = _checked(_kernel(VADD3, DLPACK_CPU, noop), (*tensors, N))

@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import json
 import statistics
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,7 +42,18 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from launch_overhead import BLOCK, C_PRELUDE, GRID, ROUNDS, N, build, c_loop, per_launch, vadd3_image
+from launch_overhead import (
+    BLOCK,
+    C_PRELUDE,
+    GRID,
+    ROUNDS,
+    N,
+    build,
+    c_extension,
+    c_loop,
+    per_launch,
+    vadd3_image,
+)
 
 # One C extension of least launchers: setup(function, cuLaunchKernel, stream), then per producer x kind
 # a positional call (a, b, c, n) that reads the three arrays and launches, checking nothing.
@@ -154,18 +162,9 @@ PyMODINIT_FUNC PyInit_floors(void) { return PyModule_Create(&module); }
 
 
 def floors(work: Path) -> Any:
-    """FLOORS built with ``cc`` against this Python.  Its state is one (function, stream) per process:
-    call ``setup`` right before the group of rows that uses it."""
-    source = work / "floors.c"
-    source.write_text(FLOORS)
-    target = work / f"floors{sysconfig.get_config_var('EXT_SUFFIX')}"
-    if not target.exists():
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-DGRID={GRID}", f"-DBLOCK={BLOCK}",
-                        f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(source)], check=True)
-    spec = importlib.util.spec_from_file_location("floors", target)
-    found = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(found)
-    return found
+    """FLOORS built against this Python.  Its state is one (function, stream) per process: call
+    ``setup`` right before the group of rows that uses it."""
+    return c_extension(work, "floors", FLOORS)
 
 
 def _launch_entry() -> int:
