@@ -621,3 +621,16 @@ def test_jax_arrays_are_read_through_a_capsule_per_launch():
     assert plan.pack((wrong,)) is False
     with pytest.raises(ArgumentError, match=r"^k: argument 'x' \(\*mut f32\) got i32 tensor on cpu"):
         python((wrong,))
+
+
+def test_a_bad_tuple_item_leaves_the_error_to_the_python_path_in_its_order(driver, python_calls):  # noqa: F811
+    """An item of a type no binder takes makes no C plan; the Python path raises, argument by argument."""
+    sig = Signature("k", (Param("x", NumbaArray(dtype("f32"), 1, "C")),
+                          Param("t", Tuple((NumbaArray(dtype("f32"), 1, "C"), Scalar(dtype("i32")))))),
+                    convention=Convention.NUMBA)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    with pytest.raises(ArgumentError, match=r"^k: argument 'x' .* got float64 tensor"):
+        kernel(torch.zeros(3, dtype=torch.float64), ("seven", 7), grid=1, block=1)
+    with pytest.raises(ArgumentError, match=r"^k: argument 't\.0' .* \(got str\)"):
+        kernel(torch.zeros(3), ("seven", 7), grid=1, block=1)
+    assert kernel._cached() == () and driver == []

@@ -29,6 +29,7 @@ import numpy
 
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType
+from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
@@ -162,7 +163,11 @@ def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple 
             return None
         items = []
         for index, item in enumerate(arg):
-            spec = _spec(native.binder(index, type(item)), item, layout, cursor)
+            try:
+                binder = native.binder(index, type(item))
+            except ArgumentError:  # the Python path says so, after what it checks first
+                return None
+            spec = _spec(binder, item, layout, cursor)
             if spec is None:
                 return None
             items.append(spec)
