@@ -16,7 +16,11 @@ offset   size   field
                 tag 0x63 ends them (an 8-byte record)
 =======  =====  ===============================================================
 
-The ``f`` (family) suffix is not recorded: LTO-IR for ``compute_100f`` reads as ``sm_100``.
+The ``f`` (family) suffix is not recorded: LTO-IR for ``compute_100f`` reads as ``sm_100``, and
+none could tell them apart (libNVVM's LTO-IR for ``compute_100f`` is byte for byte its LTO-IR for
+``compute_100``, nvcc's for ``compute_120f`` its LTO-IR for ``compute_120``).  Where ``f`` is
+recorded is outside the file: a fatbin image's flags (:mod:`ptxbridge.abi.fatbin`), cuda-oxide's
+``.target`` sidecar and bundle target.
 """
 
 from __future__ import annotations

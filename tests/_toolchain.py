@@ -70,5 +70,23 @@ def link(inputs: list[tuple[object, bytes]], options: list[str], output: str = "
     return bytes(buf).rstrip(b"\0") if output == "ptx" else bytes(buf)
 
 
+def llvm_as(major: int) -> Path | None:
+    """LLVM ``major``'s ``llvm-as`` (Debian: ``llvm-as-22`` or ``/usr/lib/llvm-22/bin``), or None."""
+    found = Path(shutil.which(f"llvm-as-{major}") or f"/usr/lib/llvm-{major}/bin/llvm-as")
+    return found if found.is_file() else None
+
+
+def assemble(text: bytes, where: Path, major: int = 22) -> bytes:
+    """LLVM IR ``text`` as bitcode, written by LLVM ``major``'s ``llvm-as`` in ``where``
+    (FileNotFoundError without it)."""
+    tool = llvm_as(major)
+    if tool is None:
+        raise FileNotFoundError(f"LLVM {major}'s llvm-as not found (llvm-as-{major}, /usr/lib/llvm-{major})")
+    source, out = where / "in.ll", where / "out.bc"
+    source.write_bytes(text)
+    run(str(tool), str(source), "-o", str(out))
+    return out.read_bytes()
+
+
 def run(*argv: str, cwd: Path | None = None) -> None:
     subprocess.run(argv, check=True, capture_output=True, cwd=cwd)

@@ -260,12 +260,13 @@ def test_nvjitlink_args():
 
 def test_link_options_validate():
     for bad, match in ((dict(optimization=4), "optimization must be 0, 1, 2 or 3"),
-                       (dict(max_registers=0), "max_registers must be"),
+                       (dict(max_registers=-1), "max_registers must be"),
                        (dict(kernels_used="abc"), "sequence of str"),
                        (dict(extra=(1,)), "sequence of str")):
         with pytest.raises(ValueError, match=match):
             LinkOptions(**bad)
     assert LinkOptions(kernels_used=["a"]).kernels_used == ("a",)
+    assert "-maxrregcount" not in " ".join(nvjitlink_args(LinkOptions(max_registers=0), "sm_90", False))
     with pytest.raises(TypeError):
         LinkOptions(1)  # keyword-only
 

@@ -14,6 +14,7 @@ import ptxbridge
 import ptxbridge.oxide as ox
 from ptxbridge.abi.errors import FormatError, LinkError
 from ptxbridge.abi.ltoir import read_ltoir_target
+from ptxbridge.abi.oxart import OxartBundle, OxartPayload, PayloadKind, write_oxart
 from ptxbridge.abi.targets import Target
 from ptxbridge.artifacts.artifact import artifact_from_bytes
 from ptxbridge.nvvm import compile_to_ltoir
@@ -21,26 +22,32 @@ from ptxbridge.nvvm import compile_to_ltoir
 SOURCE = 'extern "C" __global__ void twice(float* p) { p[threadIdx.x] *= 2.0f; }\n'
 # what each -gencode code=lto_XX reads back as: the f suffix is not in the header (measured)
 NVCC_TARGETS = {"75": "sm_75", "80": "sm_80", "90": "sm_90", "90a": "sm_90a", "100f": "sm_100",
-                "103f": "sm_103", "120": "sm_120", "120a": "sm_120a"}
+                "100a": "sm_100a", "103f": "sm_103", "120": "sm_120", "120f": "sm_120", "120a": "sm_120a"}
 
 
-def nvcc_ltoir(tmp_path, arch: str) -> bytes:
-    """``nvcc -dc -gencode arch=compute_XX,code=lto_XX``'s LTO-IR, the file ``-keep`` leaves."""
+def nvcc_ltoir(tmp_path, arch: str) -> tuple[bytes, bytes]:
+    """``nvcc -dc -gencode arch=compute_XX,code=lto_XX``'s LTO-IR (the file ``-keep`` leaves) and
+    host object (its fatbin holds that LTO-IR)."""
     (tmp_path / "k.cu").write_text(SOURCE)
     keep = tmp_path / f"keep{arch}"
     keep.mkdir()
     run(tool("nvcc"), "-dc", "-gencode", f"arch=compute_{arch},code=lto_{arch}", "-keep", "-keep-dir",
         str(keep), "-o", str(keep / "k.o"), str(tmp_path / "k.cu"))
-    return (keep / "k.ltoir").read_bytes()
+    return (keep / "k.ltoir").read_bytes(), (keep / "k.o").read_bytes()
 
 
 @pytest.fixture(scope="module")
-def nvcc_files(tmp_path_factory):
+def nvcc_outputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("nvcc")
     try:
         return {arch: nvcc_ltoir(folder, arch) for arch in NVCC_TARGETS}
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def nvcc_files(nvcc_outputs):
+    return {arch: ltoir for arch, (ltoir, _) in nvcc_outputs.items()}
 
 
 def test_nvcc_ltoir_of_every_target_reads_back(nvcc_files):
@@ -63,6 +70,54 @@ def test_a_mismatch_names_both_targets(nvcc_files):
         ptxbridge.link([artifact_from_bytes(nvcc_files["90a"], name="a.ltoir")], arch="sm_100")
     older = artifact_from_bytes(nvcc_files["80"], name="old.ltoir")
     assert ptxbridge.link([older], arch="sm_90").arch == "sm_90"  # LTO-IR links for newer targets
+
+
+def test_the_f_suffix_is_in_no_lto_ir_header_so_nothing_can_read_it(nvcc_files):
+    """nvcc's LTO-IR for compute_120f is byte for byte its LTO-IR for compute_120, and libNVVM's for
+    compute_100f its LTO-IR for compute_100: where ``f`` is recorded is elsewhere (a fatbin's
+    flags, cuda-oxide's ``.target`` and bundle target), and ptxbridge reads it there."""
+    assert nvcc_files["120f"] == nvcc_files["120"]
+    ir = (RUST_DIR / "oxide" / "opaque.ll").read_bytes()
+    assert compile_to_ltoir(ir, "opaque", "sm_100f") == compile_to_ltoir(ir, "opaque", "sm_100")
+    assert read_ltoir_target(nvcc_files["100f"]) == Target(10, 0)  # the same header as lto_100's
+
+
+def test_a_family_host_object_links_for_its_family_only(nvcc_outputs):
+    """The fatbin of ``nvcc -dc ... code=lto_100f`` records the family; nvJitLink says only "bad
+    input" for another target, ptxbridge names both."""
+    family = artifact_from_bytes(nvcc_outputs["100f"][1], name="k.o")
+    assert family.arch == "sm_100f"
+    assert ptxbridge.link([family], arch="sm_103").arch == "sm_103"
+    with pytest.raises(LinkError, match=r"k\.o: LTO-IR built for sm_100f; linking for sm_120, which it "
+                                        r"cannot be linked for: link for sm_100f"):
+        ptxbridge.link([family], arch="sm_120")
+    specific = artifact_from_bytes(nvcc_outputs["100a"][1], name="a.o")
+    with pytest.raises(LinkError, match=r"a\.o: LTO-IR built for sm_100a; linking for sm_103"):
+        ptxbridge.link([specific], arch="sm_103")
+
+
+def _oxide_ltoir(tmp_path, target: str, built_for: str) -> ptxbridge.Artifact:
+    """cuda-oxide's LTO-IR (libNVVM, compute ``built_for``) in a bundle whose target is ``target``."""
+    ir = (RUST_DIR / "oxide" / "opaque.ll").read_bytes()
+    payload = OxartPayload(PayloadKind.LTOIR, "opaque.ltoir", compile_to_ltoir(ir, "opaque", built_for))
+    path = tmp_path / f"app_{target}_{built_for}"
+    path.write_bytes(write_oxart([OxartBundle("opaque", target, (payload,))]))
+    return ox.load(path, RUST_DIR / "oxide" / "opaque.rs")
+
+
+def test_a_bundles_family_target_is_kept_and_checked_against_the_header(tmp_path):
+    family = _oxide_ltoir(tmp_path, "sm_100f", "sm_100f")
+    assert family.arch == "sm_100f" and set(family.kernels) == {"softplus", "powscale"}
+    assert ptxbridge.link([family], arch="sm_103").arch == "sm_103"
+    with pytest.raises(LinkError, match=r"app_sm_100f_sm_100f: LTO-IR built for sm_100f; linking for sm_120"):
+        ptxbridge.link([family], arch="sm_120")
+    # a legacy bundle target ("nvvm-ir") records none: the header's, a kept, f lost
+    assert _oxide_ltoir(tmp_path, "nvvm-ir", "sm_90a").arch == "sm_90a"
+    assert _oxide_ltoir(tmp_path, "nvvm-ir", "sm_100f").arch == "sm_100"
+    for target, built, header in [("sm_103f", "sm_100f", "sm_100"), ("sm_100a", "sm_100", "sm_100"),
+                                  ("sm_100f", "sm_100a", "sm_100a")]:
+        with pytest.raises(FormatError, match=rf"LTO-IR built for {header}; the recorded target is {target}"):
+            _oxide_ltoir(tmp_path, target, built)
 
 
 def test_cuda_oxide_ltoir_needs_no_target_file(tmp_path):
@@ -95,6 +150,20 @@ def test_headers_that_break_the_layout_are_format_errors():
                        (_header(struct.pack("<HHHHI", 1, 905, 0x63, 0, 0)), "tag 1 is 905")]:
         with pytest.raises(FormatError, match=match):
             read_ltoir_target(bad, "bad.ltoir")
+
+
+_OTHER_TAGS = st.integers(0, 0xFFFF).filter(lambda t: t not in (0x01, 0x20, 0x63))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(10, 999), st.one_of(st.none(), st.integers(0, 0xFFFF)),
+       st.lists(st.tuples(_OTHER_TAGS, st.integers(0, 0xFFFF)), max_size=6), st.randoms())
+def test_records_in_any_order_read_the_target_they_state(cc, accelerated, noise, order):
+    """Records the layout allows, shuffled among others: the target is what tags 1 and 0x20 say."""
+    records = [(1, cc * 10), *([] if accelerated is None else [(0x20, accelerated)]), *noise]
+    order.shuffle(records)
+    data = _header(b"".join(struct.pack("<HH", *r) for r in records) + struct.pack("<HHI", 0x63, 0, 0))
+    assert read_ltoir_target(data) == Target.from_number(cc, "a" if accelerated == 1 else "")
 
 
 @settings(max_examples=300, deadline=None)

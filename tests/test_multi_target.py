@@ -151,6 +151,17 @@ def test_ltoir_inputs_give_ptx_for_the_oldest_target():
     assert list(image.cubins) == ["sm_80", "sm_90"] and read_ptx(image.ptx[0]).target[0] == "sm_80"
 
 
+def test_the_ptx_is_for_the_oldest_target_without_a_suffix():
+    """PTX for ``sm_90a`` JIT-compiles for sm_90 only: an image for sm_90a and sm_100 carries
+    sm_100's PTX, which every newer GPU takes; with suffixed targets only, the oldest's."""
+    art = nvrtc.compile(SOURCE, arch="sm_80", output="ltoir")
+    image = ptxbridge.link([art], arch=["sm_100", "sm_90a"])
+    assert list(image.cubins) == ["sm_100", "sm_90a"] and image.arch == "sm_100"  # its own first
+    assert read_ptx(image.ptx[0]).target[0] == "sm_100" and image.cubin == image.cubins["sm_100"]
+    only = ptxbridge.link([art], arch=["sm_100f", "sm_90a"])
+    assert list(only.cubins) == ["sm_90a", "sm_100f"] and read_ptx(only.ptx[0]).target[0] == "sm_90a"
+
+
 def test_the_command_line_links_several_targets(tmp_path, capsys):
     (tmp_path / "k.cu").write_text(SOURCE)
     out = tmp_path / "k.ptxb"
@@ -162,7 +173,7 @@ def test_the_command_line_links_several_targets(tmp_path, capsys):
     assert "ptxbridge image, format 3, for sm_80, sm_90 (" in text
     assert "  [0] elf sm_80 at 0x" in text and "  [1] elf sm_90 at 0x" in text and "  [2] ptx sm_80" in text
     assert main(["link", str(tmp_path / "k.cu"), "-o", str(out), "--arch", "sm_90,gfx"]) == 1
-    assert "arch must look like 'sm_90' (got 'gfx')" in capsys.readouterr().err
+    assert "arch must look like 'sm_90', 'sm_90a' or (9, 0) (got 'gfx')" in capsys.readouterr().err
 
 
 # --- which code a GPU loads: the decision table of choose_code -----------------------------------

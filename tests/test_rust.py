@@ -53,7 +53,7 @@ def test_sysroot_has_core_for_the_target(sysroot):
     lib = sysroot / f"lib/rustlib/{rust_toolchain.TARGET}/lib"
     libs = sorted(p.name for p in lib.iterdir())
     assert libs == ["libcompiler_builtins.rlib", "libcore.rlib", "libptxbridge_mem.rlib",
-                    "libptxbridge_panic.rlib"]
+                    "libptxbridge_panic.rlib", "libptxbridge_panic_location.rlib"]
 
 
 @pytest.fixture

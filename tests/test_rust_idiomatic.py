@@ -139,6 +139,71 @@ def test_division_by_zero_and_expect_raise_naming_message_and_line(module):
     assert out.tolist() == [2, 6]
 
 
+@pytest.mark.parametrize("output", ["ptx", "ltoir"])
+def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_unchecked_twin(output):
+    """core::fmt's formatters, called through pointers, size the registers of every kernel that can
+    panic; the handler that never reads the message links none of them."""
+    from ptxbridge.abi.cubin import read_cubin
+
+    def registers(image) -> dict[str, int | None]:
+        return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
+
+    full = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, output=output, progress=False)], arch=ARCH,
+                          options=ptxbridge.LinkOptions(max_registers=0))
+    art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")
+    image = ptxbridge.link([art], arch=ARCH)
+    assert not any(f.name.endswith("Display3fmt") for f in read_ptx(prust.compile(
+        SOURCE, arch=ARCH, progress=False, panic_messages="location").code).functions)
+    lean, fat = registers(image), registers(full)
+    assert lean["axpy"] <= 32 < fat["axpy"]  # 32: every SM's 2048 threads resident in 256-thread blocks
+    with image.load("cpu") as loaded:
+        x, y = np.arange(8, dtype=np.float32), np.ones(12, np.float32)
+        error = raised(lambda: loaded.axpy(2.0, x, y, grid=1, block=16))
+        assert str(error).startswith(f"axpy: thread (8, 0, 0) of block (0, 0, 0) panicked at {SOURCE}:"
+                                     f"{line_of('y[i] = a * x[i]')}:")
+        assert error.panic.message == panic_record.NOT_KEPT_MESSAGE
+        y = np.zeros(8, np.float32)
+        loaded.axpy(1.0, x, y, grid=1, block=8)
+        np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("output", ["ptx", "ltoir"])
+def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_the_message(output):
+    from ptxbridge.abi.cubin import read_cubin
+
+    def registers(*inputs, **options) -> dict[str, int | None]:
+        image = ptxbridge.link(list(inputs), arch=ARCH, options=ptxbridge.LinkOptions(**options))
+        return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
+
+    art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False)
+    lean = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")
+    assert art.register_cap == -(-max(registers(lean).values()) // 8) * 8
+    assert lean.register_cap is None  # nothing of core::fmt to keep off the hot path
+    capped, uncapped = registers(art), registers(art, max_registers=0)
+    assert capped["axpy"] <= art.register_cap < uncapped["axpy"]
+    assert capped["axpy_unchecked"] == uncapped["axpy_unchecked"]
+    assert art.register_cap < registers(art, max_registers=64)["axpy"] <= 64  # the caller's cap wins
+    # a kernel of another frontend, whose needs are unknown, leaves the image uncapped
+    cpp = pytest.importorskip("ptxbridge.nvrtc").compile(
+        'extern "C" __global__ void one(float* y) { y[threadIdx.x] = 1.0f; }', arch=ARCH)
+    assert registers(art, cpp)["axpy"] > art.register_cap
+
+
+def test_panic_messages_takes_full_or_location():
+    with pytest.raises(ArgumentError, match=r"panic_messages must be one of \('full', 'location'\) "
+                                            r"\(got 'none'\)"):
+        prust.compile(SOURCE, arch=ARCH, progress=False, panic_messages="none")
+
+
+def test_a_record_without_its_message_whose_file_is_not_in_the_image_reads_no_file():
+    record = bytearray(panic_record.SIZE)
+    record[:4] = panic_record.WRITTEN.to_bytes(4, "little")
+    record[36:44] = panic_record.NOT_KEPT.to_bytes(4, "little") + (9).to_bytes(4, "little")
+    found = panic_record.read_record(bytes(record))
+    assert found is not None and found.location == "an unknown location"
+    assert found.message == panic_record.NOT_KEPT_MESSAGE
+
+
 def test_a_panic_in_a_later_block_names_it(module):
     x, y = np.arange(70, dtype=np.float32), np.zeros(96, np.float32)
     error = raised(lambda: module.axpy(1.0, x, y, grid=3, block=32))

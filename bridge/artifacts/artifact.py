@@ -85,6 +85,10 @@ class Artifact:
     ``name_expressions``: C++ name expression -> the kernel symbol NVRTC lowered it to
     (``"block_sum<int, 64, true>"`` -> ``"_Z9block_sumIiLj64ELb1EEvPT_"``), so a loaded module
     finds a template kernel by the exact expression it was compiled with.
+    ``register_cap``: the registers its kernels need on the path no thread panics, when code only
+    a panic reaches would take more (a Rust crate whose panic handler formats the message):
+    :func:`ptxbridge.link` caps an image of such artifacts at that
+    (:func:`~ptxbridge.linker.options.with_register_cap`).
     """
 
     code: bytes
@@ -100,6 +104,7 @@ class Artifact:
     libraries: tuple[Artifact, ...] = ()
     raises: Mapping[str, Mapping[int, RaisedException]] = field(default_factory=dict)
     name_expressions: Mapping[str, str] = field(default_factory=dict)
+    register_cap: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", CodeKind(self.kind))

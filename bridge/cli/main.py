@@ -11,7 +11,6 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.errors import FormatError, PtxBridgeError
-from ptxbridge.abi.targets import parse_target
 from ptxbridge.cli.report import printable_lines
 
 __all__ = ["error_text", "main"]
@@ -66,10 +65,11 @@ def _cmd_link(args: argparse.Namespace) -> int:
     from ptxbridge.artifacts.artifact import artifact_from_file
     from ptxbridge.cli.inspect import compile_source, is_source
     from ptxbridge.linker import link
+    from ptxbridge.linker.target import portable_target
 
     targets = args.arch.split(",") if args.arch else []
-    try:  # sources compile for the oldest target: their PTX links for every newer one
-        oldest = min(map(parse_target, targets)).sm if targets else None
+    try:  # sources compile for the image's PTX target: their PTX links for every listed one
+        oldest = portable_target(targets).sm if targets else None
     except PtxBridgeError as exc:
         sys.stderr.write(error_text("ptxbridge link", exc))
         return 1

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ptxbridge.abi import panic_record
-from ptxbridge.abi.errors import KernelRaisedError
+from ptxbridge.abi.errors import KernelRaisedError, PtxBridgeError
 from ptxbridge.abi.ptx import read_ptx
 
 __all__ = ["PANIC_MODES", "PanicFlag", "check_module_panics", "panic_error", "recording_kernels"]
@@ -76,8 +77,8 @@ def panic_error(kernel: str, record: panic_record.PanicRecord) -> KernelRaisedEr
 class PanicFlag:
     """The panic record of one loaded module, checked around launches of one kernel."""
 
-    def __init__(self, backend: Any, kernel: str):
-        self.backend, self.kernel = backend, kernel
+    def __init__(self, backend: Any, kernel: str, names: Iterable[str]):
+        self.backend, self.kernel, self.names = backend, kernel, tuple(names)
         self._unchecked = False
 
     @classmethod
@@ -87,7 +88,9 @@ class PanicFlag:
         if panic_record.SYMBOL not in module.globals.names or module.panics == "defer":
             return None
         writers = recording_kernels(tuple(getattr(module.image, "ptx", ())))
-        return cls(module.backend, kernel) if writers is None or kernel in writers else None
+        if writers is not None and kernel not in writers:
+            return None
+        return cls(module.backend, kernel, module.globals.names)
 
     def reset(self, stream: int) -> None:
         """Before a launch on ``stream``: the record is left as it is (a panic clears it when read);
@@ -98,7 +101,7 @@ class PanicFlag:
         """Raise :class:`KernelRaisedError` when a thread panicked (this launch, or an unchecked one)."""
         if self._unchecked:
             return
-        record = _take_record(self.backend)
+        record = _take_record(self.backend, self.names)
         if record is not None:
             raise panic_error(self.kernel, record)
 
@@ -108,7 +111,7 @@ def check_module_panics(module: Any) -> None:
     only one of the image's kernels can panic, else the ones that can."""
     if panic_record.SYMBOL not in module.globals.names:
         return
-    record = _take_record(module.backend)
+    record = _take_record(module.backend, module.globals.names)
     if record is None:
         return
     writers = sorted(recording_kernels(tuple(getattr(module.image, "ptx", ()))) or ())
@@ -116,10 +119,24 @@ def check_module_panics(module: Any) -> None:
                       record)
 
 
-def _take_record(backend: Any) -> panic_record.PanicRecord | None:
-    """The record after the device is done (None when no thread panicked), cleared for the next."""
+def _take_record(backend: Any, names: Iterable[str]) -> panic_record.PanicRecord | None:
+    """The record after the device is done (None when no thread panicked), cleared for the next.
+    ``names`` are the image's globals, where a record written without its message finds its file."""
     backend.synchronize()
-    record = panic_record.read_record(backend.read_global(panic_record.SYMBOL))
+    record = panic_record.read_record(backend.read_global(panic_record.SYMBOL),
+                                      functools.partial(_read_static, backend, names))
     if record is not None:
         backend.write_global(panic_record.SYMBOL, bytes(panic_record.SIZE))
     return record
+
+
+def _read_static(backend: Any, names: Iterable[str], address: int, length: int) -> bytes | None:
+    """``length`` bytes at ``address`` inside one of the globals ``names`` (None when none holds them)."""
+    for name in names:
+        try:
+            base, size = backend.global_address(name)
+        except (KeyError, PtxBridgeError):  # a name the loaded image no longer has
+            continue
+        if base <= address and address + length <= base + size:
+            return backend.read_global(name)[address - base:address - base + length]
+    return None

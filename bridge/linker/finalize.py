@@ -3,8 +3,12 @@
 - NVVM IR inputs become LTO-IR through libNVVM (:mod:`ptxbridge.nvvm`) for
   the target they record (else the link's), under the policy their
   ``link_options`` spell.
-- An LTO-IR input built for a target the link's cannot take (newer, or another
-  ``a`` arch) is a :class:`LinkError` naming both, before nvJitLink runs.
+- An LTO-IR input built for a target the link's cannot take (newer, another
+  ``a`` arch, another family for an ``f`` one) is a :class:`LinkError` naming
+  both, before nvJitLink runs; so is a fatbin or host object holding LTO-IR
+  only, none of it for such a target (its fatbin records the ``a`` / ``f``
+  suffix, which an LTO-IR header does not record for ``f``; nvJitLink's own
+  word for it is a bare "bad input").
 - Every LTO-IR input's ``link_options`` (a cuda-oxide bundle's ``-fma=0``,
   ``-lineinfo``, ``-g``) join the nvJitLink options; two inputs that need
   different policies, or a :class:`LinkOptions` that contradicts one, are a
@@ -19,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ptxbridge.abi.errors import LinkError
-from ptxbridge.abi.targets import known_target, parse_target
+from ptxbridge.abi.errors import FormatError, LinkError
+from ptxbridge.abi.fatbin import read_fatbin
+from ptxbridge.abi.targets import Target, known_target, parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.options import LinkOptions
 from ptxbridge.nvvm import compile_to_ltoir, policy_of
@@ -39,15 +44,34 @@ def as_ltoir(artifact: Artifact, arch: str) -> Artifact:
 
 def check_ltoir_targets(artifacts: Sequence[Artifact], arch: str) -> None:
     """A :class:`LinkError` naming both targets for an LTO-IR input nvJitLink would refuse for ``arch``
-    (``NVJITLINK_ERROR_ARCH_MISMATCH``): LTO-IR links for its own target and newer ones, as PTX
-    JIT-compiles (:meth:`ptxbridge.abi.targets.Target.ptx_runs_on`); ``a`` code for its own only."""
+    (``NVJITLINK_ERROR_ARCH_MISMATCH``, or "bad input" for a container): LTO-IR links for its own
+    target and newer ones, as PTX JIT-compiles (:meth:`ptxbridge.abi.targets.Target.ptx_runs_on`);
+    ``a`` code for its own only, ``f`` code for its family."""
     linking = parse_target(arch)
     for artifact in artifacts:
-        built = known_target(artifact.arch) if artifact.kind is CodeKind.LTOIR else None
-        if built is not None and not built.ptx_runs_on(linking):
-            raise LinkError(f"{artifact.name}: LTO-IR built for {built}; linking for {linking}, which it "
-                            f"cannot be linked for: link for {built} (arch={built.sm!r}) or rebuild it for "
-                            f"{linking}")
+        built = _ltoir_targets(artifact)
+        if built and not any(t.ptx_runs_on(linking) for t in built):
+            first = built[0]
+            raise LinkError(f"{artifact.name}: LTO-IR built for {', '.join(map(str, built))}; linking for "
+                            f"{linking}, which it cannot be linked for: link for {first} (arch={first.sm!r}) "
+                            f"or rebuild it for {linking}")
+
+
+def _ltoir_targets(artifact: Artifact) -> list[Target]:
+    """The targets of the LTO-IR ``artifact`` is, or of a fatbin or host object that holds LTO-IR and
+    nothing else; none for anything else (nvJitLink picks among PTX and cubins itself)."""
+    if artifact.kind is CodeKind.LTOIR:
+        built = known_target(artifact.arch)
+        return [built] if built is not None else []
+    if artifact.kind not in (CodeKind.FATBIN, CodeKind.OBJECT):
+        return []
+    try:
+        entries = read_fatbin(artifact.code, artifact.name).entries
+    except FormatError:  # no device code, or a broken container nvJitLink reports
+        return []
+    if not entries or any(e.kind != "ltoir" for e in entries):
+        return []
+    return [t for t in (known_target(e.arch) for e in entries) if t is not None]
 
 
 def policy_args(artifacts: Sequence[Artifact], options: LinkOptions) -> list[str]:

@@ -30,17 +30,18 @@ from ptxbridge.artifacts.signatures import with_cubin_facts
 from ptxbridge.linker.device_runtime import device_runtime, is_device_runtime, runtime_calls
 from ptxbridge.linker.embedded import CONTAINERS, embedded_code
 from ptxbridge.linker.finalize import as_ltoir, check_ltoir_targets, policy_args
-from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto
+from ptxbridge.linker.options import LinkOptions, nvjitlink_args, use_lto, with_register_cap
 from ptxbridge.linker.symbols import check_symbols, parsed_ptx
 from ptxbridge.linker.target import (
     choose_arch,
     device_arch,
     driver_version,
     normalize_arch,
+    portable_target,
     ptx_isa_supported,
 )
 
-__all__ = ["as_artifact", "link", "load", "nvjitlink_version", "ptx_from_ltoir"]
+__all__ = ["as_artifact", "kernel_registers", "link", "load", "nvjitlink_version", "ptx_from_ltoir"]
 
 @functools.cache
 def nvjitlink_version() -> tuple[int, int]:
@@ -133,9 +134,10 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
         Target (``"sm_90"``); default: the first GPU's arch, else ``sm_90``;
         raised to ``sm_XXa`` when an input needs it (:func:`choose_arch`).  A
         list of targets (``["sm_80", "sm_90", "sm_100"]``) links a cubin for
-        each (``Image.cubins``); the PTX is the oldest target's, so a GPU with
-        none of them can JIT-compile it (``Image.load``).  Inputs must then be
-        built for the oldest target (PTX and LTO-IR link for newer ones).
+        each (``Image.cubins``); the PTX is the oldest plain target's (one
+        without ``a`` / ``f``: :func:`portable_target`), so a GPU with none of
+        them can JIT-compile it (``Image.load``).  Inputs must then be built
+        for that target (PTX and LTO-IR link for newer ones).
     lto
         Link-time optimisation; ``None`` turns it on when any input is or holds LTO-IR (:func:`use_lto`).
     options
@@ -178,6 +180,7 @@ def link(inputs: Iterable[Artifact | bytes | str | os.PathLike[str]],
     artifacts = [as_ltoir(a, arch) for a in artifacts]  # NVVM IR through libNVVM
     check_ltoir_targets(artifacts, arch)
     lto = use_lto(artifacts) if lto is None else lto
+    options = with_register_cap(options, artifacts)
     args = nvjitlink_args(options, arch, lto)  # OptionError for options that contradict lto
     args += policy_args(artifacts, options)
     check_symbols(artifacts)
@@ -216,12 +219,14 @@ def _targets(arch: Any) -> list[Target] | None:
 
 def _link_targets(artifacts: list[Artifact], targets: list[Target], lto: bool | None,
                   options: LinkOptions | None) -> Image:
-    """One link per target, oldest first: its image, with every target's cubin (two targets an
-    input raises to one ``a`` arch are one)."""
+    """One link per target, oldest first: the :func:`portable_target`'s image (its PTX, its
+    ``arch``), with every target's cubin, its own first (two targets an input raises to one ``a``
+    arch are one)."""
     images = [link(artifacts, target.sm, lto, options=options) for target in targets]
-    cubins = {image.arch: image.cubin for image in images if image.cubin is not None}
+    portable = images[targets.index(portable_target(targets))]
+    cubins = {image.arch: image.cubin for image in [portable, *images] if image.cubin is not None}
     log = "\n".join(f"{image.arch}: {image.log}" for image in images if image.log)
-    return replace(images[0], cubins=cubins, log=log)
+    return replace(portable, cubins=cubins, log=log)
 
 
 def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -> bytes:
@@ -236,6 +241,17 @@ def ptx_from_ltoir(inputs: Sequence[Artifact], arch: str, args: Sequence[str]) -
         parts += [artifact.name, artifact.code]
     blob = cache.cached("ltoir-ptx", cache.key(*parts), lambda: _run_nvjitlink(full, inputs))
     return blob.partition(b"\n")[2]
+
+
+def kernel_registers(code: bytes, kind: CodeKind, arch: str, name: str,
+                     options: Sequence[str] = ()) -> dict[str, int]:
+    """The registers of each kernel of one PTX or LTO-IR module compiled alone for ``arch`` (with the
+    nvJitLink ``options`` it must be linked with), cached."""
+    args = [f"-arch={arch}", *(["-lto"] if kind == CodeKind.LTOIR else []), *options]
+    artifact = Artifact(code=code, kind=kind, arch=arch, name=name)
+    blob = cache.cached("link", cache.key("registers", *args, code), lambda: _run_nvjitlink(args, [artifact]))
+    cubin = read_cubin(blob.partition(b"\n")[2], name)
+    return {k.name: k.registers or 0 for k in cubin.kernels}
 
 
 def _name_expressions(artifacts: Sequence[Artifact], kernels: Mapping[str, Signature]) -> dict[str, str]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ptxbridge.abi.errors import FormatError, OptionError
 from ptxbridge.abi.fatbin import read_fatbin
 from ptxbridge.artifacts.artifact import Artifact, CodeKind
 from ptxbridge.linker.embedded import host_objects
 
-__all__ = ["LinkOptions", "nvjitlink_args", "use_lto"]
+__all__ = ["LinkOptions", "nvjitlink_args", "use_lto", "with_register_cap"]
 
 _LTO_KINDS = (CodeKind.LTOIR, CodeKind.NVVM)  # NVVM IR is compiled to LTO-IR before the link
 _FATBIN_KINDS = (CodeKind.FATBIN, CodeKind.OBJECT)  # a host object's fatbin is its .nv_fatbin section
@@ -27,7 +27,7 @@ class LinkOptions:
     optimization: int | None = None  # -O<n>, nvJitLink's default is 3
     debug: bool = False  # -g
     lineinfo: bool = False  # -lineinfo
-    max_registers: int | None = None  # -maxrregcount=<n>
+    max_registers: int | None = None  # -maxrregcount=<n>; 0: none, not even with_register_cap's
     ftz: bool | None = None  # -ftz=<0|1>, LTO only
     prec_div: bool | None = None  # -prec-div=<0|1>, LTO only
     prec_sqrt: bool | None = None  # -prec-sqrt=<0|1>, LTO only
@@ -50,7 +50,7 @@ class LinkOptions:
             raise OptionError(f"LinkOptions.optimization must be 0, 1, 2 or 3 (got {self.optimization!r})")
         for name in ("max_registers", "split_compile"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < (name == "max_registers")):
+            if value is not None and (not isinstance(value, int) or value < 0):
                 raise OptionError(f"LinkOptions.{name} must be a non-negative int (got {value!r})")
 
 
@@ -60,7 +60,7 @@ def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
     if options.optimization is not None:
         args.append(f"-O{options.optimization}")
     args += ["-g"] * options.debug + ["-lineinfo"] * options.lineinfo
-    if options.max_registers is not None:
+    if options.max_registers:
         args.append(f"-maxrregcount={options.max_registers}")
     for name, flag in (("ftz", "-ftz"), ("prec_div", "-prec-div"), ("prec_sqrt", "-prec-sqrt"),
                        ("fma", "-fma")):
@@ -77,6 +77,18 @@ def nvjitlink_args(options: LinkOptions, arch: str, lto: bool) -> list[str]:
     args += ["-verbose"] * options.verbose
     args += [f"-Xptxas={o}" for o in options.ptxas_options]
     return args + list(options.extra)
+
+
+def with_register_cap(options: LinkOptions, artifacts: Iterable[Artifact]) -> LinkOptions:
+    """``options`` with ``max_registers`` set to the largest ``register_cap`` when every artifact that has
+    kernels carries one (Rust crates whose panic handler formats the message: ptxas would otherwise give
+    each kernel that can panic the registers of ``core::fmt``, called through pointers, and halve its
+    occupancy; capped, that cold code spills instead).  A ``max_registers`` of the caller's wins, and
+    a kernel from anywhere else leaves the image uncapped: its needs are unknown."""
+    caps = [a.register_cap for a in artifacts if a.kernels]
+    if options.max_registers is not None or not caps or None in caps:
+        return options
+    return replace(options, max_registers=max(c for c in caps if c is not None))
 
 
 def use_lto(inputs: Iterable[Artifact | CodeKind]) -> bool:

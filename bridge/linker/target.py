@@ -15,7 +15,7 @@ from ptxbridge.abi.targets import Target, known_target, max_ptx_isa, parse_targe
 from ptxbridge.loaders import driver
 
 __all__ = ["DEFAULT_ARCH", "choose_arch", "default_arch", "device_arch", "driver_version",
-           "max_ptx_isa", "needs_cubin", "normalize_arch", "ptx_isa_supported"]
+           "max_ptx_isa", "needs_cubin", "normalize_arch", "portable_target", "ptx_isa_supported"]
 
 DEFAULT_ARCH = "sm_90"
 
@@ -68,6 +68,14 @@ def choose_arch(requested: str | None, device: str | None, input_archs: Iterable
         [parse_target(DEFAULT_ARCH), *inputs], key=lambda t: t.number)
     specific = Target(arch.major, arch.minor, "a")
     return (specific if not arch.suffix and specific in inputs else arch).sm
+
+
+def portable_target(targets: Iterable[str | Target]) -> Target:
+    """Of the targets of a multi-target image, the one its PTX is built for: the oldest without an
+    ``a`` / ``f`` suffix (PTX for those JIT-compiles for one GPU or one family only), else the
+    oldest.  Inputs compiled for it link for every listed target."""
+    listed = sorted(parse_target(t, like="'sm_90', 'sm_90a' or (9, 0)") for t in targets)
+    return next((t for t in listed if not t.suffix), listed[0])
 
 
 def ptx_isa_supported(cuda_version: int | tuple[int, int]) -> tuple[int, int]:

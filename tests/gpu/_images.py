@@ -340,13 +340,14 @@ def _debug() -> list:
                        options=pn.NumbaOptions(debug=True, opt=False))]
 
 
-def _rust_panics(output: str) -> Callable[[], list]:
+def _rust_panics(output: str, panic_messages: str = "full") -> Callable[[], list]:
     """Idiomatic Rust (slices, iterators, no panic handler): ptxbridge's handler records a panic in
     ``__ptxbridge_panic`` (saved images keep the global) and the call raises after the launch."""
     def build() -> list:
         import ptxbridge.rust
 
-        return [ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch=ARCH, output=output, progress=False)]
+        return [ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch=ARCH, output=output, progress=False,
+                                       panic_messages=panic_messages)]
     return build
 
 
@@ -379,14 +380,38 @@ def _oxide_nvvm() -> list:
         return [ox.load(Path(folder) / "opaque.ll", RUST_DIR / "oxide" / "opaque.rs")]
 
 
+def _oxide_bitcode() -> list:
+    """tests/rust/oxide/opaque.ll as bitcode (LLVM 22's llvm-as) in an .oxart bundle for sm_90: read
+    as text by llvmlite and rewritten for libNVVM below sm_100 (ptxbridge.nvvm.bitcode)."""
+    import tempfile
+
+    from _toolchain import assemble
+
+    import ptxbridge.oxide as ox
+    from ptxbridge.abi.oxart import EntryKind, OxartBundle, OxartEntry, OxartPayload, PayloadKind, write_oxart
+
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            code = assemble((RUST_DIR / "oxide" / "opaque.ll").read_bytes(), Path(folder))
+        except FileNotFoundError as exc:
+            raise ToolchainError(str(exc)) from None
+        entries = tuple(OxartEntry(EntryKind.KERNEL, k) for k in ("powscale", "softplus"))
+        payload = OxartPayload(PayloadKind.NVVM_IR, "opaque.bc", code)
+        (Path(folder) / "app").write_bytes(write_oxart([OxartBundle("opaque", ARCH, (payload,), entries)]))
+        return [ox.load(Path(folder) / "app", RUST_DIR / "oxide" / "opaque.rs")]
+
+
 BUILDERS: dict[str, Callable[[], list]] = {
     "cpp": _cpp, "coop": _coop, "numba": _numba, "rust": _rust, "oxide": _oxide, "tile": _tile,
     "tile_groups": _tile_groups, "tile_cache": _tile_cache, "tile_promises": _tile_promises,
     "cross": _cross, "lto": _lto, "intops": _intops, "dynpar": _dynpar, "debug": _debug,
     "rust_panics": _rust_panics("ptx"), "rust_panics_lto": _rust_panics("ltoir"),
+    "rust_panics_location": _rust_panics("ptx", "location"),
     "targets_80_100": _targets, "targets_80_90_100": _targets, "oxide_nvvm": _oxide_nvvm,
+    "oxide_bitcode": _oxide_bitcode, "targets_90a_100": _targets,
 }
-TARGETS = {"targets_80_100": ["sm_80", "sm_100"], "targets_80_90_100": ["sm_80", "sm_90", "sm_100"]}
+TARGETS = {"targets_80_100": ["sm_80", "sm_100"], "targets_80_90_100": ["sm_80", "sm_90", "sm_100"],
+           "targets_90a_100": ["sm_90a", "sm_100"]}
 
 
 def _store() -> Path | None:

@@ -77,3 +77,16 @@ def test_rust_panics_non_panicking_runs_for_memcheck(rust):
     rust.axpy_unchecked(1.0, x, y, grid=16, block=256)
     torch.cuda.synchronize()
     torch.testing.assert_close(y, 2 * x, rtol=0, atol=0)
+
+
+def test_a_kernel_built_with_panic_messages_location_reports_where_and_who():
+    """The handler that keeps no message leaves the file name in the image's static data; the call
+    path reads it from the GPU's copy of the image's globals."""
+    with image("rust_panics_location").load(0) as module:
+        x, y = torch.arange(100, dtype=torch.float32, device="cuda"), torch.zeros(256, device="cuda")
+        where = r"^axpy: thread \(\d+, 0, 0\) of block \(\d, 0, 0\) panicked at .*idiomatic\.rs:\d+:\d+: "
+        with pytest.raises(KernelRaisedError, match=where + r"\(message not kept"):
+            module.axpy(1.0, x, y, grid=2, block=128)
+        y = torch.zeros(100, device="cuda")
+        module.axpy(2.0, x, y, grid=1, block=128)
+        assert torch.equal(y, 2 * x)

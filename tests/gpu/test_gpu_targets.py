@@ -1,4 +1,5 @@
-"""Images for several targets on a GPU, and cuda-oxide's opaque-pointer NVVM IR below sm_100.
+"""Images for several targets on a GPU, and cuda-oxide's opaque-pointer NVVM IR (text and bitcode)
+below sm_100.
 
 An image whose cubins are all for other archs runs through the driver's JIT of its PTX when the
 driver reads that PTX's ISA, and is refused otherwise (which of the two is decided from the
@@ -62,8 +63,20 @@ def test_an_image_with_the_gpus_cubin_loads_it_without_jit():
         scale_shift(module)
 
 
-def test_cuda_oxide_opaque_nvvm_ir_with_libdevice_runs_for_sm90():
-    shipped = image("oxide_nvvm")
+def test_an_arch_specific_cubin_loads_on_its_gpu_without_jit():
+    """An image for sm_90a and sm_100 (the plain target's cubin first, its PTX the sm_80 input's):
+    an sm_90 GPU runs the sm_90a cubin, of its own compute capability, no JIT."""
+    shipped = image("targets_90a_100")
+    assert list(shipped.cubins) == ["sm_100", "sm_90a"] and ptx_facts(shipped).target == "sm_80"
+    if device_arch(0) != "sm_90":
+        pytest.skip(f"the case is an sm_90 GPU (this one is {device_arch(0)})")
+    with shipped.load(0) as module:
+        assert module.backend.loaded == "the cubin for sm_90a"
+        scale_shift(module)
+
+
+def softplus_powscale(shipped) -> None:
+    """opaque.rs's kernels of ``shipped`` on the GPU against the CPU loader and NumPy."""
     assert shipped.arch == ARCH and set(shipped.kernels) == {"softplus", "powscale"}
     if device_arch(0) != ARCH:
         pytest.skip(f"the image is for {ARCH} (this GPU is {device_arch(0)})")
@@ -81,3 +94,12 @@ def test_cuda_oxide_opaque_nvvm_ir_with_libdevice_runs_for_sm90():
     np.testing.assert_allclose(soft, soft_cpu, rtol=2e-6, atol=1e-7)  # libdevice's ex2.approx: ulps
     np.testing.assert_allclose(power, power_cpu, rtol=2e-6, atol=1e-7)
     np.testing.assert_allclose(soft, np.log1p(np.exp(x)), rtol=3e-6, atol=1e-7)
+
+
+def test_cuda_oxide_opaque_nvvm_ir_with_libdevice_runs_for_sm90():
+    softplus_powscale(image("oxide_nvvm"))
+
+
+def test_cuda_oxide_bitcode_bundle_runs_for_sm90():
+    """The same IR as bitcode in an .oxart bundle: read as text and rewritten on the CPU machine."""
+    softplus_powscale(image("oxide_bitcode"))

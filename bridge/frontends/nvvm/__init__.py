@@ -1,6 +1,7 @@
 """NVVM IR -> LTO-IR through libNVVM, with libdevice, under a cuda-oxide compile policy.
 
 ``dialect``: NVVM IR text rewritten in the dialect libNVVM reads for the target.
+``bitcode``: NVVM IR bitcode libNVVM refuses, read as text (llvmlite) for that rewrite.
 
 cuda-oxide emits NVVM IR (text ``.ll``, or bitcode inside ``.oxart``) instead
 of PTX when a kernel calls libdevice math (``__nv_sinf``...); its host then
@@ -117,46 +118,78 @@ def _log(nvvm: Any, program: int) -> str:
 def compile_to_ltoir(ir: bytes, name: str, arch: str, policy: OxartOptions | None = None) -> bytes:
     """LTO-IR from NVVM IR (text or bitcode) with libdevice, through the disk cache.
 
+    Text IR is first put in the dialect libNVVM reads for ``arch`` (:mod:`ptxbridge.nvvm.dialect`:
+    opaque pointers rewritten below sm_100, ``!nvvmir.version`` added when missing).  Bitcode goes
+    to libNVVM as it is; bitcode libNVVM refuses is read as text (:mod:`ptxbridge.nvvm.bitcode`)
+    and takes the text path.
+
     Raises
     ------
     CompileError
-        libNVVM rejected the IR (its log is attached), or IR with opaque
-        pointers states what the LLVM 7 dialect libNVVM reads below sm_100
-        cannot (text IR is rewritten into it, and given ``!nvvmir.version``
-        when it has none: :mod:`ptxbridge.nvvm.dialect`).
+        libNVVM rejected the IR (its log is attached), or IR with opaque pointers states what
+        the LLVM 7 dialect libNVVM reads below sm_100 cannot; the message names ``name``.
     ToolchainError
-        libNVVM or libdevice is missing.
+        libNVVM or libdevice is missing, or llvmlite, for bitcode libNVVM refuses.
     """
-    from .dialect import for_libnvvm  # here: it reads ptxbridge.rust, which imports this package
+    from .bitcode import as_text, is_bitcode, not_as_it_is
 
     nvvm = _nvvm()
     options = nvvm_options(policy or OxartOptions(), arch)
-    ir = for_libnvvm(ir, llvm_major(arch), ir_version())
+    major, version = llvm_major(arch), ir_version()
+    ir = _in_dialect(ir, name, major, version)
     library = libdevice_path().read_bytes()
-    version = ".".join(map(str, nvvm.version()))
-    entry_key = cache.key("nvvm-ltoir-v1", version, _wheel(), *options, library, ir)
+    built_by = ".".join(map(str, nvvm.version()))
+    entry_key = cache.key("nvvm-ltoir-v2", built_by, _wheel(), *options, library, ir)
 
     def produce() -> bytes:
-        program = nvvm.create_program()
-        try:
-            stage = "verifying"
+        why = not_as_it_is(ir) if is_bitcode(ir) else None
+        if why is None:
             try:
-                nvvm.add_module_to_program(program, library, len(library), "libdevice.10.bc")
-                nvvm.add_module_to_program(program, ir, len(ir), name)
-                nvvm.verify_program(program, 1, [options[0]])
-                stage = "compiling"
-                nvvm.compile_program(program, len(options), options)
-            except nvvm.nvvmError as exc:
-                raise CompileError(f"libNVVM failed {stage} {name} with {' '.join(options)}: {exc}",
-                                   log=_log(nvvm, program)) from None
-            size = nvvm.get_compiled_result_size(program)
-            result = bytearray(size)
-            nvvm.get_compiled_result(program, result)
-            return bytes(result)
-        finally:
-            nvvm.destroy_program(program)
+                return _compile(nvvm, (library, ir), name, options)
+            except CompileError as exc:
+                if not is_bitcode(ir):
+                    raise
+                why = f"libNVVM refused it as it is ({(exc.log.strip().splitlines() or [str(exc)])[0]})"
+        text = _in_dialect(as_text(ir, name, why), name, major, version)
+        try:
+            return _compile(nvvm, (library, text), name, options)
+        except CompileError as exc:
+            raise CompileError(f"{exc} (the bitcode read as text by llvmlite, because {why})",
+                               log=exc.log) from None
 
     return cache.cached("nvvm", entry_key, produce)
+
+
+def _in_dialect(ir: bytes, name: str, major: int, version: tuple[int, ...]) -> bytes:
+    """:func:`ptxbridge.nvvm.dialect.for_libnvvm`, its refusals naming ``name``."""
+    from .dialect import for_libnvvm  # here: it reads ptxbridge.rust, which imports this package
+
+    try:
+        return for_libnvvm(ir, major, version)
+    except CompileError as exc:
+        raise CompileError(f"{name}: {exc}", log=exc.log) from None
+
+
+def _compile(nvvm: Any, modules: tuple[bytes, bytes], name: str, options: list[str]) -> bytes:
+    """libdevice and the IR ``name`` verified and compiled by libNVVM with ``options``."""
+    program = nvvm.create_program()
+    try:
+        stage = "verifying"
+        try:
+            for module, called in zip(modules, ("libdevice.10.bc", name), strict=True):
+                nvvm.add_module_to_program(program, module, len(module), called)
+            nvvm.verify_program(program, 1, [options[0]])
+            stage = "compiling"
+            nvvm.compile_program(program, len(options), options)
+        except nvvm.nvvmError as exc:
+            raise CompileError(f"libNVVM failed {stage} {name} with {' '.join(options)}: {exc}",
+                               log=_log(nvvm, program)) from None
+        size = nvvm.get_compiled_result_size(program)
+        result = bytearray(size)
+        nvvm.get_compiled_result(program, result)
+        return bytes(result)
+    finally:
+        nvvm.destroy_program(program)
 
 
 def _wheel() -> str:

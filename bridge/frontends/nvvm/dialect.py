@@ -11,12 +11,20 @@ Blackwell only.  Below compute_100 such IR is rewritten by :func:`ptxbridge.rust
   annotations (``maxntidx``, ``reqntidx``, ``minctasm``, ``cluster_dim_x``...) are restated with
   the kernel's typed function pointer;
 - the data layout of the modern dialect (``p3:32:32:32``, ``a:8:8``) is one the LLVM 7 reader
-  refuses: it becomes the 64-bit layout the NVVM IR specification prescribes for that dialect.
+  refuses: it becomes the 64-bit layout the NVVM IR specification prescribes for that dialect;
+- IR printed by LLVM 20 and later (bitcode read by :mod:`ptxbridge.nvvm.bitcode`) states the
+  annotations as function attributes, the form LLVM itself upgrades them to (``ptx_kernel``,
+  ``"nvvm.maxntid"="256,1,1"``, ``"nvvm.reqntid"``, ``"nvvm.cluster_dim"``, ``"nvvm.minctasm"``,
+  ``"nvvm.maxnreg"``, ``"nvvm.maxclusterrank"``): they are annotations again, as above; another
+  ``nvvm.`` attribute is refused naming the function.
 
 IR without ``!nvvmir.version`` is read by libNVVM as version 1.0 and refused ("IR version 1.0
 incompatible with current version 2.0"), so it gets the version libNVVM reports, in either
-dialect.  Bitcode is passed through as it is (libNVVM's own error stands).  libNVVM's verifier
-checks the result before it compiles (:func:`ptxbridge.nvvm.compile_to_ltoir`).
+dialect.  IR without a data layout gets that 64-bit layout, in either dialect: libNVVM refuses it
+below compute_100 ("Empty target data layout") and aborts the process from compute_100 on
+(libNVVM 13.5, measured).  Bitcode is returned as it is: :func:`ptxbridge.nvvm.compile_to_ltoir`
+reads it as text where libNVVM cannot take it (:mod:`ptxbridge.nvvm.bitcode`).  libNVVM's
+verifier checks the result before it compiles.
 """
 
 from __future__ import annotations
@@ -26,12 +34,13 @@ import re
 from ptxbridge.abi.errors import CompileError
 from ptxbridge.rust import llvm7
 
+from .bitcode import is_bitcode
+
 __all__ = ["LEGACY_DATALAYOUT", "for_libnvvm"]
 
 LEGACY_DATALAYOUT = (b"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-"
                      b"f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64")
 
-_BITCODE = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")  # raw bitcode, the bitcode wrapper
 _OPAQUE = re.compile(rb'(?<![\w%@.$"-])ptr(?![\w.$-])')
 _NODE = re.compile(rb"^!(\d+) = (?:distinct )?!\{(.*)\}\s*$", re.MULTILINE)
 _ANNOTATIONS = re.compile(rb"^!nvvm\.annotations = !\{(.*)\}\s*$", re.MULTILINE)
@@ -41,15 +50,26 @@ _LAYOUT = re.compile(rb'^target datalayout = "[^"]*"', re.MULTILINE)
 _DEFINE = re.compile(rb"^define ((?:(?:private|internal|external|weak|weak_odr|linkonce|linkonce_odr|"
                      rb"dso_local|hidden|protected|default) )*)")
 _TYPED_KERNEL = re.compile(rb'^!\d+ = !\{(.*) (@[-\w.$]+|@"[^"]*"), !"kernel", i32 1\}$', re.MULTILINE)
+_DEFINED = re.compile(rb'^define [^@\n]*(@[-\w.$]+|@"[^"]*")\((.*)$', re.MULTILINE)
+_GROUP = re.compile(rb"^attributes #(\d+) = \{(.*)\}\s*$", re.MULTILINE)
+_NVVM_ATTRIBUTE = re.compile(rb'"nvvm\.(\w+)"="([^"]*)"')
+# LLVM's function attributes for NVVM annotations (its AutoUpgrade): the annotation of each axis,
+# or of the one value
+_AXES = {b"maxntid": (b"maxntidx", b"maxntidy", b"maxntidz"),
+         b"reqntid": (b"reqntidx", b"reqntidy", b"reqntidz"),
+         b"cluster_dim": (b"cluster_dim_x", b"cluster_dim_y", b"cluster_dim_z"),
+         b"minctasm": (b"minctasm",), b"maxnreg": (b"maxnreg",), b"maxclusterrank": (b"maxclusterrank",)}
 
 
 def for_libnvvm(ir: bytes, llvm_major: int, version: tuple[int, ...]) -> bytes:
     """``ir`` as libNVVM reads it when it parses LLVM ``llvm_major`` IR for the target (7 below
     compute_100), stating NVVM IR ``version`` when it states none (see the module docstring)."""
-    if ir.startswith(_BITCODE):
+    if is_bitcode(ir):
         return ir
     if llvm_major == llvm7.LLVM_MAJOR and _OPAQUE.search(_code_only(ir)):
         ir = _legacy(ir)
+    if not _LAYOUT.search(ir):
+        ir = b'target datalayout = "' + LEGACY_DATALAYOUT + b'"\n' + ir
     if b"!nvvmir.version" in ir:
         return ir
     node = max((int(m) for m in re.findall(rb"^!(\d+) = ", ir, re.MULTILINE)), default=-1) + 1
@@ -63,16 +83,36 @@ def _code_only(ir: bytes) -> bytes:
 
 
 def _annotations(ir: bytes) -> dict[bytes, list[tuple[bytes, bytes]]]:
-    """Function -> its ``!nvvm.annotations`` (key, typed value) pairs, in file order."""
+    """Function -> its ``!nvvm.annotations`` (key, typed value) pairs, in file order, then those its
+    ``nvvm.`` function attributes state."""
+    found = _attributed(ir)
     listed = _ANNOTATIONS.search(ir)
     if listed is None:
-        return {}
+        return found
     nodes = {m.group(1): m.group(2) for m in _NODE.finditer(ir)}
-    found: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for ref in re.findall(rb"!(\d+)", listed.group(1)):
         entry = _ANNOTATED.match(nodes.get(ref, b""))
         if entry is not None:
             found.setdefault(entry.group(1), []).extend(_PAIR.findall(entry.group(2)))
+    return found
+
+
+def _attributed(ir: bytes) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    """Function -> the annotations its ``nvvm.`` attributes (on its ``define`` line or in its
+    attribute groups) state: ``"nvvm.maxntid"="256,1"`` is ``maxntidx`` 256, ``maxntidy`` 1."""
+    groups = {m.group(1): m.group(2) for m in _GROUP.finditer(ir)}
+    found: dict[bytes, list[tuple[bytes, bytes]]] = {}
+    for define in _DEFINED.finditer(ir):
+        name, rest = define.group(1), define.group(2)
+        stated = b" ".join([rest, *(groups.get(g, b"") for g in re.findall(rb"#(\d+)", rest))])
+        for key, value in _NVVM_ATTRIBUTE.findall(stated):
+            keys = _AXES.get(key)
+            values = value.split(b",")
+            if keys is None or len(values) > len(keys) or not all(v.isdigit() for v in values):
+                said = (b'%s has the attribute "nvvm.%s"="%s"' % (name, key, value)).decode(errors="replace")
+                raise CompileError(f"NVVM IR function {said}, which the LLVM 7 dialect libNVVM reads below "
+                                   "compute_100 cannot state; compile it for sm_100 or newer")
+            found.setdefault(name, []).extend((k, b"i32 " + v) for k, v in zip(keys, values, strict=False))
     return found
 
 

@@ -146,7 +146,9 @@ def _view(chosen: Payload, arch: str | None, source: str) -> _View:
 
 def _ltoir_target(chosen: Payload, recorded: str | None, source: str) -> str:
     """The target LTO-IR records in its header (:mod:`ptxbridge.abi.ltoir`), which needs no
-    ``.target`` file or ``arch=``; one that disagrees with theirs is a FormatError naming both."""
+    ``.target`` file or ``arch=``; one that disagrees with theirs is a FormatError naming both.
+    The header states ``a`` but never ``f``, so a recorded ``sm_100f`` agrees with ``sm_100`` and
+    is the one kept."""
     built = read_ltoir_target(chosen.code, source)
     given = parse_target(recorded) if recorded else None
     if given is not None and (given.cc, given.suffix == "a") != (built.cc, built.suffix == "a"):
@@ -232,7 +234,7 @@ def load(path: str | Path, source: str | Path | None = None, *, bundle: str | No
     Parameters
     ----------
     path
-        A cuda-oxide output file: ``.ptx``, ``.ll`` (NVVM IR), ``.ltoir``,
+        A cuda-oxide output file: ``.ptx``, ``.ll`` (NVVM IR; ``.bc`` its bitcode), ``.ltoir``,
         ``.cubin`` (``.target`` / ``.options`` beside them are read), or a host
         binary / object with an ``.oxart`` section (raw bundle blobs too); or
         the stem ``dir/<crate>`` of loose files, chosen as cuda-host does.

@@ -4,7 +4,8 @@ Two ways cuda-oxide leaves device code behind:
 
 - **Loose files** next to the crate (``cargo oxide build``, ``emit-ltoir``):
   ``<crate>.ptx``, ``<crate>.ll`` (NVVM IR text), ``<crate>.ltoir``,
-  ``<crate>.cubin``, with ``<crate>.target`` (first line the arch; a second
+  ``<crate>.cubin`` (and NVVM IR bitcode ``<crate>.bc`` when named: cuda-host
+  never picks one), with ``<crate>.target`` (first line the arch; a second
   line ``compile-options=v1`` says ``<crate>.options`` is required) and
   ``<crate>.options`` (the compile policy).  Given a stem rather than a file,
   the choice is cuda-host's ``load_kernel_module``: a recorded target makes
@@ -22,7 +23,8 @@ NVVM IR and LTO-IR are target-specific: the target is the bundle's or the
 loose files without ``.target`` need it from the caller (cuda-host's
 ``CUDA_OXIDE_TARGET``).  A recorded target wins over the caller's.  LTO-IR
 also records its target in its own header (:mod:`ptxbridge.abi.ltoir`), so it
-needs neither, and one that disagrees with the header is refused.
+needs neither, and one that disagrees with the header is refused; the header has
+no ``f`` suffix, so a recorded family target (``sm_100f``) is what keeps it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ PAYLOAD_NAMES = {"cubin": PayloadKind.CUBIN, "ptx": PayloadKind.PTX, "nvvm": Pay
                  "ltoir": PayloadKind.LTOIR}
 _LOOSE = {".ptx": PayloadKind.PTX, ".ll": PayloadKind.NVVM_IR, ".ltoir": PayloadKind.LTOIR,
           ".cubin": PayloadKind.CUBIN}
+_GIVEN = _LOOSE | {".bc": PayloadKind.NVVM_IR}  # NVVM IR bitcode: loaded when named, never chosen from a stem
 _TARGET_MARKER = "compile-options=v1"  # oxide-artifacts COMPILE_OPTIONS_TARGET_MARKER
 _LEGACY_TARGETS = ("libdevice", "nvvm-ir")
 _HEADER_DIRECTIVE = re.compile(r"\s*\.(version|target|address_size)\b")
@@ -210,12 +213,12 @@ def read_payload(path: Path, *, bundle: str | None = None, payload: str | None =
     if not path.is_file():
         path = _select_loose(path)
     data = path.read_bytes()
-    kind = _LOOSE.get(path.suffix)
+    kind = _GIVEN.get(path.suffix)
     if kind is None and sniff(data, str(path)) == "oxart":
         return _from_bundles(data, str(path), bundle, payload, generic, crate)
     if kind is None:
-        raise FormatError("expected cuda-oxide output: .ptx, .ll, .ltoir, .cubin, a host binary with an "
-                          ".oxart section, or .oxart bundles", source=str(path))
+        raise FormatError("expected cuda-oxide output: .ptx, .ll or .bc, .ltoir, .cubin, a host binary "
+                          "with an .oxart section, or .oxart bundles", source=str(path))
     if payload is not None and PAYLOAD_NAMES[payload] != kind:
         raise OptionError(f"oxide.load: payload={payload!r} but {path.name} is {kind.name}")
     if kind in (PayloadKind.NVVM_IR, PayloadKind.LTOIR):

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from ptxbridge import cache
 from ptxbridge.abi.check import check
-from ptxbridge.abi.errors import ArgumentError, FormatError
+from ptxbridge.abi.errors import ArgumentError, FormatError, LinkError
 from ptxbridge.abi.ptx import PtxModule, read_ptx
 from ptxbridge.abi.signature import Convention, Signature
 from ptxbridge.abi.targets import parse_target
 from ptxbridge.artifacts.artifact import Artifact, CodeKind, Provenance
 from ptxbridge.artifacts.signatures import layout_only
+from ptxbridge.linker.nvjitlink import kernel_registers
 from ptxbridge.linker.target import default_arch
 from ptxbridge.rust import ltoir, panic_runtime
 from ptxbridge.rust import toolchain as rust_toolchain
@@ -117,9 +118,9 @@ def _crate(path_or_source: str | Path) -> _Crate:
 
 
 def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
-               progress: bool) -> bytes:
+               progress: bool, panic_crate: str = panic_runtime.CRATE) -> bytes:
     """rustc -> PTX or LLVM IR text (what ``options``' ``--emit`` names), through the disk cache (a hit
-    runs no rustc).  A crate with no ``#[panic_handler]`` is linked with ptxbridge's."""
+    runs no rustc).  A crate with no ``#[panic_handler]`` is linked with ptxbridge's ``panic_crate``."""
     at = options.index("--emit") + 1
     namespace, suffix = _EMITS[options[at]]
     ours = not panic_runtime.handled_by_crate(crate.units)
@@ -127,14 +128,14 @@ def _run_rustc(crate: _Crate, options: tuple[str, ...], toolchain: rust_toolchai
     # the library sources pick the sysroot the PTX is built against, so they are part of the key
     entry_key = cache.key(f"{namespace}-v2", toolchain.version, str(toolchain.library), crate.name,
                           crate.root, *options, panic_runtime.MEM_SOURCE,
-                          panic_runtime.SOURCE if ours else "own panic handler", *blobs)
+                          panic_runtime.SOURCES[panic_crate] if ours else "own panic handler", *blobs)
 
     def produce() -> bytes:
         root = rust_toolchain.sysroot(toolchain, progress=progress)
         with tempfile.TemporaryDirectory(prefix="ptxbridge-rustc-") as work:
             out = Path(work) / f"{crate.name}.{suffix}"
             emit = (*options[:at], f"{options[at]}={out},link={Path(work) / 'linked'}", *options[at + 1:])
-            crates = (panic_runtime.MEM_CRATE, *((panic_runtime.CRATE,) if ours else ()))
+            crates = (panic_runtime.MEM_CRATE, *((panic_crate,) if ours else ()))
             runtime = ["-Z", "unstable-options"]
             for linked in crates:  # `force`: linked although the kernel never names the crate
                 runtime += ["--extern", f"force:{linked}={rust_toolchain.runtime_rlib(root, linked)}"]
@@ -200,7 +201,7 @@ def checked_signatures(found: SourceSignatures, module: PtxModule,
 
 def compile(path_or_source: str | Path, *, arch: str | None = None, output: str = "ptx",
             options: Sequence[str] = (), opt_level: int | str = 3, progress: bool = True,
-            edition: str | None = None) -> Artifact:
+            edition: str | None = None, panic_messages: str = "full") -> Artifact:
     """Compile Rust to a typed PTX or LTO-IR artifact.
 
     Parameters
@@ -216,6 +217,12 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
         crate's, else 2021), all part of the cache key.
     progress
         Print progress lines to stderr while the one-time sysroot builds.
+    panic_messages
+        For a crate without its own ``#[panic_handler]``: ``"full"`` has the panicking thread format
+        the message with ``core::fmt``; ``"location"`` keeps only where and which thread (the
+        message reads ``(message not kept: panic_messages="location")``), so no formatting code
+        is linked and a kernel that can panic keeps the registers of one that cannot (see
+        docs/rust.md).
     output
         ``"ptx"``, or ``"ltoir"``: LTO-IR from rustc's LLVM IR through
         libNVVM, which ``nvJitLink -lto`` inlines into callers in other
@@ -242,6 +249,7 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
     """
     if output not in _OUTPUTS:
         raise ArgumentError(f"rust.compile: output must be one of {_OUTPUTS} (got {output!r})")
+    panic_crate = panic_runtime.panic_crate(panic_messages)
     arch = arch or default_arch()
     crate = _crate(path_or_source)
     _require_stable_kernel_names(crate.units)
@@ -249,19 +257,41 @@ def compile(path_or_source: str | Path, *, arch: str | None = None, output: str 
               "extra": tuple(options)}
     rustc_args = rustc_options(arch, **chosen)
     toolchain = rust_toolchain.find_toolchain()
-    code = _run_rustc(crate, rustc_args, toolchain, progress)
+    code = _run_rustc(crate, rustc_args, toolchain, progress, panic_crate)
     module = read_ptx(code, crate.root)
     found = read_signatures(crate.units, Convention.C)
     kernels, device, imports = checked_signatures(found, module)
     kind, link_options = CodeKind.PTX, ()
     if output == "ltoir":
         rustc_args = rustc_options(arch, **chosen, emit="llvm-ir")
-        code = ltoir.compile_ltoir(_run_rustc(crate, rustc_args, toolchain, progress), crate.name, arch,
-                                   toolchain.llvm_major)
+        ir = _run_rustc(crate, rustc_args, toolchain, progress, panic_crate)
+        code = ltoir.compile_ltoir(ir, crate.name, arch, toolchain.llvm_major)
         kind, link_options = CodeKind.LTOIR, ltoir.LINK_OPTIONS
+    register_cap = None
+    if panic_crate == panic_runtime.CRATE and not panic_runtime.handled_by_crate(crate.units):
+        register_cap = _register_cap(crate, rustc_args, toolchain, progress, arch, kind)
     return Artifact(code=code, kind=kind, arch=arch, kernels=kernels, device_functions=device,
                     imports=imports, name=crate.name, unusable=found.unusable, link_options=link_options,
-                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch))
+                    provenance=Provenance(str(toolchain.rustc), toolchain.version_line, rustc_args, arch),
+                    register_cap=register_cap)
+
+
+def _register_cap(crate: _Crate, rustc_args: tuple[str, ...], toolchain: rust_toolchain.RustToolchain,
+                  progress: bool, arch: str, kind: CodeKind) -> int | None:
+    """The registers the crate's kernels need when no thread panics: built with the handler that keeps no
+    message (no formatter linked), compiled alone, the most any kernel takes, rounded up to ptxas's unit
+    of 8 (LTO-IR: compiled with LTO, as the link will).  Linking at that cap keeps the message while its
+    formatting code spills (docs/rust.md).  None for a crate that calls functions of other artifacts: it
+    cannot be compiled alone."""
+    lean = _run_rustc(crate, rustc_args, toolchain, progress, panic_runtime.LOCATION_CRATE)
+    if kind == CodeKind.LTOIR:
+        lean = ltoir.compile_ltoir(lean, crate.name, arch, toolchain.llvm_major)
+    try:
+        options = ltoir.LINK_OPTIONS if kind == CodeKind.LTOIR else ()
+        most = max(kernel_registers(lean, kind, arch, crate.root, options).values(), default=0)
+    except LinkError:
+        return None
+    return max(-(-most // 8) * 8, 8)
 
 
 def from_ptx(ptx_path: str | Path, source_path: str | Path) -> Artifact:

@@ -195,7 +195,7 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
     rebuilt (it used to fail every later compile).
     """
     entry_key = cache.key("rust-sysroot-v3", toolchain.version, str(toolchain.library), TARGET, *_BUILD_FLAGS,
-                          panic_runtime.SOURCE, panic_runtime.MEM_SOURCE)
+                          *panic_runtime.SOURCES.values(), panic_runtime.MEM_SOURCE)
 
     def build(root: Path) -> None:
         out = root / _SYSROOT_LAYOUT
@@ -213,8 +213,8 @@ def sysroot(toolchain: RustToolchain, *, progress: bool = True) -> Path:
                                   "--cfg", 'feature="compiler-builtins"', "--cfg", 'feature="mem"',
                                   "-A", "warnings", str(_builtins_root(toolchain.library))],
                       what=f"building compiler_builtins for {TARGET}", cwd=Path(work))
-            for crate, source in ((panic_runtime.CRATE, panic_runtime.SOURCE),
-                                  (panic_runtime.MEM_CRATE, panic_runtime.MEM_SOURCE)):
+            for crate, source in (*panic_runtime.SOURCES.items(), (panic_runtime.MEM_CRATE,
+                                                                   panic_runtime.MEM_SOURCE)):
                 runtime = Path(work) / f"{crate}.rs"
                 runtime.write_text(source, encoding="utf-8")
                 run_rustc(toolchain, ["--crate-name", crate, *common, "--sysroot", str(root), str(runtime)],
