@@ -1,7 +1,8 @@
 """The C launch path's own host cost per producer, on any machine: ``cuLaunchKernel`` is a C no-op.
 
 No GPU is needed.  Each row launches ``vadd3(const float*, const float*, float*, int)`` (or a numba
-``float32[::1]`` / struct variant) through ``Kernel.__call__`` on a loader double whose C plan calls a
+``float32[::1]`` / struct variant, or ``launch_producers.py``'s ``span_axpy`` of two structs holding
+tensors) through ``Kernel.__call__`` on a loader double whose C plan calls a
 no-op in place of the driver, next to the producer's least launcher of ``launch_producers.py``
 (``FLOORS``: one positional C call reading only what the kind needs, no checks) on the same no-op.
 What is left between the two is what ptxbridge's checks and dispatch cost per call.  Producers:
@@ -98,6 +99,10 @@ VADD3 = Signature("vadd3", (*(Param(n, Pointer(F32, n == "c")) for n in "abc"), 
 NUMBA3 = Signature("vadd3", (*(Param(n, NumbaArray(dtype("f32"), 1, "C")) for n in "abc"),
                              Param("n", I32)), convention=Convention.NUMBA)
 SPAN = Struct("Span", (StructField("data", Slice(dtype("f32"), True)), StructField("scale", F32)))
+# launch_producers.py's span_axpy(Span x, Span y, float a), Span = { float* data; unsigned long long len; }
+SPAN_PTR = Struct("Span", (StructField("data", Pointer(F32, True)), StructField("len", Scalar(dtype("u64")))))
+SPAN_AXPY = Signature("vadd3", (Param("x", SPAN_PTR), Param("y", SPAN_PTR), Param("a", F32)),
+                      convention=Convention.C)
 STRUCT3 = Signature("vadd3", (Param("a", SPAN), Param("b", SPAN), Param("c", SPAN), Param("n", I32)))
 
 
@@ -108,8 +113,12 @@ def _kernel(sig: Signature, device_type: int, noop: int) -> Any:
 def _checked(kernel: Any, args: tuple) -> tuple[str, Callable[[], None]]:
     """The call, and which path it takes ("C" or "Python")."""
     kernel(*args, grid=4, block=256, stream=STREAM)
-    a, b, c, n = args  # spelled out as a caller writes them: `*args` with keywords builds a dict per call
-    return "C" if kernel._cached() else "Python", lambda: kernel(a, b, c, n, grid=4, block=256, stream=STREAM)
+    path = "C" if kernel._cached() else "Python"
+    if len(args) == 3:  # spelled out as a caller writes them: `*args` with keywords builds a dict per call
+        x, y, z = args
+        return path, lambda: kernel(x, y, z, grid=4, block=256, stream=STREAM)
+    a, b, c, n = args
+    return path, lambda: kernel(a, b, c, n, grid=4, block=256, stream=STREAM)
 
 
 def rows(work: Path, noop: int) -> dict[str, tuple[str, Callable[[], Any]]]:
@@ -141,6 +150,12 @@ def rows(work: Path, noop: int) -> dict[str, tuple[str, Callable[[], Any]]]:
         least.setup(torch.Tensor.__dlpack_c_exchange_api__, 0xF00, noop, STREAM)
         found["torch on float*: least DLPack launcher"] = "-", lambda: least.vadd3(p, q, r, N)
         found["torch on float*: ptxbridge"] = _checked(_kernel(VADD3, DLPACK_CPU, noop), (*tensors, N))
+        floor.setup(0xF00, noop, STREAM, torch.Tensor.__dlpack_c_exchange_api__)  # cupy_pointers reads no api
+        sp, sq = {"data": p, "len": N}, {"data": q, "len": N}
+        found["torch in span_axpy structs {float*, u64}: least DLPack launcher"] = "-", lambda: floor.spans(
+            sp, sq, 1.0)
+        found["torch in span_axpy structs {float*, u64}: ptxbridge"] = _checked(
+            _kernel(SPAN_AXPY, DLPACK_CPU, noop), (sp, sq, 1.0))
         spans = [{"data": t, "scale": 1.0} for t in tensors]
         found["torch in structs {&mut [f32], f32}: ptxbridge"] = _checked(_kernel(STRUCT3, DLPACK_CPU, noop),
                                                                           (*spans, N))
