@@ -38,7 +38,7 @@ LAUNCH_ABI = "bridge/launch/launch_abi.h"
 
 extensions = [Extension("ptxbridge.launch._fastlaunch",
                         [f"bridge/launch/{name}.c"
-                         for name in ("_fastlaunch", "_launcher", "_tensors", "_records")],
+                         for name in ("_fastlaunch", "_launcher", "_tensors", "_records", "_attrs")],
                         depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI],
                         extra_compile_args=["-O2", "-std=c11"], optional=True)]
 if (numpy_include := _numpy_include()) is not None:

@@ -392,6 +392,22 @@ def no_launch(*args: object, grid: object, block: object = None, shared_mem: int
     """Stands in for a kernel launch: the CPU section measures everything but the launch."""
 
 
+def dispatcher_floor(torch) -> tuple[object, object]:
+    """The least a ``torch.library`` op with a Python kernel costs eagerly: ops of the benchmark's
+    schemas, registered as ptxbridge registers its ops (``CompositeExplicitAutograd``), whose kernels do
+    nothing (in place) or only allocate the output (``empty_like``)."""
+    library = torch.library.Library("bench_floor", "FRAGMENT")
+    library.define("add_into(Tensor a, Tensor b, Tensor(a!) c) -> ()")
+    library.define("add(Tensor a, Tensor b) -> Tensor")
+    library.impl("add_into", lambda a, b, c: None, "CompositeExplicitAutograd")
+    library.impl("add", lambda a, b: torch.empty_like(a), "CompositeExplicitAutograd")
+    _KEEP.append(library)  # a Library deregisters its ops when it is collected
+    return torch.ops.bench_floor.add_into.default, torch.ops.bench_floor.add.default
+
+
+_KEEP: list[object] = []
+
+
 def cpu_dispatch_section(torch) -> dict[str, list[float]]:
     """Host microseconds per call on CPU tensors (1024 floats), one entry per interleaved round."""
     import ptxbridge
@@ -407,10 +423,15 @@ def cpu_dispatch_section(torch) -> dict[str, list[float]]:
     module._kernels["add"] = no_launch  # a bench-only swap: these ops launch nothing
     add = pt.op(module, "add", name="bench_cpu::add", outputs={"c": "like a"}, **rules)
     add_into = pt.op(module, "add", name="bench_cpu::add_into", **rules)
+    into_floor, alloc_floor = dispatcher_floor(torch)
     paths = {"ptxbridge.torch op, in place (c mutated), no-op launch": lambda: add_into(a, b, c),
              "ptxbridge.torch op, allocating (returns c), no-op launch": lambda: add(a, b),
              "torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c),
              "torch.add(a, b)": lambda: torch.add(a, b),
+             "floor, in place: a torch.library op whose Python kernel does nothing":
+                 lambda: into_floor(a, b, c),
+             "floor, allocating: a torch.library op whose Python kernel is empty_like(a)":
+                 lambda: alloc_floor(a, b),
              "the no-op launch alone": lambda: no_launch(a, b, c, N, grid=GRID, block=BLOCK, shared_mem=0)}
     rounds: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(3 * ROUNDS):
@@ -424,7 +445,7 @@ def print_cpu_dispatch(rounds: dict[str, list[float]]) -> None:
           "| min | vs torch.add, same form (median of per-round ratios) |\n| --- | ---: | ---: | ---: |")
     for name, values in rounds.items():
         peer = rounds["torch.add(a, b)" if "allocating" in name or name == "torch.add(a, b)"
-                      else "torch.add(a, b, out=c)"]
+                      else "torch.add(a, b, out=c)"]  # the floors too: by their own form
         ratio = statistics.median(v / p for v, p in zip(values, peer, strict=True))
         print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {ratio:.2f} |")
 

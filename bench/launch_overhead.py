@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,19 +150,27 @@ PyMODINIT_FUNC PyInit_floor_launcher(void) { return PyModule_Create(&module); }
 """
 
 
-def floor_launcher(work: Path, cubin: bytes, torch, stream) -> Callable[..., None]:
-    """FLOOR_LAUNCHER built with ``cc`` against this Python, set up for vadd3 on ``stream``."""
+def c_extension(work: Path, name: str, source: str) -> Any:
+    """The C extension ``name`` built from ``source`` with ``cc`` against this Python (once per ``work``
+    folder), imported; GRID and BLOCK are defined for it."""
     import importlib.util
     import sysconfig
 
-    source = work / "floor_launcher.c"
-    source.write_text(FLOOR_LAUNCHER)
-    target = work / f"floor_launcher{sysconfig.get_config_var('EXT_SUFFIX')}"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-DGRID={GRID}", f"-DBLOCK={BLOCK}",
-                    f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(source)], check=True)
-    spec = importlib.util.spec_from_file_location("floor_launcher", target)
-    floor = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(floor)
+    target = work / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if not target.exists():
+        (work / f"{name}.c").write_text(source)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-DGRID={GRID}", f"-DBLOCK={BLOCK}",
+                        f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(work / f"{name}.c")],
+                       check=True)
+    spec = importlib.util.spec_from_file_location(name, target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def floor_launcher(work: Path, cubin: bytes, torch, stream) -> Callable[..., None]:
+    """FLOOR_LAUNCHER built against this Python, set up for vadd3 on ``stream``."""
+    floor = c_extension(work, "floor_launcher", FLOOR_LAUNCHER)
     module = vadd3_image(cubin).load(0)
     entry = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
     floor.setup(torch.Tensor.__dlpack_c_exchange_api__, module.backend.function("vadd3").handle, entry,

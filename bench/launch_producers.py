@@ -17,6 +17,8 @@ numba device arrays on numba ``Array``    a numba kernel compiled by     the lea
                                                                          struct; numba's own dispatcher
 torch tensors on numba ``Array``          the same                       the least DLPack launcher
                                                                          packing numba's array struct
+torch tensors / CuPy arrays in by-value   ``span_axpy(dict, dict, a)``   the least DLPack / CuPy launcher
+structs ``{float*, u64}`` (dicts)                                        reading the same dicts
 ========================================= ============================== ===============================
 
 The least launchers (``FLOORS``) are one positional C call each, reading only what the kind needs
@@ -30,12 +32,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import json
 import statistics
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,14 +44,25 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from launch_overhead import BLOCK, C_PRELUDE, GRID, ROUNDS, N, build, c_loop, per_launch, vadd3_image
+from launch_overhead import (
+    BLOCK,
+    C_PRELUDE,
+    GRID,
+    ROUNDS,
+    N,
+    build,
+    c_extension,
+    c_loop,
+    per_launch,
+    vadd3_image,
+)
 
 # One C extension of least launchers: setup(function, cuLaunchKernel, stream), then per producer x kind
 # a positional call (a, b, c, n) that reads the three arrays and launches, checking nothing.
 FLOORS = C_PRELUDE + r"""
 #include <string.h>
 static Launch launch; static void *function, *stream; static const Api *api;
-static PyObject *s_data, *s_ptr, *s_cai;
+static PyObject *s_data, *s_ptr, *s_cai, *s_len;
 
 static PyObject *setup(PyObject *self, PyObject *args) {
     unsigned long long f, l, s; PyObject *capsule;
@@ -61,6 +71,7 @@ static PyObject *setup(PyObject *self, PyObject *args) {
     api = capsule == Py_None ? NULL : PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
     s_data = PyUnicode_InternFromString("data"); s_ptr = PyUnicode_InternFromString("ptr");
     s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    s_len = PyUnicode_InternFromString("len");
     Py_RETURN_NONE;
 }
 
@@ -145,27 +156,46 @@ static PyObject *dlpack_numba(PyObject *self, PyObject *const *args, Py_ssize_t 
     return launch_numba(ptr, extent, stride, args[3]);
 }
 
+/* span_axpy(Span x, Span y, float a), struct Span { float* data; unsigned long long len; }: a {"data",
+ * "len"} dict per struct, its tensor read through the DLPack C exchange API when set up with one, else
+ * as a CuPy array (data.ptr); both structs and the float packed into one buffer. */
+static PyObject *spans(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t fields[4];
+    char buf[36];
+    for (int i = 0; i < 2; ++i) {
+        PyObject *data = PyDict_GetItem(args[i], s_data), *len = PyDict_GetItem(args[i], s_len);
+        void *ptr;
+        View v;
+        if (data == NULL || len == NULL) return NULL;
+        if (api != NULL) {
+            if (api->view(data, &v) != 0) return NULL;
+            ptr = (char *)v.data + v.byte_offset;
+        } else if (!cupy_ptr(data, &ptr)) {
+            return NULL;
+        }
+        fields[2 * i] = (uint64_t)(uintptr_t)ptr;
+        fields[2 * i + 1] = PyLong_AsUnsignedLongLong(len);
+    }
+    float a = (float)PyFloat_AsDouble(args[2]);
+    memcpy(buf, fields, sizeof fields);
+    memcpy(buf + sizeof fields, &a, sizeof a);
+    size_t size = sizeof buf;
+    void *extra[] = {(void *)1, buf, (void *)2, &size, (void *)0};
+    return done(launch(function, GRID, 1, 1, BLOCK, 1, 1, 0, stream, NULL, extra));
+}
+
 #define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
 static PyMethodDef methods[] = {{"setup", setup, METH_VARARGS, NULL}, FAST(cupy_pointers), FAST(cai_pointers),
-                                FAST(cai_numba), FAST(dlpack_numba), {0}};
+                                FAST(cai_numba), FAST(dlpack_numba), FAST(spans), {0}};
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "floors", NULL, -1, methods};
 PyMODINIT_FUNC PyInit_floors(void) { return PyModule_Create(&module); }
 """
 
 
 def floors(work: Path) -> Any:
-    """FLOORS built with ``cc`` against this Python.  Its state is one (function, stream) per process:
-    call ``setup`` right before the group of rows that uses it."""
-    source = work / "floors.c"
-    source.write_text(FLOORS)
-    target = work / f"floors{sysconfig.get_config_var('EXT_SUFFIX')}"
-    if not target.exists():
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-DGRID={GRID}", f"-DBLOCK={BLOCK}",
-                        f"-I{sysconfig.get_paths()['include']}", "-o", str(target), str(source)], check=True)
-    spec = importlib.util.spec_from_file_location("floors", target)
-    found = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(found)
-    return found
+    """FLOORS built against this Python.  Its state is one (function, stream) per process: call
+    ``setup`` right before the group of rows that uses it."""
+    return c_extension(work, "floors", FLOORS)
 
 
 def _launch_entry() -> int:
@@ -281,6 +311,61 @@ def numba_rows(work: Path, cubin: bytes, torch: Any) -> dict[str, float | str]:
     return rows
 
 
+SPANS = r"""
+struct Span { float* data; unsigned long long len; };
+extern "C" __global__ void span_axpy(Span x, Span y, float a) {
+    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < y.len && i < x.len) y.data[i] += a * x.data[i];
+}
+"""
+
+
+def struct_rows(work: Path, torch: Any) -> dict[str, float | str]:
+    """Tensors inside by-value structs: ``span_axpy({"data": x, "len": n}, {"data": y, "len": n}, a)``
+    against the least launcher reading the same dicts (FLOORS ``spans``), torch then CuPy."""
+    import ptxbridge
+    from ptxbridge import nvrtc
+
+    module = ptxbridge.link([nvrtc.compile(SPANS)]).load(0)
+    kernel, handle = module.span_axpy, module.backend.function("span_axpy").handle
+    stream = torch.cuda.Stream()
+    th = stream.cuda_stream
+    x, y = torch.rand(N, device="cuda"), torch.zeros(N, device="cuda")
+    sx, sy = {"data": x, "len": N}, {"data": y, "len": N}
+    floor = floors(work)
+    floor.setup(handle, _launch_entry(), th, torch.Tensor.__dlpack_c_exchange_api__)
+    rows = interleave({
+        "torch tensors in structs {float*, u64}: ptxbridge, stream=int": lambda: kernel(
+            sx, sy, 1.0, grid=GRID, block=BLOCK, stream=th),
+        "torch tensors in structs {float*, u64}: least DLPack launcher": lambda: floor.spans(sx, sy, 1.0),
+    }, stream.synchronize)
+    assert kernel._cached(), "structs of torch tensors took the Python path"
+    y.zero_()
+    kernel(sx, sy, 2.0, grid=GRID, block=BLOCK, stream=th)
+    stream.synchronize()
+    torch.testing.assert_close(y, 2 * x)
+    try:
+        import cupy
+    except ImportError as exc:
+        rows["CuPy arrays in structs"] = f"skipped: {exc}"
+        return rows
+    cstream = cupy.cuda.Stream(non_blocking=True)
+    cx, cy = cupy.random.random(N, dtype=cupy.float32), cupy.zeros(N, dtype=cupy.float32)
+    cx_span, cy_span = {"data": cx, "len": N}, {"data": cy, "len": N}
+    floor.setup(handle, _launch_entry(), cstream.ptr, None)
+    rows.update(interleave({
+        "CuPy arrays in structs {float*, u64}: ptxbridge, stream=int": lambda: kernel(
+            cx_span, cy_span, 1.0, grid=GRID, block=BLOCK, stream=cstream.ptr),
+        "CuPy arrays in structs {float*, u64}: least CuPy launcher": lambda: floor.spans(
+            cx_span, cy_span, 1.0),
+    }, cstream.synchronize))
+    cy.fill(0)
+    kernel(cx_span, cy_span, 2.0, grid=GRID, block=BLOCK, stream=cstream.ptr)
+    cstream.synchronize()
+    assert cupy.allclose(cy, 2 * cx), "ptxbridge computed a wrong span_axpy from CuPy arrays"
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the numbers here")
@@ -294,7 +379,8 @@ def main() -> None:
         cubin = cubin_path.read_bytes()
         c_us = c_loop(work, cubin_path)
         for name, section in (("CuPy", lambda: cupy_rows(work, cubin)),
-                              ("numba", lambda: numba_rows(work, cubin, torch))):
+                              ("numba", lambda: numba_rows(work, cubin, torch)),
+                              ("structs", lambda: struct_rows(work, torch))):
             try:
                 rows.update(section())
             except ImportError as exc:

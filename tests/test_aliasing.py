@@ -469,6 +469,53 @@ def test_c_plan_launches_disjoint_tensors_and_declines_overlapping_ones(recorded
     assert len(driver) == 3 and len(python) == 1  # a C plan without pairs
 
 
+SPANS = "#[convention(oxide)] kernel k(s: (&[f32], &mut [f32]), t: (&[f32], u32))"  # promises in tuples
+
+
+def test_c_plan_checks_promises_inside_structs_and_tuples(recorded):
+    """A ``&mut`` slice inside a tuple overlaps no other tensor, inside or outside a tuple: the C plan
+    checks the members' byte ranges, declines an overlap, and the Python path raises its message."""
+    import torch
+
+    module, driver, python = recorded
+    kernel = Module(Image(None, "sm_90", {"k": Signature.parse(SPANS)}), module.backend).k
+    buf = torch.arange(24.0)
+    kernel((buf[:8], buf[8:16]), (buf[16:], 8), grid=1, block=8, stream=0)
+    kernel((buf[:8], buf[8:16]), (buf[:8], 8), grid=1, block=8, stream=0)  # two shared reads may overlap
+    plan = next(iter(kernel._plans.values()))
+    assert plan.native is not None and len(driver) == 2 and python == []
+    with pytest.raises(ArgumentError) as error:
+        kernel((buf[:8], buf[8:16]), (buf[15:], 8), grid=1, block=8, stream=0)
+    start = buf.data_ptr()
+    assert str(error.value) == (
+        f"k: argument 's.1' (&mut [f32]) overlaps argument 't.0' (&[f32]) in bytes "
+        f"[{start + 60:#x}, {start + 64:#x}) (4 bytes): 's.1' is a &mut borrow, which no other argument may "
+        f"overlap; {OPT_OUT}")
+    assert plan.native.pack(((buf[:8], buf[8:16]), (buf[15:], 8))) is False
+    assert plan.native.pack(((buf[:8], buf[8:16]), (buf[16:], 8))) is not False
+    assert len(driver) == 2 and python == []
+
+
+def test_c_plan_declines_a_cutile_array_that_overlaps_itself(recorded):
+    """A cuTile array (no ``may_alias_internally``) must not address one element twice: the C plan
+    declines a broadcast view, the Python path names it."""
+    import torch
+
+    from ptxbridge.abi import Param, Scalar, dtype
+    from ptxbridge.abi.kinds import TileArray
+
+    module, driver, python = recorded
+    sig = Signature("k", (Param("x", TileArray(dtype("f32"), 2, "i32")), Param("n", Scalar(dtype("i32")))),
+                    convention=Convention.CUTILE)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), module.backend).k
+    kernel(torch.zeros(4, 3), 1, grid=1, block=1, stream=0)
+    kernel(torch.zeros(4, 3)[::2, ::2], 1, grid=1, block=1, stream=0)  # strided, each element once
+    assert next(iter(kernel._plans.values())).native is not None and len(driver) == 2 and python == []
+    with pytest.raises(ArgumentError, match=r"^k: argument 'x' .* overlaps itself"):
+        kernel(torch.zeros(3).expand(4, 3), 1, grid=1, block=1, stream=0)
+    assert len(driver) == 2
+
+
 def test_the_generated_python_plan_tests_byte_ranges_inline(monkeypatch):
     torch = pytest.importorskip("torch")
     fast = pytest.importorskip("test_fastlaunch")

@@ -226,8 +226,9 @@ def test_tuples_flatten_for_numba_and_pack_as_one_aggregate_for_c():
     t = Tuple((Scalar(I32), Slice(F32)))
     a = np.zeros(3, np.float32)
     numba = BindContext("k", Convention.NUMBA, DLPACK_CPU, 0)
-    values, state = bind(t, (5, a), numba)
-    assert values == (5, a.ctypes.data, 3) and state.buffers[0].ptr == a.ctypes.data
+    assert bind(t, (5, a), numba) == (5, a.ctypes.data, 3)  # no item needs scratch: no launch state
+    binder = make_binder(numba, Param("x", t), tuple)
+    assert not binder.stateful and binder.buffers((5, a), 0)[0].ptr == a.ctypes.data
     assert bind(t, (5, a)) == (struct.pack("<i4xQQ", 5, a.ctypes.data, 3),)
 
 

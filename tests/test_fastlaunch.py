@@ -78,7 +78,7 @@ def _plans(signature: Signature, args: tuple, device_type: int = DLPACK_CPU):
     packer = signature.layout.packer()
     seen: list[bytes] = []
     bound = fastpath.compile_launch(binders, lambda values, *rest: seen.append(packer.pack(values)))
-    specs = fastpath.native_specs(binders, types, signature.layout)
+    specs = fastpath.native_specs(binders, args, signature.layout)
     assert specs is not None, signature
     plan = fastpath._fastlaunch.Plan(packer.size, specs)
 
@@ -147,9 +147,10 @@ def test_no_specs_for_arguments_the_c_plan_does_not_read():
     ctx = BindContext("k", sig.convention, DLPACK_CPU, 0)
     import numpy
 
-    for types in ((numpy.ndarray, int), (torch.Tensor, numpy.int32)):
+    for args in ((numpy.zeros(4, numpy.float32), 1), (torch.zeros(4), numpy.int32(1))):
+        types = tuple(map(type, args))
         binders = tuple(make_binder(ctx, p, t) for p, t in zip(sig.params, types, strict=True))
-        assert fastpath.native_specs(binders, types, sig.layout) is None
+        assert fastpath.native_specs(binders, args, sig.layout) is None
 
 
 @native

@@ -26,7 +26,6 @@ from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, Struct
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
-from ptxbridge.launch.args import BindContext, NativeTensor, make_binder
 from ptxbridge.launch.module import Module
 
 pytestmark = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
@@ -113,14 +112,15 @@ def _torch(a: np.ndarray):
 
 @pytest.mark.parametrize(("producer", "device_type", "convention"), [
     ("cai", DLPACK_CUDA, Convention.OXIDE), ("cai", DLPACK_CUDA, Convention.NUMBA),
-    ("torch", DLPACK_CPU, Convention.NUMBA),
+    ("torch", DLPACK_CPU, Convention.NUMBA), ("cupy", DLPACK_CUDA, Convention.OXIDE),
+    ("cupy", DLPACK_CUDA, Convention.NUMBA),
 ])
 def test_c_plan_packs_the_python_bytes_for_every_producer_and_kind(producer, device_type, convention):
     rng = random.Random(f"{producer}{convention}")
     numba_only = convention is Convention.NUMBA
     for _ in range(150):
         signature = _signature(rng, convention, numba_only)
-        wrap = _cai(rng) if producer == "cai" else _torch
+        wrap = {"cai": _cai(rng), "torch": _torch, "cupy": cupy_array}[producer]
         args = tuple(_argument(p.type, rng, wrap) for p in signature.params)
         plan, python = _plans(signature, args, device_type)  # asserts the C plan takes every argument
         for _ in range(3):
@@ -192,55 +192,96 @@ def test_a_typestr_the_plan_does_not_know_by_heart_goes_to_the_python_path():
     assert python((other,)) == struct.pack("<Q", a.__array_interface__["data"][0])
 
 
-class _MemoryPointer:
-    def __init__(self, ptr: int, device_id: int):
-        self.ptr, self.device_id = ptr, device_id
+def cupy_array(array: np.ndarray, device_id: int = 0):
+    """A real cupy.ndarray over ``array``'s host memory (CuPy makes one without a GPU when handed
+    ``UnownedMemory``; nothing here touches the data)."""
+    cupy = pytest.importorskip("cupy")
+    from cupy.cuda import memory
 
-
-class CupyLike:
-    """The attributes the C plan reads from a cupy.ndarray (no CuPy arrays can be made without a GPU)."""
-
-    def __init__(self, array: np.ndarray, device_id: int = 0):
-        self.dtype, self.shape, self.strides = array.dtype, array.shape, array.strides
-        self.data = _MemoryPointer(array.__array_interface__["data"][0], device_id)
+    base = array.base if array.base is not None else array
+    ptr = array.__array_interface__["data"][0]
+    start = ptr + sum((n - 1) * s for n, s in zip(array.shape, array.strides, strict=True) if s < 0)
+    owner = memory.UnownedMemory(start, max(array.nbytes, base.nbytes), base, device_id=device_id)
+    offset = ptr - start
+    return cupy.ndarray(array.shape, array.dtype, memory.MemoryPointer(owner, offset), strides=array.strides)
 
 
 @pytest.mark.parametrize("form", ["pointer", "slice", "numba"])
-def test_cupy_arrays_are_read_through_their_attributes(form):
+@pytest.mark.parametrize("shape", [(2, 3), (6,), (1,), (0,)])
+def test_cupy_arrays_are_read_through_their_attributes(form, shape):
     t = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
-         "numba": NumbaArray(dtype("f32"), 2, "C")}[form]
+         "numba": NumbaArray(dtype("f32"), len(shape), "C")}[form]
     sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA)
-    layout = sig.layout
-    count = {"pointer": 1, "slice": 2, "numba": 9}[form]
-    places = fastpath._codes(layout, 0, count)
-    native = NativeTensor("cupy", form, dtype("f32"), 0, False, *((2, "C") if form == "numba" else ()))
-    spec = fastpath._tensor_spec(native, CupyLike, places)
-    plan = fastpath._fastlaunch.Plan(layout.packer().size, (spec,))
-    a = np.zeros((2, 3), np.float32)
-    ptr = a.__array_interface__["data"][0]
-    expected = {"pointer": struct.pack("<Q", ptr), "slice": struct.pack("<QQ", ptr, 6),
-                "numba": struct.pack("<QQqqQqqqq", 0, 0, 6, 4, ptr, 2, 3, 12, 4)}[form]
-    assert plan.pack((CupyLike(a),)) == expected
-    assert plan.pack((CupyLike(a, device_id=1),)) is False  # another GPU
-    assert plan.pack((CupyLike(a.astype(np.float64)),)) is False  # another dtype
-    assert plan.pack((CupyLike(np.zeros((3, 2), np.float32, order="F")),)) is False  # not C-contiguous
+    a = np.zeros(shape, np.float32)
+    plan, python = _plans(sig, (cupy_array(a),), DLPACK_CUDA)
+    assert plan.pack((cupy_array(a),)) == python((cupy_array(a),))
+    ptr, numel = a.__array_interface__["data"][0], a.size
+    if form != "numba":
+        assert plan.pack((cupy_array(a),)) == struct.pack("<Q" if form == "pointer" else "<QQ",
+                                                          *(ptr, numel)[:1 if form == "pointer" else 2])
+    assert plan.pack((cupy_array(a, device_id=1),)) is False  # another GPU
+    assert plan.pack((cupy_array(a.astype(np.float64)),)) is False  # another dtype
+    if form != "numba":
+        for view in (np.zeros((3, 4), np.float32).T, np.zeros(8, np.float32)[::2]):  # not C-contiguous
+            assert plan.pack((cupy_array(view),)) is False
+            with pytest.raises(ArgumentError, match="takes a contiguous tensor"):
+                python((cupy_array(view),))
+        # CuPy's own flag decides, on both paths: a unit axis's stride is not looked at
+        odd = cupy_array(np.ndarray((1, 4), np.float32, np.zeros(8, np.float32), 0, (6, 4)))
+        assert plan.pack((odd,)) == python((odd,))
 
 
-def test_every_producer_and_kind_gets_a_c_plan():
-    """Which (producer, kind) pairs the C plan takes: a change that sends one to the Python path fails."""
-    kinds = {"pointer": Pointer(Scalar(dtype("f32"))), "slice": Slice(dtype("f32")),
-             "disjoint": DisjointSlice(dtype("f32")), "numba_C": NumbaArray(dtype("f32"), 1, "C"),
-             "numba_F": NumbaArray(dtype("f32"), 2, "F"), "numba_A": NumbaArray(dtype("f32"), 3, "A"),
-             "tile": TileArray(dtype("f32"), 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)}
-    for producer, device_type in (("cai", DLPACK_CUDA), ("torch", DLPACK_CPU)):
-        arg_type = Cai if producer == "cai" else torch.Tensor
-        for name, t in kinds.items():
-            sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))),
-                            convention=Convention.CUTILE if name == "tile" else Convention.NUMBA)
-            ctx = BindContext("k", sig.convention, device_type, 0)
-            binders = tuple(make_binder(ctx, p, tp)
-                            for p, tp in zip(sig.params, (arg_type, int), strict=True))
-            assert fastpath.native_specs(binders, (arg_type, int), sig.layout) is not None, (producer, name)
+def _f32(*shape: int) -> np.ndarray:
+    return np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+
+def _jax(a: np.ndarray):
+    return pytest.importorskip("jax.numpy").asarray(a)
+
+
+# producer -> (the context's device, a tensor of it made from a NumPy array)
+PRODUCERS = {"cai": (DLPACK_CUDA, Cai), "cupy": (DLPACK_CUDA, cupy_array), "torch": (DLPACK_CPU, _torch),
+             "jax": (DLPACK_CPU, _jax)}
+F32 = dtype("f32")
+TILE = TileArray(F32, 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)
+SPAN = Struct("Span", (StructField("data", Slice(F32)), StructField("len", Scalar(dtype("u32")))))
+# kind -> (parameter type, convention, its argument from a producer's maker)
+KIND_CASES = {
+    "pointer": (Pointer(Scalar(F32)), Convention.OXIDE, lambda m: m(_f32(4))),
+    "slice": (Slice(F32), Convention.OXIDE, lambda m: m(_f32(4))),
+    "disjoint": (DisjointSlice(F32), Convention.OXIDE, lambda m: m(_f32(4))),
+    "numba_C": (NumbaArray(F32, 1, "C"), Convention.NUMBA, lambda m: m(_f32(4))),
+    "numba_F": (NumbaArray(F32, 2, "F"), Convention.NUMBA, lambda m: m(np.asfortranarray(_f32(3, 2)))),
+    "numba_A": (NumbaArray(F32, 3, "A"), Convention.NUMBA, lambda m: m(_f32(2, 3, 2)[:, ::2])),
+    "tile": (TILE, Convention.CUTILE, lambda m: m(_f32(16, 4))),
+    "struct": (Struct("S", (StructField("data", Slice(F32)), StructField("p", Pointer(Scalar(F32))),
+                            StructField("n", Scalar(dtype("i32"))))), Convention.C,
+               lambda m: {"data": m(_f32(4)), "p": m(_f32(2)), "n": 3}),
+    "tuple": (Tuple((Slice(F32), Scalar(dtype("f64")), DisjointSlice(F32))), Convention.OXIDE,
+              lambda m: (m(_f32(4)), 2.5, m(_f32(3)))),
+    "nested": (Struct("Outer", (StructField("inner", SPAN), StructField("k", Scalar(dtype("u8"))))),
+               Convention.C, lambda m: {"inner": {"data": m(_f32(5)), "len": 5}, "k": 1}),
+    "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
+                    Convention.NUMBA, lambda m: (m(_f32(4)), 7, m(_f32(2, 3)))),
+    "tile_tuple": (Tuple((TILE, TILE)), Convention.CUTILE, lambda m: [m(_f32(16, 4)), m(_f32(16, 4))]),
+}
+
+
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+@pytest.mark.parametrize("kind", sorted(KIND_CASES))
+def test_every_producer_and_kind_gets_a_c_plan(producer, kind):
+    """Which (producer, kind) pairs the C plan takes, and that it packs the Python path's bytes there: a
+    change that sends one to the Python path fails."""
+    if (producer, kind) == ("jax", "numba_F"):
+        pytest.skip("JAX arrays are row-major")
+    device_type, make = PRODUCERS[producer]
+    t, convention, value = KIND_CASES[kind]
+    sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))), convention=convention)
+    args = (value(make), 5)
+    plan, python = _plans(sig, args, device_type)  # asserts the C plan takes every argument
+    assert plan.pack(args) == python(args)
+    again = (value(make), 6)  # other tensors of the same types: read afresh
+    assert plan.pack(again) == python(again) != python(args)
 
 
 # --- the call path: Kernel calls with these producers launch from C --------------------------------
@@ -358,22 +399,40 @@ def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
 RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
 
 
-def _member_type(rng: random.Random):
-    if rng.random() < 0.35:
-        return Pointer(Scalar(dtype(rng.choice(("f32", "i32", "u8", "f64")))), rng.random() < 0.5)
+MEMBER_DTYPES = ("f32", "i32", "u8", "i16")  # what every producer makes (JAX: no 64-bit by default)
+
+
+def _member_type(rng: random.Random, depth: int = 0):
+    choice = rng.random()
+    if choice < 0.25:
+        return Pointer(Scalar(dtype(rng.choice(MEMBER_DTYPES))), rng.random() < 0.5)
+    if choice < 0.4:
+        return Slice(dtype(rng.choice(MEMBER_DTYPES)), rng.random() < 0.5)
+    if choice < 0.45:
+        return DisjointSlice(dtype(rng.choice(MEMBER_DTYPES)))
+    if choice < 0.55 and depth < 2:
+        return _record_type(rng, f"N{depth}", depth + 1)
     return Scalar(dtype(rng.choice(RECORD_SCALARS)))
 
 
-def _member_value(t, rng: random.Random):
-    if isinstance(t, Pointer):
+def _record_type(rng: random.Random, name: str, depth: int = 0):
+    members = tuple(_member_type(rng, depth) for _ in range(rng.randint(1, 4)))
+    if rng.random() < 0.5:
+        return Struct(name, tuple(StructField(f"f{k}", m) for k, m in enumerate(members)))
+    return Tuple(members)
+
+
+def _member_value(t, rng: random.Random, make):
+    if isinstance(t, (Struct, Tuple)):
+        return _record_value(t, rng, make)
+    if isinstance(t, (Pointer, Slice, DisjointSlice)):
         choice = rng.random()
-        if choice < 0.2:
+        if isinstance(t, Pointer) and choice < 0.2:
             return None
-        if choice < 0.4:
+        if isinstance(t, Pointer) and choice < 0.4:
             return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
-        return torch.zeros(rng.choice((0, 1, 6)), dtype=getattr(torch, {"f32": "float32", "i32": "int32",
-                                                                        "u8": "uint8", "f64": "float64"}
-                                                                       [t.pointee.dtype.name]))
+        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
+        return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(name).numpy_name)))
     dt = t.dtype
     if dt.is_integer:
         top = 1 << (dt.bits - 1)
@@ -385,47 +444,109 @@ def _member_value(t, rng: random.Random):
 def _record_signature(rng: random.Random) -> Signature:
     params = []
     for i in range(rng.randint(1, 4)):
-        members = tuple(_member_type(rng) for _ in range(rng.randint(1, 5)))
-        if rng.random() < 0.5:
-            t = Struct(f"S{i}", tuple(StructField(f"f{k}", m) for k, m in enumerate(members)))
-        else:
-            t = Tuple(members)
-        params.append(Param(f"r{i}", t))
+        params.append(Param(f"r{i}", _record_type(rng, f"S{i}")))
         if rng.random() < 0.5:
             params.append(Param(f"n{i}", Scalar(dtype("i32"))))
     return Signature("k", tuple(params), convention=Convention.C)
 
 
-def _record_value(t, rng: random.Random):
+def _record_value(t, rng: random.Random, make):
+    """A dict for a struct, a tuple or list for a tuple."""
     if isinstance(t, Struct):
-        return {f.name: _member_value(f.type, rng) for f in t.fields}
-    items = [_member_value(m, rng) for m in t.items]
+        return {f.name: _member_value(f.type, rng, make) for f in t.fields}
+    items = [_member_value(m, rng, make) for m in t.items]
     return items if rng.random() < 0.3 else tuple(items)
 
 
-def _record_args(signature: Signature, rng: random.Random, like: tuple | None = None) -> tuple:
-    """Arguments for ``signature``; a tuple parameter keeps the container type of ``like``'s."""
+def _same_containers(value, like):
+    """``value`` with the containers of ``like``, and ``like``'s raw address where it had one and ``value``
+    a tensor: a plan reads nested types from the call that built it (its tensor type for a pointer that
+    held an address there is torch's)."""
+    if isinstance(like, dict):
+        return {k: _same_containers(v, like[k]) for k, v in value.items()}
+    if isinstance(like, (tuple, list)):
+        return type(like)(_same_containers(v, w) for v, w in zip(value, like, strict=True))
+    if (like is None or type(like) is int) and not (value is None or isinstance(value, (int, float))):
+        return like
+    return value
+
+
+def _record_args(signature: Signature, rng: random.Random, make, like: tuple | None = None) -> tuple:
     args = []
     for k, p in enumerate(signature.params):
         if isinstance(p.type, (Struct, Tuple)):
-            value = _record_value(p.type, rng)
-            if like is not None and type(value) is not type(like[k]):
-                value = type(like[k])(value)
-            args.append(value)
+            value = _record_value(p.type, rng, make)
+            args.append(value if like is None else _same_containers(value, like[k]))
         else:
             args.append(rng.randint(-5, 5))
     return tuple(args)
 
 
-def test_structs_and_tuples_of_scalars_and_pointers_pack_in_c_as_in_python():
-    rng = random.Random(2222)
-    for _ in range(150):
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_structs_and_tuples_pack_in_c_as_in_python(producer):
+    """Random by-value structs and tuples (nested, with raw pointers, slices and DisjointSlices of one
+    producer's tensors, None and raw addresses): the C plan takes them and packs the Python bytes."""
+    device_type, make = PRODUCERS[producer]
+    rng = random.Random(f"records-{producer}")
+    for _ in range(80):
         signature = _record_signature(rng)
-        first = _record_args(signature, rng)
-        plan, python = _plans(signature, first)
+        first = _record_args(signature, rng, make)
+        plan, python = _plans(signature, first, device_type)
         for _ in range(3):
-            args = _record_args(signature, rng, first)
+            args = _record_args(signature, rng, make, first)
             assert plan.pack(args) == python(args), (signature, args)
+
+
+def _items_type(rng: random.Random, tile: bool, depth: int = 0):
+    items = []
+    for _ in range(rng.randint(1, 4)):
+        choice = rng.random()
+        if choice < 0.45:
+            items.append(_tile_type(rng) if tile else NumbaArray(dtype(rng.choice(("f32", "i32", "u8"))),
+                                                                   rng.randint(1, 2), rng.choice("CFA")))
+        elif choice < 0.6 and depth < 1:
+            items.append(_items_type(rng, tile, depth + 1))
+        else:
+            items.append(Scalar(dtype(rng.choice(("i32", "i64", "f32", "f64")))))
+    return Tuple(tuple(items))
+
+
+def _items_value(t, rng: random.Random, make):
+    found = []
+    for item in t.items:
+        if isinstance(item, Tuple):
+            found.append(_items_value(item, rng, make))
+        elif isinstance(item, TileArray):
+            found.append(make(_tile_argument(item, rng).array))
+        elif isinstance(item, NumbaArray):
+            found.append(make(_layout_of(item.layout, _numpy(item.dtype.name, _shape(item.ndim, rng)), rng)))
+        else:
+            found.append(rng.randint(0, 9) if item.dtype.is_integer else rng.choice((0.5, -2.0)))
+    return tuple(found)
+
+
+@pytest.mark.parametrize("tile", [False, True], ids=["numba", "cutile"])
+def test_numba_and_cutile_tuples_pack_in_c_as_in_python(tile):
+    """Tuples whose items are parameters of their own (numba, cuTile), nested, of arrays and scalars:
+    packed in C as in Python, or declined where the Python path refuses."""
+    rng = random.Random(f"items-{tile}")
+    accepted = refused = 0
+    for _ in range(100):
+        t = _items_type(rng, tile)
+        sig = Signature("k", (Param("t", t), Param("n", Scalar(dtype("i32")))),
+                        convention=Convention.CUTILE if tile else Convention.NUMBA)
+        plan, python = _plans(sig, (_items_value(t, rng, Cai), 1), DLPACK_CUDA)
+        for _ in range(3):
+            args = (_items_value(t, rng, Cai), rng.randint(0, 9))
+            try:
+                expected = python(args)
+            except ArgumentError as error:
+                assert str(error).startswith("k: argument 't.") and plan.pack(args) is False
+                refused += 1
+                continue
+            assert plan.pack(args) == expected, (t, args)
+            accepted += 1
+    assert accepted > 60 and (refused > 30 or not tile)  # cuTile: both sides of its promises
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -446,6 +567,30 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     with pytest.raises(ArgumentError) as info:
         python((value,))
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+MEMBER_REFUSALS = {  # a {data: &mut [f32], n: u32} struct's slice given...
+    "readonly": (lambda: Cai(np.zeros(4, np.float32), readonly=True), "is written by the kernel"),
+    "dtype": (lambda: cupy_array(np.zeros(4, np.float64)), "got float64 tensor on cuda:0; expected float32"),
+    "strided": (lambda: Cai(np.zeros(8, np.float32)[::2]), "takes a contiguous tensor for a slice"),
+    "other_gpu": (lambda: cupy_array(np.zeros(4, np.float32), device_id=1), "tensor on cuda:1"),
+    "raw_address": (lambda: 0x1000, "takes a tensor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MEMBER_REFUSALS))
+def test_a_slice_member_the_python_path_refuses_is_declined_in_c(case):
+    make, message = MEMBER_REFUSALS[case]
+    t = Struct("S", (StructField("data", Slice(dtype("f32"), True)), StructField("n", Scalar(dtype("u32")))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.OXIDE)
+    for good in (Cai(np.zeros(4, np.float32)), cupy_array(np.zeros(4, np.float32))):
+        plan, python = _plans(sig, ({"data": good, "n": 4},), DLPACK_CUDA)
+        assert plan.pack(({"data": good, "n": 4},)) == python(({"data": good, "n": 4},))
+        bad = ({"data": make(), "n": 4},)
+        assert plan.pack(bad) is False
+        with pytest.raises(ArgumentError) as info:
+            python(bad)
+        assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
 
 
 def test_jax_arrays_are_read_through_a_capsule_per_launch():
@@ -476,3 +621,16 @@ def test_jax_arrays_are_read_through_a_capsule_per_launch():
     assert plan.pack((wrong,)) is False
     with pytest.raises(ArgumentError, match=r"^k: argument 'x' \(\*mut f32\) got i32 tensor on cpu"):
         python((wrong,))
+
+
+def test_a_bad_tuple_item_leaves_the_error_to_the_python_path_in_its_order(driver, python_calls):  # noqa: F811
+    """An item of a type no binder takes makes no C plan; the Python path raises, argument by argument."""
+    sig = Signature("k", (Param("x", NumbaArray(dtype("f32"), 1, "C")),
+                          Param("t", Tuple((NumbaArray(dtype("f32"), 1, "C"), Scalar(dtype("i32")))))),
+                    convention=Convention.NUMBA)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    with pytest.raises(ArgumentError, match=r"^k: argument 'x' .* got float64 tensor"):
+        kernel(torch.zeros(3, dtype=torch.float64), ("seven", 7), grid=1, block=1)
+    with pytest.raises(ArgumentError, match=r"^k: argument 't\.0' .* \(got str\)"):
+        kernel(torch.zeros(3), ("seven", 7), grid=1, block=1)
+    assert kernel._cached() == () and driver == []

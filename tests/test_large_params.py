@@ -161,7 +161,7 @@ def test_the_c_launch_plan_packs_what_the_python_packer_packs(many):
     types = tuple(map(type, args))
     binders = tuple(make_binder(ctx, p, t) for p, t in zip(signature.params, types, strict=True))
     packer = signature.layout.packer()
-    specs = fastpath.native_specs(binders, types, signature.layout)
+    specs = fastpath.native_specs(binders, args, signature.layout)
     expected = packer.pack([out.data_ptr(), *MANY_VALUES])
     assert len(expected) == 8 + 4 * N
     for offsets in (None, [p.offset for p in signature.layout.params]):  # extra buffer, kernelParams

@@ -3,13 +3,15 @@
 A call ``kernel(*args, grid=, block=, shared_mem=0, stream=None)`` runs on one of three tiers, each
 decided once per (kernel, tuple of argument types) and cached in the kernel's plan table:
 
-1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_records.c`` + ``_launcher.c``, built by
+1. **C plan** (``_fastlaunch.c`` + ``_tensors.c`` + ``_records.c`` + ``_attrs.c`` + ``_launcher.c``, built by
    ``setup.py`` where a C compiler is; :mod:`.fastpath` ``native_specs``): every argument is one the
    C plan reads (:mod:`.native_args`): a tensor (torch through the DLPack C exchange API, CuPy arrays
    through their attributes, other ``__cuda_array_interface__`` producers through the interface, other
    ``__dlpack__`` producers through a capsule per launch) on a
    pointer, slice, ``DisjointSlice``, numba array or cuTile array parameter; a plain int/float scalar;
-   or a by-value struct (a dict) or tuple of scalars and raw pointers.  ``Kernel``'s
+   a by-value struct (a dict) or tuple of scalars, raw pointers, slices and nested structs and tuples;
+   or a numba / cuTile tuple of any of these (the plan reads the member types of the call that built
+   it; ``_attrs.c`` reads a CuPy array's properties through descriptors found once per type).  ``Kernel``'s
    base type is then ``_fastlaunch.Launcher``, whose vectorcall parses keywords, finds the plan,
    reads and checks the tensors, packs on the stack and calls ``cuLaunchKernel``.  Any check that
    fails *declines* (no error is raised in C) and the call falls through to tier 2.
@@ -22,8 +24,10 @@ decided once per (kernel, tuple of argument types) and cached in the kernel's pl
    message; tiers 1 and 2 only ever accept what this tier accepts.
 
 Every tier checks the signature's no-alias promises (:mod:`.aliasing`, extents from
-:mod:`.extents`; docs/safety.md): the C plan and the generated function compare the byte ranges
-of contiguous tensors they already read and hand anything else to the full check.
+:mod:`.extents`; docs/safety.md): the C plan compares the byte ranges of the tensors it reads (struct
+and tuple members too) and declines a cuTile array it cannot show to be free of self-overlap; the
+generated function compares the ranges of contiguous top-level tensors; both hand anything else to
+the full check.
 
 :mod:`.module` holds ``Module`` / ``Kernel`` (the loader's :class:`~ptxbridge.loaders.base.Backend`
 wrapped for users) and picks the tier.

@@ -130,7 +130,7 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
-               : pack_record(s, arg, buf, plan->pointer_attribute_fn);
+               : pack_record(s, arg, buf, ranges, plan->pointer_attribute_fn, stream);
         if (!ok) return 0;
     }
     for (int k = 0; k < plan->npairs; ++k) { /* empty ranges overlap nothing */
@@ -177,22 +177,42 @@ int check_place(const ArgSpec *s, int size) {
     return 1;
 }
 
-/* alias_pairs: ((i, j), ...) indices of tensor arguments whose byte ranges must not overlap; each such
- * tensor gets a slot for its range.  1, or 0 with an error set. */
-static int read_pairs(Plan *self, PyObject *pairs) {
-    PyObject *seq = PySequence_Fast(pairs, "alias_pairs must be a sequence of (i, j) pairs");
+/* A member path -- an argument index, or (argument index, member position, ...) into records -- to the
+ * spec of the tensor there (a tensor argument or item, or a pointer / slice member); NULL when it ends
+ * anywhere else. */
+static ArgSpec *spec_at(Plan *self, PyObject *path) {
+    PyObject *const *steps = &path;
+    Py_ssize_t n = 1;
+    if (PyTuple_Check(path)) {
+        steps = &PyTuple_GET_ITEM(path, 0);
+        n = PyTuple_GET_SIZE(path);
+    }
+    ArgSpec *s = NULL;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        Py_ssize_t at = PyLong_Check(steps[k]) ? PyLong_AsSsize_t(steps[k]) : -1;
+        if (at == -1) PyErr_Clear();
+        s = k == 0 ? (at >= 0 && at < self->nargs ? &self->args[at] : NULL) : record_member(s, at);
+        if (s == NULL) return NULL;
+    }
+    return s != NULL && (is_tensor(s->kind) || s->kind == PTXB_ARG_ADDRESS) ? s : NULL;
+}
+
+/* alias_pairs: ((path, path), ...) of tensors whose byte ranges must not overlap, each path as spec_at
+ * reads it; each such tensor gets a slot for its range.  distinct: (path, ...) of tensors that must not
+ * overlap themselves.  Either may be NULL (none).  1, or 0 with an error set. */
+static int read_pairs(Plan *self, PyObject *pairs, PyObject *distinct) {
+    PyObject *seq = pairs == NULL ? PyTuple_New(0) : PySequence_Fast(pairs, "alias_pairs must be a sequence");
     if (seq == NULL) return 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     int nslots = 0;
     self->pairs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *self->pairs);
     if (self->pairs == NULL) { Py_DECREF(seq); PyErr_NoMemory(); return 0; }
     for (Py_ssize_t k = 0; k < n; ++k) {
-        Py_ssize_t index[2];
         PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
-        if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "nn", &index[0], &index[1])) goto bad;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) goto bad;
         for (int e = 0; e < 2; ++e) {
-            if (index[e] < 0 || index[e] >= self->nargs || !is_tensor(self->args[index[e]].kind)) goto bad;
-            ArgSpec *s = &self->args[index[e]];
+            ArgSpec *s = spec_at(self, PyTuple_GET_ITEM(pair, e));
+            if (s == NULL) goto bad;
             if (s->alias_slot < 0) {
                 if (nslots == MAX_ALIAS_SLOTS) goto bad;
                 s->alias_slot = nslots++;
@@ -202,11 +222,20 @@ static int read_pairs(Plan *self, PyObject *pairs) {
     }
     Py_DECREF(seq);
     self->npairs = (int)n;
+    if (distinct == NULL) return 1;
+    seq = PySequence_Fast(distinct, "distinct must be a sequence of paths");
+    if (seq == NULL) return 0;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
+        ArgSpec *s = spec_at(self, PySequence_Fast_GET_ITEM(seq, k));
+        if (s == NULL || !is_tensor(s->kind)) goto bad;
+        s->distinct = 1;
+    }
+    Py_DECREF(seq);
     return 1;
 bad:
     Py_DECREF(seq);
     PyErr_Clear();
-    PyErr_SetString(PyExc_ValueError, "alias_pairs must pair tensor arguments (at most 64 tensors)");
+    PyErr_SetString(PyExc_ValueError, "alias_pairs and distinct must name tensors the plan reads (at most 64)");
     return 0;
 }
 
@@ -217,26 +246,30 @@ static void free_args(Plan *self) {
 
 /* Plan(size, specs, function=0, context=0, pointer_offsets=None, max_shared=0, function_obj=None,
  *      last_kernel=None, name=None, device_id=0, launch_entry=0, set_current_entry=0, alias_pairs=(),
- *      pointer_attribute_entry=0, default_stream=None, nvtx=None): the entries are the addresses of
- *      cuLaunchKernel, cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first two never
- *      launches.  nvtx: None or (push, pop), called around each launch with the kernel's name. */
+ *      pointer_attribute_entry=0, default_stream=None, nvtx=None, distinct=()): the entries are the
+ *      addresses of cuLaunchKernel, cuCtxSetCurrent and cuPointerGetAttribute; a plan without the first
+ *      two never launches.  nvtx: None or (push, pop), called around each launch with the kernel's name;
+ *      alias_pairs and distinct: read_pairs. */
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"size", "specs", "function", "context", "pointer_offsets", "max_shared",
                             "function_obj", "last_kernel", "name", "device_id", "launch_entry",
                             "set_current_entry", "alias_pairs", "pointer_attribute_entry", "default_stream",
-                            "nvtx", NULL};
+                            "nvtx", "distinct", NULL};
     PyObject *specs, *offsets = Py_None, *function_obj = Py_None, *last = Py_None, *name = Py_None;
     PyObject *alias_pairs = NULL, *default_stream = Py_None, *nvtx = Py_None, *push = NULL, *pop = NULL;
+    PyObject *distinct = NULL;
     unsigned long long function = 0, context = 0, launch_entry = 0, set_current_entry = 0, pointer_entry = 0;
     if (self->args != NULL) { /* before parsing: a second __init__ must not change size under the specs */
         PyErr_SetString(PyExc_TypeError, "a Plan is initialized once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKOO", names, &self->size, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO!|KKOlOOOiKKOKOOO", names, &self->size, &PyTuple_Type,
                                      &specs, &function, &context, &offsets, &self->max_shared,
                                      &function_obj, &last, &name, &self->device_id, &launch_entry,
-                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream, &nvtx))
+                                     &set_current_entry, &alias_pairs, &pointer_entry, &default_stream, &nvtx,
+                                     &distinct))
         return -1;
+
     if (nvtx != Py_None && (!PyTuple_Check(nvtx) || !PyArg_ParseTuple(nvtx, "OO", &push, &pop)
                             || !PyCallable_Check(push) || !PyCallable_Check(pop))) {
         PyErr_Clear();
@@ -263,7 +296,7 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
         }
         if (s->kind == PTXB_ARG_TENSOR && self->stream_api == NULL) self->stream_api = s->api;
     }
-    if (alias_pairs != NULL && !read_pairs(self, alias_pairs)) goto fail;
+    if (!read_pairs(self, alias_pairs, distinct)) goto fail;
     if (offsets != Py_None) {
         PyObject *seq = PySequence_Fast(offsets, "pointer_offsets must be a sequence");
         if (seq == NULL) goto fail;

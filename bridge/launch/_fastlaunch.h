@@ -7,6 +7,20 @@
 
 #include "launch_abi.h"
 
+/* _attrs.c: attribute reads of one type through its descriptors, looked up once per type version.
+ * names[0:count] are interned (borrowed); the cache holds the type and descriptors it found. */
+#define MAX_CACHED_ATTRS 8
+typedef struct {
+    int count;
+    PyObject *const *names;
+    PyTypeObject *type;
+    unsigned int version; /* the type's tp_version_tag when looked up; 0: read with PyObject_GetAttr */
+    PyObject *descr[MAX_CACHED_ATTRS];
+} AttrCache;
+PyObject *cached_attr(AttrCache *c, PyObject *obj, int k);           /* obj.names[k], a new reference */
+int cached_int(AttrCache *c, PyObject *obj, int k, long long *out);  /* an exact int attribute (1), else 0 */
+void attr_cache_clear(AttrCache *c);
+
 /* One argument of a plan (bridge/launch/fastpath.py native_specs writes them). */
 typedef struct ArgSpec {
     int kind;                    /* PTXB_ARG_* */
@@ -18,15 +32,18 @@ typedef struct ArgSpec {
     int32_t device_type, device_id;
     int form, ndim, layout;      /* PTXB_FORM_*; numba arrays: ndim and 'C' / 'F' / 'A' */
     int align, itemsize, refuses_readonly;
+    int raw;                     /* PTXB_ARG_ADDRESS: None and int addresses are taken (raw pointers) */
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */
     struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
+    struct CupyAttrs *cupy;      /* PTXB_ARG_CUPY: the array's and its MemoryPointer's attribute caches */
     struct Record *record;       /* PTXB_ARG_RECORD: its members */
     struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */
     int alias_slot;              /* tensors in a no-alias pair: where its byte range goes; else -1 */
+    int distinct;                /* tensors: no two elements may share an address (cuTile's promise) */
 } ArgSpec;
 
 /* _tensors.c: a tensor spec read from its tuple (1, or 0 with an error set); one tensor argument packed
@@ -35,12 +52,16 @@ int read_tensor_spec(ArgSpec *s, PyObject *item);
 int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
                 uintptr_t stream);
 int tensors_ready(void);
+void free_cupy_attrs(struct CupyAttrs *c);
 
 /* _records.c: a record spec read (1, or 0 with an error set); one record argument packed (1, or 0:
- * declined); whether its members' places fit the buffer; a spec's memory freed (any kind). */
+ * declined), its members' byte ranges into ranges[alias_slot]; whether its members' places fit the
+ * buffer; a spec's memory freed (any kind). */
 int read_record_spec(ArgSpec *s, PyObject *item);
-int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute);
+int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2],
+                PointerAttributeFn pointer_attribute, uintptr_t stream);
 int record_fits(const ArgSpec *s, int size);
+ArgSpec *record_member(ArgSpec *s, Py_ssize_t k); /* member k of a record spec, else NULL */
 void free_spec(ArgSpec *s);
 
 /* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; a scalar

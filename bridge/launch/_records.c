@@ -1,13 +1,15 @@
 /* ptxbridge.launch._fastlaunch: by-value structs (a dict of their fields) and tuples (a tuple or list of
- * their items) whose members are plain scalars and raw pointers, packed in place.
+ * their items), packed in place; and numba / cuTile tuples, whose items are parameters of their own.
  *
- * bridge/launch/values.py encodes them: each member at its offset inside the parameter (padding zero),
- * scalars range-checked, and a pointer member is None (null), an int (a raw address, the caller's
- * business) or a tensor checked as a top-level pointer argument is.  This file reads the same cases
+ * bridge/launch/values.py encodes by-value ones: each member at its offset inside the parameter (padding
+ * zero), scalars range-checked, nested structs and tuples in place, and a pointer member is None (null),
+ * an int (a raw address, the caller's business) or a tensor checked as a top-level pointer argument is;
+ * a slice member is a tensor, its {ptr, len} at the member's offset.  This file reads the same cases
  * -- exact dicts with exactly the field names, exact tuples / lists of the item count, exact ints and
- * floats, torch tensors on pointer members -- and declines anything else (0, no error set): nested
- * aggregates, other member kinds and other value types are the Python path's (fastpath.py builds no
- * spec for them).
+ * floats, tensors of the type the plan was built for (any producer _tensors.c reads) -- and declines
+ * anything else (0, no error set), which the Python path then judges.  A numba / cuTile tuple
+ * (bridge/launch/args.py _items_binder) is a record of top-level specs: each item is read as the
+ * argument it stands for.
  */
 #include "_fastlaunch.h"
 
@@ -18,18 +20,22 @@ struct Record {
     ArgSpec *members;  /* PTXB_ARG_INT / PTXB_ARG_FLOAT / PTXB_ARG_ADDRESS, absolute offsets */
 };
 
-/* A raw-pointer member: None -> 0, an exact int below 2**64 -> itself, else a tensor of its tensor spec. */
-static int pack_address(const ArgSpec *s, PyObject *value, char *buf, PointerAttributeFn pointer_attribute) {
-    if (value == Py_None) return put_unsigned(buf, s->offset, s->code, 0);
-    if (PyLong_CheckExact(value)) {
-        unsigned long long v = PyLong_AsUnsignedLongLong(value);
+/* A pointer or slice member: None -> 0 and an exact int below 2**64 -> itself where raw addresses are
+ * taken (raw pointers), else a tensor of its tensor spec, packed at that spec's places. */
+static int pack_address(const ArgSpec *s, PyObject *value, char *buf, uint64_t *range,
+                        PointerAttributeFn pointer_attribute) {
+    if (s->raw && (value == Py_None || PyLong_CheckExact(value))) {
+        unsigned long long v = value == Py_None ? 0 : PyLong_AsUnsignedLongLong(value);
         if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (range != NULL) range[0] = range[1] = 0; /* no tensor: nothing the no-alias check sees */
         return put_unsigned(buf, s->offset, s->code, v);
     }
-    return s->members != NULL && pack_tensor(s->members, value, buf, NULL, pointer_attribute, 0);
+    /* stream 0: a __dlpack__ producer is told the legacy default, as the Python path tells it (None) */
+    return s->members != NULL && pack_tensor(s->members, value, buf, range, pointer_attribute, 0);
 }
 
-int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn pointer_attribute) {
+int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2],
+                PointerAttributeFn pointer_attribute, uintptr_t stream) {
     const struct Record *r = s->record;
     PyObject *const *items = NULL;
     if (r->by_name) {
@@ -45,32 +51,36 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, PointerAttributeFn p
         PyObject *value = items != NULL ? items[k] : PyDict_GetItemWithError(arg, r->keys[k]);
         if (value == NULL) { PyErr_Clear(); return 0; }
         const ArgSpec *m = &r->members[k];
+        uint64_t *range = m->alias_slot < 0 ? NULL : ranges[m->alias_slot];
         int ok = m->kind == PTXB_ARG_INT ? pack_int(m, value, buf)
                : m->kind == PTXB_ARG_FLOAT ? pack_float(m, value, buf)
-               : pack_address(m, value, buf, pointer_attribute);
+               : m->kind == PTXB_ARG_ADDRESS ? pack_address(m, value, buf, range, pointer_attribute)
+               : m->kind == PTXB_ARG_RECORD ? pack_record(m, value, buf, ranges, pointer_attribute, stream)
+               : pack_tensor(m, value, buf, range, pointer_attribute, stream);
         if (!ok) return 0;
     }
     return 1;
 }
 
-/* (PTXB_ARG_ADDRESS, offset, code, tensor spec or None). */
+/* (PTXB_ARG_ADDRESS, offset, code, tensor spec or None, raw): raw 1 where None / int addresses are taken. */
 static int read_address(ArgSpec *s, PyObject *item) {
     PyObject *tensor;
-    if (!PyArg_ParseTuple(item, "iiiO", &s->kind, &s->offset, &s->code, &tensor)) return 0;
+    if (!PyArg_ParseTuple(item, "iiiOp", &s->kind, &s->offset, &s->code, &tensor, &s->raw)) return 0;
     if (tensor == Py_None) return 1;
     s->members = PyMem_Calloc(1, sizeof *s->members);
     if (s->members == NULL) { PyErr_NoMemory(); return 0; }
     s->members->alias_slot = -1;
     if (!read_tensor_spec(s->members, tensor)) return 0;
-    if (s->members->form != PTXB_FORM_POINTER) {
-        PyErr_SetString(PyExc_ValueError, "a pointer member's tensor is read as a pointer");
+    if (s->members->form != PTXB_FORM_POINTER && s->members->form != PTXB_FORM_SLICE) {
+        PyErr_SetString(PyExc_ValueError, "a pointer or slice member's tensor is read as a pointer or slice");
         return 0;
     }
     return 1;
 }
 
 /* (PTXB_ARG_RECORD, by_name, keys, members): keys a tuple of field names (by_name) or None; members the
- * specs of the members, in order.  1, or 0 with an error set. */
+ * specs of the members, in order: scalars, addresses, nested records, tensors (the items of a numba
+ * tuple, each its own parameters).  1, or 0 with an error set. */
 int read_record_spec(ArgSpec *s, PyObject *item) {
     PyObject *keys, *members;
     int by_name;
@@ -93,9 +103,7 @@ int read_record_spec(ArgSpec *s, PyObject *item) {
         m->alias_slot = -1;
         if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 1) goto bad;
         m->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
-        if (m->kind == PTXB_ARG_ADDRESS ? !read_address(m, spec)
-            : (m->kind != PTXB_ARG_INT && m->kind != PTXB_ARG_FLOAT) || !read_spec(m, spec))
-            goto bad;
+        if (m->kind == PTXB_ARG_ADDRESS ? !read_address(m, spec) : !read_spec(m, spec)) goto bad;
         if (by_name && !PyUnicode_CheckExact(r->keys[k])) goto bad;
     }
     return 1;
@@ -104,11 +112,17 @@ bad:
     return 0;
 }
 
+ArgSpec *record_member(ArgSpec *s, Py_ssize_t k) {
+    return s->kind == PTXB_ARG_RECORD && k >= 0 && k < s->record->count ? &s->record->members[k] : NULL;
+}
+
 /* Every place of a record's members fits a buffer of ``size`` bytes. */
 int record_fits(const ArgSpec *s, int size) {
     for (Py_ssize_t k = 0; k < s->record->count; ++k) {
         const ArgSpec *m = &s->record->members[k];
-        if (!check_place(m, size) || (m->members != NULL && !check_place(m->members, size))) return 0;
+        if (!check_place(m, size) || (m->kind == PTXB_ARG_ADDRESS && m->members != NULL
+                                      && !check_place(m->members, size)))
+            return 0;
     }
     return 1;
 }
@@ -116,6 +130,7 @@ int record_fits(const ArgSpec *s, int size) {
 void free_spec(ArgSpec *s) {
     PyMem_Free(s->places);
     PyMem_Free(s->tile);
+    free_cupy_attrs(s->cupy);
     if (s->kind == PTXB_ARG_ADDRESS && s->members != NULL) free_spec(s->members);
     if (s->kind == PTXB_ARG_ADDRESS) PyMem_Free(s->members);
     if (s->record != NULL) {

@@ -32,20 +32,33 @@ typedef struct {
     int readonly;
 } Tensor;
 
-static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides, *str_dtype, *str_ptr, *str_device_id;
+static PyObject *str_cai, *str_data, *str_typestr, *str_shape, *str_strides;
 static PyObject *str_dlpack, *str_dlpack_device, *dlpack_kwnames, *max_version;
+/* A cupy.ndarray's attributes the C plan reads, and its MemoryPointer's (data.ptr, data.device_id). */
+enum { CUPY_DTYPE, CUPY_DATA, CUPY_C_CONTIGUOUS, CUPY_SIZE, CUPY_NDIM, CUPY_SHAPE, CUPY_STRIDES, CUPY_NAMES };
+enum { MEMORY_PTR, MEMORY_DEVICE_ID, MEMORY_NAMES };
+static PyObject *cupy_names[CUPY_NAMES], *memory_names[MEMORY_NAMES];
+
+static int intern_all(PyObject **into, const char *const *names, size_t count) {
+    for (size_t k = 0; k < count; ++k)
+        if ((into[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
+    return 1;
+}
 
 int tensors_ready(void) {
-    PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dtype, &str_ptr,
-                          &str_device_id, &str_dlpack, &str_dlpack_device};
-    static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides", "dtype",
-                                  "ptr", "device_id", "__dlpack__", "__dlpack_device__"};
+    PyObject **slots[] = {&str_cai, &str_data, &str_typestr, &str_shape, &str_strides, &str_dlpack,
+                          &str_dlpack_device};
+    static const char *names[] = {"__cuda_array_interface__", "data", "typestr", "shape", "strides",
+                                  "__dlpack__", "__dlpack_device__"};
+    static const char *const cupy[CUPY_NAMES] = {"dtype", "data", "_c_contiguous", "size", "ndim",
+                                                 "shape", "strides"};
+    static const char *const memory[MEMORY_NAMES] = {"ptr", "device_id"};
     dlpack_kwnames = Py_BuildValue("(ss)", "stream", "max_version");
     max_version = Py_BuildValue("(ii)", 1, 1);
     if (dlpack_kwnames == NULL || max_version == NULL) return 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; ++k)
         if ((*slots[k] = PyUnicode_InternFromString(names[k])) == NULL) return 0;
-    return 1;
+    return intern_all(cupy_names, cupy, CUPY_NAMES) && intern_all(memory_names, memory, MEMORY_NAMES);
 }
 
 static void compact_strides(Tensor *t) {
@@ -188,36 +201,61 @@ static int read_cai(const ArgSpec *s, PyObject *arg, Tensor *t, PointerAttribute
     return ok;
 }
 
-/* The attribute ``name`` of ``obj`` as a long long (0 when absent or not an int). */
-static int attr_int(PyObject *obj, PyObject *name, long long *out) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    int ok = value != NULL && PyLong_CheckExact(value);
-    if (ok) {
-        *out = PyLong_AsLongLong(value);
-        ok = !(*out == -1 && PyErr_Occurred());
-    }
-    Py_XDECREF(value);
-    if (!ok) PyErr_Clear();
-    return ok;
+/* A cupy.ndarray's attributes read, and its MemoryPointer's (data.ptr, data.device_id). */
+struct CupyAttrs { AttrCache array, memory; };
+
+static struct CupyAttrs *new_cupy_attrs(void) {
+    struct CupyAttrs *c = PyMem_Calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->array = (AttrCache){.count = CUPY_NAMES, .names = cupy_names};
+    c->memory = (AttrCache){.count = MEMORY_NAMES, .names = memory_names};
+    return c;
+}
+
+void free_cupy_attrs(struct CupyAttrs *c) {
+    if (c == NULL) return;
+    attr_cache_clear(&c->array);
+    attr_cache_clear(&c->memory);
+    PyMem_Free(c);
 }
 
 /* A cupy.ndarray as bridge/launch/dlpack.py _cupy_extract reads it: data.ptr, dtype (the NumPy dtype
- * object, compared by identity), data.device_id (what .device.id reads), shape, strides in bytes. */
+ * object, compared by identity), data.device_id (what .device.id reads), shape, strides in bytes.  For
+ * a pointer or slice neither tuple is read (CuPy builds both per read): as the Python path's inline
+ * read (fastpath.py _inline), CuPy's own C-contiguity flag decides, and size is the extent.  Nor for a
+ * 1-d array of more than one element whose flag says C-contiguous, where the stride is the item size
+ * (cupy/_core/internal.pyx get_c_contiguity). */
 static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
-    PyObject *dtype = PyObject_GetAttr(arg, str_dtype);
+    AttrCache *array = &s->cupy->array;
+    PyObject *dtype = cached_attr(array, arg, CUPY_DTYPE);
     Py_XDECREF(dtype);
     if (dtype != s->source) { PyErr_Clear(); return 0; } /* compared, not used: the array keeps it alive */
-    PyObject *data = PyObject_GetAttr(arg, str_data);
-    long long ptr = 0, device = -1;
-    int ok = data != NULL && attr_int(data, str_ptr, &ptr) && attr_int(data, str_device_id, &device);
+    PyObject *data = cached_attr(array, arg, CUPY_DATA);
+    long long ptr = 0, device = -1, size = 0, ndim = 1;
+    int ok = data != NULL && cached_int(&s->cupy->memory, data, MEMORY_PTR, &ptr)
+             && cached_int(&s->cupy->memory, data, MEMORY_DEVICE_ID, &device);
     Py_XDECREF(data);
     if (!ok || device != s->device_id) { PyErr_Clear(); return 0; }
     t->address = (uint64_t)ptr;
     t->readonly = 0;
-    PyObject *shape = PyObject_GetAttr(arg, str_shape);
+    int flat = s->form == PTXB_FORM_POINTER || s->form == PTXB_FORM_SLICE;
+    if (flat || (s->ndim == 1 && cached_int(array, arg, CUPY_NDIM, &ndim) && ndim == 1)) {
+        PyObject *contiguous = cached_attr(array, arg, CUPY_C_CONTIGUOUS);
+        Py_XDECREF(contiguous);
+        ok = contiguous == Py_True && cached_int(array, arg, CUPY_SIZE, &size) && size >= 0;
+        if (ok && (flat || size > 1)) {
+            t->ndim = 1;
+            t->shape[0] = size;
+            t->strides[0] = 1;
+            return 1;
+        }
+        PyErr_Clear();
+        if (flat) return 0;
+    }
+    PyObject *shape = cached_attr(array, arg, CUPY_SHAPE);
     ok = read_shape(shape, t);
     Py_XDECREF(shape);
-    PyObject *strides = ok ? PyObject_GetAttr(arg, str_strides) : NULL;
+    PyObject *strides = ok ? cached_attr(array, arg, CUPY_STRIDES) : NULL;
     ok = ok && element_strides(strides, t, s->itemsize);
     Py_XDECREF(strides);
     if (!ok) PyErr_Clear();
@@ -255,6 +293,31 @@ static int span(const Tensor *t, uint64_t numel, int64_t itemsize, uint64_t rang
         return 0;
     range[0] = t->address + (uint64_t)low;
     return !__builtin_add_overflow(range[0], (uint64_t)bytes, &range[1]);
+}
+
+/* No two elements share an address (extents.py self_overlap's sufficient test): sorted by |stride|, each
+ * axis of more than one element steps past all the smaller ones reach.  0 also for what it cannot show. */
+static int distinct_elements(const Tensor *t) {
+    int64_t strides[MAX_NDIM], extents[MAX_NDIM];
+    int n = 0;
+    for (int32_t k = 0; k < t->ndim; ++k) {
+        if (t->shape[k] <= 1) continue;
+        int64_t stride = t->strides[k] < 0 ? -t->strides[k] : t->strides[k];
+        int at = n++;
+        for (; at > 0 && strides[at - 1] > stride; --at) { /* insertion sort: a handful of axes */
+            strides[at] = strides[at - 1];
+            extents[at] = extents[at - 1];
+        }
+        strides[at] = stride;
+        extents[at] = t->shape[k];
+    }
+    int64_t reach = 0;
+    for (int k = 0; k < n; ++k) {
+        if (strides[k] <= reach || __builtin_mul_overflow(strides[k], extents[k] - 1, &extents[k])
+            || __builtin_add_overflow(reach, extents[k], &reach))
+            return 0;
+    }
+    return 1;
 }
 
 static void put64(char *buf, int offset, uint64_t value) {
@@ -299,6 +362,7 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
     if (t.address != 0 && numel != 0 && t.address % (uint64_t)s->align) return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
+    if (s->distinct && numel > 1 && !distinct_elements(&t)) return 0;
     if (s->form == PTXB_FORM_TILE) return pack_tile(s, &t, buf);
     if (s->form != PTXB_FORM_NUMBA) {
         if (!contiguous(&t, numel, 0) || !put_unsigned(buf, s->places[0][0], s->places[0][1], t.address))
@@ -373,6 +437,7 @@ int read_tensor_spec(ArgSpec *s, PyObject *item) {
         }
     }
     if (s->form == PTXB_FORM_TILE && !read_tile(s, tile)) return 0;
+    if (s->kind == PTXB_ARG_CUPY && (s->cupy = new_cupy_attrs()) == NULL) { PyErr_NoMemory(); return 0; }
     if (s->kind != PTXB_ARG_TENSOR) return 1;
     s->api = (const ExchangeAPI *)PyCapsule_GetPointer(s->source, "dlpack_exchange_api");
     if (s->api == NULL) return 0;

@@ -39,6 +39,7 @@ from ptxbridge.launch.members import Member, Step, members, read, tensor_of
 
 __all__ = ["AliasCheck", "alias_check"]
 
+Path = tuple[Step, ...]  # an argument index, then the steps to one of its members
 _OPT_OUT = "pass tensors that do not overlap, or check_aliasing=False to take that responsibility"
 
 
@@ -126,8 +127,9 @@ def _torch_itemsize(value: Any) -> int:
 class AliasCheck:
     """The no-alias promises of one kernel, checked against one launch's arguments.
 
-    ``check(args)`` returns None or raises :class:`ArgumentError`.  ``argument_pairs``
-    is what the C launch plan checks itself (bridge/launch/_fastlaunch.c).
+    ``check(args)`` returns None or raises :class:`ArgumentError`.  ``native_promises``
+    is what the C launch plan checks itself (bridge/launch/_fastlaunch.c); ``argument_pairs``
+    what the Python plan's inline reads check (:mod:`.fastpath`).
     """
 
     def __init__(self, kernel: str, units: Sequence[_Unit], rules: Sequence[_Rule]):
@@ -142,6 +144,16 @@ class AliasCheck:
         if any(len(u.path) != 1 or u.many or u.internal for u in needed):
             return None
         return tuple((self.units[r.first].path[0], self.units[r.second].path[0]) for r in self.rules)
+
+    def native_promises(self) -> tuple[tuple[tuple[Path, Path], ...], tuple[Path, ...]] | None:
+        """What the C launch plan checks itself: pairs of member paths (argument index, then the steps
+        into it) whose tensors' byte ranges must not overlap, and the paths of tensors that must not
+        overlap themselves; None when a promise needs more (cuTile lists, partitions)."""
+        needed = [self.units[k] for k in self._wanted]
+        if any(u.many or u.partition for u in needed):
+            return None
+        pairs = tuple((self.units[r.first].path, self.units[r.second].path) for r in self.rules)
+        return pairs, tuple(u.path for u in needed if u.internal)
 
     def __call__(self, args: Sequence[Any]) -> None:
         pieces: dict[int, list[tuple[str, Extent]]] = {}

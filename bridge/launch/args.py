@@ -40,7 +40,13 @@ from ptxbridge.launch.dlpack import (
     torch_dtype_map,
 )
 from ptxbridge.launch.members import members, read, tensor_of
-from ptxbridge.launch.native_args import NativeRecord, NativeTensor, native_record, native_tensor
+from ptxbridge.launch.native_args import (
+    NativeItems,
+    NativeRecord,
+    NativeTensor,
+    native_record,
+    native_tensor,
+)
 from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_converter
 from ptxbridge.loaders.base import Buffer
 
@@ -119,7 +125,7 @@ class Binder:
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
-    native: NativeTensor | NativeRecord | None = None
+    native: NativeTensor | NativeRecord | NativeItems | None = None
 
 
 class _Where:
@@ -441,26 +447,54 @@ def _tile_list_binder(ctx: BindContext, where: _Where) -> Binder:
     return Binder(values, stateful=True)
 
 
+def _needs_state(t: ParamType, convention: Convention) -> bool:
+    """Whether arguments of ``t`` bind through scratch memory (records by pointer, cuTile lists), also
+    as items of a numba / cuTile tuple: a property of the parameter type, not of the argument."""
+    family = KINDS.entry_of(t).binding(t, convention)
+    if family == "items":
+        return any(_needs_state(item, convention) for item in KINDS.children(t))
+    return family in _STATEFUL
+
+
 def _items_binder(ctx: BindContext, where: _Where) -> Binder:
-    """numba / cuTile tuples: each item binds as its own parameter; item binders cached by type."""
+    """numba / cuTile tuples: each item binds as its own parameter; item binders cached by type.  The
+    tuple takes the launch state only when an item needs scratch memory (:func:`_needs_state`)."""
     items = KINDS.children(where.t)
     cache: dict[tuple[int, type], Binder] = {}
+    stateful = _needs_state(where.t, ctx.convention)
 
-    def values(arg: Any, state: LaunchState) -> tuple:
+    def item_binder(index: int, item_type: type) -> Binder:
+        binder = cache.get((index, item_type))
+        if binder is None:
+            binder = cache[(index, item_type)] = make_binder(
+                ctx, Param(f"{where.name}.{index}", items[index]), item_type)
+        return binder
+
+    def checked_items(arg: Any) -> Any:
         if not isinstance(arg, (tuple, list)) or len(arg) != len(items):
             raise where.fail(f"takes a tuple of {len(items)} items (got {arg!r})")
+        return enumerate(arg)
+
+    def values(arg: Any, state: Any) -> tuple:
+        stream = state.stream if stateful else state
         flat: tuple = ()
-        for index, (item_type, item) in enumerate(zip(items, arg, strict=False)):
-            binder = cache.get((index, type(item)))
-            if binder is None:
-                binder = cache[(index, type(item))] = make_binder(
-                    ctx, Param(f"{where.name}.{index}", item_type), type(item))
-            flat += binder.values(item, state if binder.stateful else state.stream)
-            if binder.buffers is not None:
-                state.buffers += binder.buffers(item, state.stream)
+        for index, item in checked_items(arg):
+            binder = item_binder(index, type(item))
+            flat += binder.values(item, state if binder.stateful else stream)
+            if stateful and binder.buffers is not None:
+                state.buffers += binder.buffers(item, stream)
         return flat
 
-    return Binder(values, stateful=True)
+    def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
+        found: tuple[Buffer, ...] = ()
+        for index, item in checked_items(arg):
+            binder = item_binder(index, type(item))
+            found += binder.buffers(item, stream) if binder.buffers is not None else ()
+        return found
+
+    if stateful:
+        return Binder(values, stateful=True)
+    return Binder(values, buffers=buffers, native=NativeItems(len(items), item_binder))
 
 
 def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
@@ -506,6 +540,8 @@ def _partition_binder(ctx: BindContext, where: _Where) -> Binder:
 
     return Binder(values, buffers=buffers)
 
+
+_STATEFUL = ("by-pointer", "tile-list")  # families whose binders take the launch state, not the stream
 
 # binding family (a kind entry's ``binding``) -> how its binder is built from (ctx, where, argument type)
 _FAMILIES: dict[str, Callable[[BindContext, _Where, type], Binder]] = {

@@ -21,6 +21,7 @@ declines and this module's Python function runs.  Set
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,10 +29,11 @@ import numpy
 
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType
+from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
-from ptxbridge.launch.native_args import NativeRecord, NativeTensor
+from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativeRecord, NativeTensor
 from ptxbridge.launch.values import F32_MAX
 
 try:
@@ -91,67 +93,140 @@ def _scalar_spec(dt: DType, offset: int) -> tuple:
     return (_FLOAT, offset, ord("f" if dt.bits == 32 else "d"), F32_MAX if dt.bits == 32 else float("inf"))
 
 
-def _record_spec(native: NativeRecord, base: int) -> tuple | None:
-    """The C plan's spec of a by-value struct or tuple whose blob starts at byte ``base``
-    (bridge/launch/_records.c read_record_spec)."""
-    import torch  # a pointer member's tensor spec names torch.Tensor (native_record made one only then)
+def _member(value: Any, keys: tuple[str, ...] | None, k: int) -> Any:
+    return value.get(keys[k]) if keys is not None else value[k]
 
+
+def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
+    """The C plan's spec of a by-value struct or tuple whose blob starts at byte ``base``
+    (bridge/launch/_records.c read_record_spec), its tensor members read as in ``value`` (the call
+    that builds the plan): None when ``value`` is a container the C plan does not read (a dataclass,
+    a NumPy record), as it would then decline every call of these argument types."""
+    keys = native.keys
+    if (type(value) is not dict) if keys is not None else (type(value) not in (tuple, list)):
+        return None
+    if len(value) != len(native.members):
+        return None
     members = []
-    for offset, what in native.members:
-        at = base + offset
+    for k, (offset, what) in enumerate(native.members):
+        at, member = base + offset, _member(value, keys, k)
         if isinstance(what, DType):
             members.append(_scalar_spec(what, at))
-            continue
-        tensor = None if what is None else _tensor_spec(what, torch.Tensor, [(at, ord("Q"))])
-        members.append((_fastlaunch.ARG_ADDRESS, at, ord("Q"), tensor))
-    return (_fastlaunch.ARG_RECORD, int(native.keys is not None), native.keys, tuple(members))
-
-
-def native_specs(binders: Sequence[Binder], arg_types: Sequence[type], layout: Layout) -> tuple | None:
-    """Per argument, what the C plan reads and where it packs it; None when any argument
-    needs the Python path."""
-    specs: list[tuple] = []
-    cursor = 0
-    for binder, arg_type in zip(binders, arg_types, strict=True):
-        native, hint = binder.native, binder.inline
-        if isinstance(native, NativeRecord):
-            if cursor >= len(layout.params) or not layout.params[cursor].param.aggregate:
+        elif isinstance(what, NativeRecord):
+            nested = _record_spec(what, at, member)
+            if nested is None:
                 return None
-            specs.append(_record_spec(native, layout.params[cursor].offset))
-            cursor += 1
-            continue
-        if native is not None:
-            if native.ndim > _fastlaunch.MAX_NDIM:
-                return None
-            # numba: meminfo, parent, nitems, itemsize, data, shape, strides; tile: data, shape, strides
-            count = _FORMS[native.form][1] or (1 if native.form == "tile" else 5) + 2 * native.ndim
-        elif hint is not None and hint[0] in ("int", "float"):
-            count = 1
+            members.append(nested)
         else:
+            members.append(_address_spec(what, base, member))
+    return (_fastlaunch.ARG_RECORD, int(keys is not None), keys, tuple(members))
+
+
+def _address_spec(address: NativeAddress, base: int, value: Any) -> tuple:
+    """A pointer or slice member: a tensor of ``value``'s type read there (for a None or int address in
+    the building call: a torch tensor, when torch is imported), and whether None / ints are taken."""
+    arg_type = type(value)
+    if value is None or arg_type is int:
+        torch = sys.modules.get("torch")
+        arg_type = torch.Tensor if torch is not None else None
+    native = None if arg_type is None else address.tensor(arg_type)
+    places = [(base + at, ord(code)) for at, code in address.places]
+    tensor = None if native is None else _tensor_spec(native, arg_type, places)
+    return (_fastlaunch.ARG_ADDRESS, places[0][0], ord("Q"), tensor, int(address.raw))
+
+
+def native_specs(binders: Sequence[Binder], args: Sequence[Any], layout: Layout) -> tuple | None:
+    """Per argument, what the C plan reads and where it packs it; None when any argument
+    needs the Python path.  ``args``: the call that builds the plan (its types are the plan's; the
+    types inside its structs and tuples say how their members are read)."""
+    cursor = [0]
+    specs = []
+    for binder, arg in zip(binders, args, strict=True):
+        spec = _spec(binder, arg, layout, cursor)
+        if spec is None:
             return None
-        places = _codes(layout, cursor, count)
-        cursor += count
-        if places is None:
+        specs.append(spec)
+    return tuple(specs) if cursor[0] == len(layout.params) else None
+
+
+def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple | None:
+    """One argument's spec, its flat parameters taken from ``layout`` at ``cursor[0]`` on."""
+    native, hint = binder.native, binder.inline
+    if isinstance(native, NativeRecord):
+        at = cursor[0]
+        if at >= len(layout.params) or not layout.params[at].param.aggregate:
             return None
-        if native is not None:
-            spec = _tensor_spec(native, arg_type, places)
+        cursor[0] += 1
+        return _record_spec(native, layout.params[at].offset, arg)
+    if isinstance(native, NativeItems):
+        if type(arg) not in (tuple, list) or len(arg) != native.count:
+            return None
+        items = []
+        for index, item in enumerate(arg):
+            try:
+                binder = native.binder(index, type(item))
+            except ArgumentError:  # the Python path says so, after what it checks first
+                return None
+            spec = _spec(binder, item, layout, cursor)
             if spec is None:
                 return None
-        elif hint[0] == "int":
-            spec = (_INT, *places[0], int(hint[1]), int(hint[2]))
-        else:
-            spec = (_FLOAT, *places[0], float(hint[1]))
-        specs.append(spec)
-    if cursor != len(layout.params):
+            items.append(spec)
+        return (_fastlaunch.ARG_RECORD, 0, None, tuple(items))
+    if native is not None:
+        if native.ndim > _fastlaunch.MAX_NDIM:
+            return None
+        # numba: meminfo, parent, nitems, itemsize, data, shape, strides; tile: data, shape, strides
+        count = _FORMS[native.form][1] or (1 if native.form == "tile" else 5) + 2 * native.ndim
+    elif hint is not None and hint[0] in ("int", "float"):
+        count = 1
+    else:
         return None
-    return tuple(specs)
+    places = _codes(layout, cursor[0], count)
+    cursor[0] += count
+    if places is None:
+        return None
+    if native is not None:
+        return _tensor_spec(native, type(arg), places)
+    if hint[0] == "int":
+        return (_INT, *places[0], int(hint[1]), int(hint[2]))
+    return (_FLOAT, *places[0], float(hint[1]))
 
 
-def native_plan(size: int, specs: tuple, alias_pairs: tuple[tuple[int, int], ...] = (), **launch: Any) -> Any:
+def native_alias(specs: tuple, promises: tuple[tuple, tuple] | None) -> tuple[tuple, tuple] | None:
+    """``AliasCheck.native_promises`` as the C plan takes them: each member path as (argument index,
+    member position, ...) into ``specs``; None where a path does not end at a tensor the plan reads."""
+    if promises is None:
+        return None
+    pairs, distinct = promises
+    found = [_positions(specs, path) for path in (*(p for pair in pairs for p in pair), *distinct)]
+    if any(f is None for f in found):
+        return None
+    count = 2 * len(pairs)
+    return tuple(zip(found[:count:2], found[1:count:2], strict=True)), tuple(found[count:])
+
+
+def _positions(specs: tuple, path: tuple) -> tuple[int, ...] | None:
+    index, *steps = path
+    spec, found = specs[index], [index]
+    for step in steps:
+        if spec[0] != _fastlaunch.ARG_RECORD:
+            return None
+        _, by_name, keys, members = spec
+        position = (keys.index(step) if step in keys else None) if by_name else step
+        if not isinstance(position, int) or not 0 <= position < len(members):
+            return None
+        found.append(position)
+        spec = members[position]
+    return tuple(found)
+
+
+def native_plan(size: int, specs: tuple, alias: tuple[tuple, tuple] = ((), ()), **launch: Any) -> Any:
     """A ``_fastlaunch.Plan``; ``launch`` is the loader's ``native_facts`` (the kernel handle, the
-    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias_pairs``: argument
-    index pairs whose tensors must not overlap (the plan declines when they do)."""
-    return _fastlaunch.Plan(size, specs, alias_pairs=alias_pairs, **launch)
+    context and the driver's entry points, see bridge/launch/_fastlaunch.c).  ``alias``
+    (:func:`native_alias`): pairs of member paths whose tensors must not overlap, and the paths of
+    tensors that must not overlap themselves (the plan declines when they do)."""
+    pairs, distinct = alias
+    return _fastlaunch.Plan(size, specs, alias_pairs=pairs, distinct=distinct, **launch)
 
 
 def _inline_tensor(i: int, test: str, reads: tuple[str, str], kind: str,

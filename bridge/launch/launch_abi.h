@@ -71,8 +71,11 @@ enum {
     PTXB_ARG_FLOAT = 2,  /* a Python float, range-checked */
     PTXB_ARG_CAI = 3,    /* a tensor read through __cuda_array_interface__ (numba device arrays, any producer) */
     PTXB_ARG_CUPY = 4,   /* a cupy.ndarray, read through its attributes (data.ptr, dtype, shape, strides) */
-    PTXB_ARG_RECORD = 5, /* a by-value struct (a dict) or tuple (a tuple / list) of the kinds below */
-    PTXB_ARG_ADDRESS = 6, /* a raw-pointer member of a record: None, an int address, or a tensor */
+    PTXB_ARG_RECORD = 5, /* a by-value struct (a dict) or tuple (a tuple / list) of scalars, addresses and
+                            records; or a numba / cuTile tuple (a tuple / list) of any kinds, each item
+                            its own parameters */
+    PTXB_ARG_ADDRESS = 6, /* a pointer or slice member of a record: a tensor; a raw pointer's also None or an
+                             int address */
     PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
 };
 

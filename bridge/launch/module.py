@@ -38,7 +38,14 @@ from ptxbridge.launch.aliasing import alias_check
 from ptxbridge.launch.args import BindContext, LaunchState, OtherDeviceError, make_binder
 from ptxbridge.launch.call_form import LAUNCH_KEYWORDS, CallForm
 from ptxbridge.launch.dlpack import default_stream_for, device_name, stream_handle
-from ptxbridge.launch.fastpath import _fastlaunch, compile_launch, native_available, native_plan, native_specs
+from ptxbridge.launch.fastpath import (
+    _fastlaunch,
+    compile_launch,
+    native_alias,
+    native_available,
+    native_plan,
+    native_specs,
+)
 from ptxbridge.launch.nvtx import nvtx_ranges
 from ptxbridge.launch.panics import PANIC_MODES, PanicFlag, check_module_panics
 from ptxbridge.launch.raised import ErrorFlag
@@ -84,7 +91,7 @@ class _Plan:
     __slots__ = ("aliasing", "binders", "bound", "default_stream", "errors", "fast", "launch", "native",
                  "need_buffers", "stateful")
 
-    def __init__(self, kernel: Kernel, arg_types: tuple[type, ...]):
+    def __init__(self, kernel: Kernel, arg_types: tuple[type, ...], args: tuple):
         signature, backend = kernel.signature, kernel._backend
         if len(arg_types) != len(signature.params):
             names = ", ".join(p.name for p in signature.params)
@@ -110,12 +117,12 @@ class _Plan:
             self.bound = compile_launch(self.binders, prepared, self.aliasing)
         self.native = None  # the C plan (ptxbridge.launch._fastlaunch.Plan), when it can take this plan
         if self.fast and not kernel.cooperative and native_available():
-            specs = native_specs(self.binders, arg_types, signature.layout)
-            pairs = () if self.aliasing is None else self.aliasing.argument_pairs()  # None: C cannot check
-            facts = None if specs is None or pairs is None else backend.native_facts(kernel._function,
-                                                                                     kernel.name)
+            specs = native_specs(self.binders, args, signature.layout)
+            alias = None if specs is None else ((), ()) if self.aliasing is None else native_alias(
+                specs, self.aliasing.native_promises())  # None: C cannot check them
+            facts = None if alias is None else backend.native_facts(kernel._function, kernel.name)
             if facts is not None:
-                self.native = native_plan(packer.size, specs, pairs, default_stream=self.default_stream,
+                self.native = native_plan(packer.size, specs, alias, default_stream=self.default_stream,
                                           nvtx=kernel._module._nvtx, **facts)
         if not self.fast:
             function, name = kernel._function, kernel.name
@@ -190,7 +197,7 @@ class Kernel(_KernelBase):
         key = tuple(map(type, args))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(self, key)
+            plan = self._plans[key] = _Plan(self, key, args)
             if plan.native is not None:
                 self._remember(key, plan.native)
         if grid.__class__ is int and 0 < grid < _DIM_LIMIT:

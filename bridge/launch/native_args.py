@@ -9,20 +9,22 @@ does not accept it declines, and the binder runs.
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.kind_entries import KINDS
-from ptxbridge.abi.kinds import NumbaArray, ParamType, Pointer, Struct, StructField, TileArray
+from ptxbridge.abi.kinds import NumbaArray, ParamType, Struct, StructField, TileArray
+from ptxbridge.abi.layout import PACK_CODES
 from ptxbridge.abi.lowering import field_offsets, lower_param
 from ptxbridge.abi.params import Convention
 from ptxbridge.abi.tensor_rules import TILE_INDEX_RANGE
 from ptxbridge.launch.dlpack import producer_of
+from ptxbridge.launch.values import address_fields
 
-__all__ = ["NativeRecord", "NativeTensor", "native_record", "native_tensor"]
+__all__ = ["NativeAddress", "NativeItems", "NativeRecord", "NativeTensor", "native_record", "native_tensor"]
 
 _RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
 
@@ -47,14 +49,43 @@ class NativeTensor:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeAddress:
+    """A raw pointer, slice or ``DisjointSlice`` member of a by-value struct or tuple: ``places`` its flat
+    values' (offset inside the parameter's blob, struct code) as values.py lays them out; ``raw``: None and
+    int addresses are taken (raw pointers only); a tensor there is read as :meth:`tensor` says."""
+
+    places: tuple[tuple[int, str], ...]
+    raw: bool
+    t: ParamType
+    rule: Any
+    device_type: int
+    device_id: int
+
+    def tensor(self, arg_type: type) -> NativeTensor | None:
+        """How the C plan reads a tensor of ``arg_type`` here (None: it declines such values)."""
+        rule = self.rule
+        return native_tensor(self.t, rule, rule.dtype(self.t), rule.refuses_readonly(self.t), arg_type,
+                             self.device_type, self.device_id)
+
+
+@dataclass(frozen=True, slots=True)
 class NativeRecord:
     """A by-value struct (``keys``: its field names, read from a dict) or tuple (``keys`` None: a tuple
     or list of its items) the C plan packs itself: per member its byte offset inside the parameter and
-    a scalar ``DType``, or for a raw pointer the :class:`NativeTensor` a torch tensor there is read as
-    (None: only None and int addresses are read in C)."""
+    a scalar ``DType``, a :class:`NativeAddress`, or a nested :class:`NativeRecord` (offsets inside it
+    relative to the member's)."""
 
     keys: tuple[str, ...] | None
-    members: tuple[tuple[int, DType | NativeTensor | None], ...]
+    members: tuple[tuple[int, DType | NativeAddress | NativeRecord], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NativeItems:
+    """A numba / cuTile tuple whose items are parameters of their own: the C plan reads a tuple or list of
+    ``count`` items, each as ``binder(index, item type).native`` says (the tuple binder's own binders)."""
+
+    count: int
+    binder: Callable[[int, type], Any]
 
 
 def native_tensor(t: ParamType, rule: Any, want: DType | None, refuses_readonly: bool, arg_type: type,
@@ -102,7 +133,15 @@ def _tile_promises(t: TileArray) -> tuple:
 def native_record(name: str, t: ParamType, convention: Convention, device_type: int,
                   device_id: int) -> NativeRecord | None:
     """How the C plan packs a by-value struct or tuple ``t``, or None: only one-blob parameters whose
-    members are plain integer / float scalars and raw pointers (values.py encodes the rest)."""
+    members are (nested structs and tuples of) plain integer / float scalars, raw pointers, and slices
+    the C plan reads as ``{ptr, len}`` (values.py encodes the rest)."""
+    flat = lower_param(name, t, convention)
+    if len(flat) != 1 or not flat[0].aggregate:
+        return None
+    return _record(t, device_type, device_id)
+
+
+def _record(t: ParamType, device_type: int, device_id: int) -> NativeRecord | None:
     form = KINDS.entry_of(t).member
     if form == "struct":
         members, keys = tuple(f.type for f in t.fields), tuple(f.name for f in t.fields)
@@ -110,23 +149,19 @@ def native_record(name: str, t: ParamType, convention: Convention, device_type: 
         members, keys = tuple(KINDS.children(t)), None
     else:
         return None
-    flat = lower_param(name, t, convention)
-    if len(flat) != 1 or not flat[0].aggregate:
-        return None
     offsets = field_offsets(t if keys is not None else
                             Struct("tuple", tuple(StructField(str(i), m) for i, m in enumerate(members))))
-    torch = sys.modules.get("torch")
-    found: list[tuple[int, DType | NativeTensor | None]] = []
+    found: list[tuple[int, DType | NativeAddress | NativeRecord]] = []
     for member, offset in zip(members, offsets, strict=True):
         entry = KINDS.entry_of(member)
         if entry.member == "scalar" and member.dtype.name in _RECORD_SCALARS:
             found.append((offset, member.dtype))
-        elif isinstance(member, Pointer):
-            rule = entry.tensor
-            tensor = None if torch is None else native_tensor(
-                member, rule, rule.dtype(member), rule.refuses_readonly(member), torch.Tensor, device_type,
-                device_id)
-            found.append((offset, tensor))
+        elif entry.member == "address" and entry.tensor.contiguous(member) is not None:
+            places = tuple((offset + at, PACK_CODES[ptx_type]) for at, ptx_type in address_fields(member))
+            found.append((offset, NativeAddress(places, entry.tensor.raw_address, member, entry.tensor,
+                                                device_type, device_id)))
+        elif entry.member in ("struct", "tuple") and (nested := _record(member, device_type, device_id)):
+            found.append((offset, nested))
         else:
             return None
     return NativeRecord(keys, tuple(found))

@@ -22,7 +22,7 @@ from ptxbridge.abi.layout import PACK_CODES
 from ptxbridge.abi.lowering import FlatParam, field_offsets, lower_param, memory_layout
 from ptxbridge.abi.params import Convention
 
-__all__ = ["F32_MAX", "ValueProblem", "scalar_converter", "encoder", "bf16_bits"]
+__all__ = ["F32_MAX", "ValueProblem", "address_fields", "scalar_converter", "encoder", "bf16_bits"]
 
 F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
@@ -182,15 +182,25 @@ Pointers = Callable[[Any, ParamType], tuple[int, ...]]
 Encoder = Callable[[Any, Pointers], bytes]
 
 
-def _address_encoder(t: ParamType) -> Encoder:
-    """A pointer, slice... inside an aggregate: the values a tensor gives, laid out as ``t`` lowers
-    (its C lowering, each value at its natural alignment), padded to the kind's by-value size."""
-    size, _align = memory_layout(t)
-    fmt, cursor = ["<"], 0
+def address_fields(t: ParamType) -> list[tuple[int, str]]:
+    """(byte offset, PTX type) of each value a pointer, slice... carries inside an aggregate: its C
+    lowering, each value at its natural alignment (the C launch plan writes them at these places too)."""
+    fields, cursor = [], 0
     for flat in lower_param("", t, Convention.C):
         offset = -(-cursor // flat.align) * flat.align
-        fmt += [f"{offset - cursor}x", PACK_CODES[flat.ptx_type]]
+        fields.append((offset, flat.ptx_type))
         cursor = offset + flat.size
+    return fields
+
+
+def _address_encoder(t: ParamType) -> Encoder:
+    """A pointer, slice... inside an aggregate: the values a tensor gives at :func:`address_fields`,
+    padded to the kind's by-value size."""
+    size, _align = memory_layout(t)
+    fmt, cursor = ["<"], 0
+    for offset, ptx_type in address_fields(t):
+        fmt += [f"{offset - cursor}x", PACK_CODES[ptx_type]]
+        cursor = offset + struct.calcsize("<" + PACK_CODES[ptx_type])
     fmt.append(f"{size - cursor}x")
     pack = struct.Struct("".join(fmt)).pack
     return lambda value, pointer: pack(*pointer(value, t))

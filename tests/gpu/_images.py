@@ -36,6 +36,11 @@ extern "C" __global__ void vadd3(const float* a, const float* b, float* c, int n
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }
+struct Span { float* data; unsigned long long len; };
+extern "C" __global__ void span_axpy(Span x, Span y, float a) {  // tensors inside by-value structs
+    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < y.len && i < x.len) y.data[i] += a * x.data[i];
+}
 extern "C" __global__ void affine(Affine p, const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = (float)(p.scale * x[i] + p.shift + p.bias);
@@ -131,15 +136,21 @@ def _numba_kernels():
                 total += x[i, j]
             out[j] = total
 
-    return scale2d, colsum
+    def pair_add(pair, out):  # a tuple of arrays: each item its own parameters
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = pair[0][i] + pair[1][i]
+
+    return scale2d, colsum, pair_add
 
 
 def _numba() -> list:
     import ptxbridge.numba as pn
 
-    scale2d, colsum = _numba_kernels()
+    scale2d, colsum, pair_add = _numba_kernels()
     return [pn.compile(scale2d, "void(float32[:, :], float32[:, :], float32)", arch=ARCH, name="scale2d"),
-            pn.compile(colsum, "void(float32[::1, :], float32[::1])", arch=ARCH, name="colsum")]
+            pn.compile(colsum, "void(float32[::1, :], float32[::1])", arch=ARCH, name="colsum"),
+            pn.compile(pair_add, "void(UniTuple(float32[::1], 2), float32[::1])", arch=ARCH, name="pair_add")]
 
 
 def _rust() -> list:

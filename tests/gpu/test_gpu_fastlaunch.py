@@ -66,3 +66,42 @@ def test_torch_tensors_on_numba_arrays_launch_from_c():
     total = torch.full((70,), float("nan"), device="cuda")
     _twice(numba_module.colsum, f_order, total, grid=1, block=128)
     torch.testing.assert_close(total, f_order.sum(0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("producer", ["torch", "cupy", "numba"])
+def test_structs_holding_tensors_launch_from_c(cpp, producer):  # noqa: F811
+    """``span_axpy(Span x, Span y, float a)``, ``struct Span { float* data; unsigned long long len; }``:
+    dicts holding any producer's arrays take the C path and compute what the kernel says."""
+    n = 1000
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    if producer == "torch":
+        dx, dy, back = torch.from_numpy(x).cuda(), torch.ones(n, device="cuda"), lambda t: t.cpu().numpy()
+    elif producer == "cupy":
+        cupy = pytest.importorskip("cupy")
+        dx, dy, back = cupy.asarray(x), cupy.ones(n, dtype=cupy.float32), cupy.asnumpy
+    else:
+        from numba import cuda
+
+        dx, dy, back = cuda.to_device(x), cuda.to_device(np.ones(n, np.float32)), lambda a: a.copy_to_host()
+    _twice(cpp.span_axpy, {"data": dx, "len": n}, {"data": dy, "len": n}, 0.5, grid=4, block=256)
+    cpp.synchronize()
+    np.testing.assert_allclose(back(dy), 1 + 2 * 0.5 * x, rtol=1e-6)  # two launches
+
+
+@pytest.mark.parametrize("producer", ["torch", "numba"])
+def test_numba_tuples_of_arrays_launch_from_c(producer):
+    """A numba ``UniTuple(float32[::1], 2)`` argument: each array its own parameters, read in C."""
+    module = image("numba").load(0)
+    n = 513
+    a, b = (np.random.default_rng(k).standard_normal(n).astype(np.float32) for k in (2, 3))
+    if producer == "torch":
+        pair, out, back = (torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()), \
+            torch.full((n,), float("nan"), device="cuda"), lambda t: t.cpu().numpy()
+    else:
+        from numba import cuda
+
+        pair, out = (cuda.to_device(a), cuda.to_device(b)), cuda.to_device(np.full(n, np.nan, np.float32))
+        back = lambda d: d.copy_to_host()  # noqa: E731
+    _twice(module.pair_add, pair, out, grid=3, block=256)
+    module.synchronize()
+    np.testing.assert_allclose(back(out), a + b, rtol=1e-6)

@@ -3,12 +3,12 @@
 An eager op call already pays torch's dispatcher and its call into a Python kernel; what the
 kernel itself does per call should cost little next to the launch.  So the rules of the op's
 :class:`~ptxbridge.opspec.OpSpec` are resolved here to positions in one list of values (the op's
-arguments, then derived values, then outputs), constant rules are evaluated once, the kernel's
-argument order is an ``itemgetter``, and the launch target (the :class:`~ptxbridge.launch.module.Kernel`,
-or the module a launcher function gets) is looked up once per ``torch.device``.  Per call that
-leaves: the contiguity checks, the derived values, the ``shapes=`` checks, the output
-allocations, the launch, and the version-counter bump of mutated tensors (what torch's autograd
-would otherwise do).
+arguments, then derived values, then outputs), constant rules are evaluated once, the launch call
+is written out once per op (no argument tuple or keyword dict built per call), and the launch
+target (the :class:`~ptxbridge.launch.module.Kernel`, or the module a launcher function gets) is
+looked up once per ``torch.device``.  Per call that leaves: the contiguity checks, the derived
+values, the ``shapes=`` checks, the output allocations, the launch, and the version-counter bump
+of mutated tensors (what torch's autograd would otherwise do).
 
 A raw pointer or slice takes contiguous memory: a strided argument runs on a contiguous copy,
 copied back when the kernel writes it.
@@ -112,6 +112,19 @@ def _geometry(spec: OpSpec, index: Mapping[str, int]) -> tuple | Callable[[Seque
     return lambda values: (grid(values), block(values), shared_mem(values))
 
 
+def _caller(places: Sequence[int], fn: Callable[..., None] | None) -> Callable[[Any, Sequence, tuple], None]:
+    """``call(found, values, geometry)``: the kernel ``found`` launched with the values at ``places`` and
+    ``geometry`` as ``grid=``, ``block=``, ``shared_mem=`` (or ``fn(found, ...)`` without geometry), the
+    call spelled out: through ``*args`` and keywords it would build a tuple and a dict per call, which
+    costs more than the rest of the op's own work.  The source names only positions."""
+    values = "".join(f", v[{int(at)}]" for at in places)
+    call = (f"fn(found{values})" if fn is not None
+            else f"found({values[2:]}{', ' if values else ''}grid=g[0], block=g[1], shared_mem=g[2])")
+    namespace: dict[str, Any] = {"fn": fn}
+    exec(compile(f"def call(found, v, g):\n    {call}\n", "<ptxbridge.torch launch>", "exec"), namespace)
+    return namespace["call"]
+
+
 def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn: Callable[..., None] | None,
                anchor: int, to_torch: Mapping[Any, Any]) -> Callable[..., Any]:
     """The op's kernel for CPU and CUDA tensors: ``impl(*args)`` with the op's arguments in order.
@@ -129,7 +142,7 @@ def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn:
     allocate = _allocator(spec, index, to_torch, frozenset(contiguous)) if spec.outputs else None
     geometry = () if fn is not None else _geometry(spec, index)  # a launcher function has none
     fixed = geometry if isinstance(geometry, tuple) else None
-    ordered = _picker([index[p.name] for p in spec.signature.params])
+    call = _caller([index[p.name] for p in spec.signature.params], fn)
     outputs = [index[o.param.name] for o in spec.outputs]
     result = itemgetter(*outputs) if outputs else None  # several outputs: a tuple
     mutated = [index[name] for name in spec.mutated]
@@ -191,10 +204,7 @@ def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn:
             raise
         except Exception as exc:
             explain(values, exc)
-        if fn is None:
-            found(*ordered(values), grid=launch[0], block=launch[1], shared_mem=launch[2])
-        else:
-            fn(found, *ordered(values))
+        call(found, values, launch)
         if mutated:
             _bump(written(values))
         return None if result is None else result(values)
