@@ -147,10 +147,12 @@ def test_stream_handles():
         stream_handle("default")
 
 
-def test_default_stream_is_decided_by_argument_types():
-    assert default_stream_for((np.ndarray, float)) is None
+def test_default_stream_is_decided_by_the_arguments_struct_members_included():
+    assert default_stream_for((np.zeros(2), 1.0)) is None
+    assert default_stream_for(({"data": np.zeros(2), "len": 2},)) is None
     torch = pytest.importorskip("torch")
-    assert callable(default_stream_for((torch.Tensor, int)))
+    assert callable(default_stream_for((torch.zeros(2), 1)))
+    assert callable(default_stream_for(({"data": torch.zeros(2), "len": 2}, (1, [torch.zeros(1)]))))
 
 
 def test_device_names():

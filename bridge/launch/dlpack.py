@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -327,6 +327,15 @@ def stream_handle(stream: Any) -> int:
                         f"or a CuPy stream (got {type(stream).__name__})")
 
 
+def _leaves(values: Any, depth: int = 4) -> Iterator[Any]:
+    """``values`` and what dicts, tuples and lists among them hold (structs and tuples of arguments)."""
+    for value in values:
+        if isinstance(value, (dict, tuple, list)) and depth:
+            yield from _leaves(value.values() if isinstance(value, dict) else value, depth - 1)
+        else:
+            yield value
+
+
 def _torch_stream_reader(torch: Any) -> Callable[[int], int]:
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
@@ -340,13 +349,14 @@ def _cupy_stream_reader(cupy: Any) -> Callable[[int], int]:
     return lambda device: get_current_stream().ptr
 
 
-def default_stream_for(arg_types: tuple[type, ...]) -> Callable[[int], int] | None:
-    """How to find the caller's stream when no ``stream=`` is given, decided per argument types.
+def default_stream_for(args: tuple) -> Callable[[int], int] | None:
+    """How to find the caller's stream when no ``stream=`` is given, decided by the arguments of the
+    call that builds a plan, struct members and tuple items included.
 
     torch tensors -> torch's current stream on the device; else CuPy arrays ->
     CuPy's current stream; else None (the legacy default stream).
     """
-    roots = {_module_of(tp) for tp in arg_types}
+    roots = {_module_of(type(value)) for value in _leaves(args)}
     if "torch" in roots and "torch" in sys.modules:
         return _torch_stream_reader(sys.modules["torch"])
     if "cupy" in roots and "cupy" in sys.modules:

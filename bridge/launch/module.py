@@ -106,7 +106,7 @@ class _Plan:
         self.errors = ErrorFlag.of(kernel._module, kernel.name) or PanicFlag.of(kernel._module, kernel.name)
         self.need_buffers = backend.needs_buffers
         on_gpu = backend.device_type == DLPACK_CUDA
-        self.default_stream = default_stream_for(arg_types) if on_gpu else None
+        self.default_stream = default_stream_for(args) if on_gpu else None
         packer = signature.layout.packer()
         prepared = None
         if not self.stateful and not self.need_buffers and self.errors is None:
