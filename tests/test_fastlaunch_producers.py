@@ -634,3 +634,19 @@ def test_a_bad_tuple_item_leaves_the_error_to_the_python_path_in_its_order(drive
     with pytest.raises(ArgumentError, match=r"^k: argument 't\.0' .* \(got str\)"):
         kernel(torch.zeros(3), ("seven", 7), grid=1, block=1)
     assert kernel._cached() == () and driver == []
+
+
+def test_structs_of_another_producer_get_their_own_c_plan(driver, python_calls):  # noqa: F811
+    """The C launcher keeps one plan per top-level types, and a struct is a dict whichever tensors it
+    holds: dicts of JAX arrays after dicts of torch tensors take Python once, then C, and back."""
+    jnp = pytest.importorskip("jax.numpy")
+    sig = Signature("k", (Param("s", SPAN),), convention=Convention.C)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    makers = {"torch": lambda: {"data": torch.zeros(4), "len": 4},
+              "jax": lambda: {"data": jnp.zeros(4, jnp.float32), "len": 4}}
+    for producer in ("torch", "jax", "torch", "jax"):
+        before = len(python_calls)
+        for _ in range(3):
+            kernel(makers[producer](), grid=1, block=1)
+        assert len(python_calls) == before + 1, f"{producer}: only the first call of a switch runs Python"
+    assert kernel._cached() == ((dict,),) and len(driver) == 12  # the Python path launches the C plan too

@@ -85,6 +85,17 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
                         f"(got {value!r})")
 
 
+def _member_types(arg: Any) -> Any:
+    """``arg``'s type, and for a struct (dict) or tuple (tuple, list) its members' too: a plan learns the
+    producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get their own."""
+    kind = type(arg)
+    if kind is dict:
+        return kind, tuple((name, _member_types(value)) for name, value in arg.items())
+    if kind is tuple or kind is list:
+        return kind, tuple(map(_member_types, arg))
+    return kind
+
+
 class _Plan:
     """Everything decided once per (kernel, argument types)."""
 
@@ -183,7 +194,7 @@ class Kernel(_KernelBase):
         self.signature = signature
         self._function = module.backend.function(name)
         self._call_form: CallForm | None = None
-        self._plans: dict[tuple[type, ...], _Plan] = {}
+        self._plans: dict[tuple[Any, ...], _Plan] = {}  # by _member_types
         self._cooperative = name in module.backend.cooperative_kernels
         reqntid = signature.launch.reqntid
         self._default_block = dim3(tuple(reqntid), "reqntid", name) if reqntid else None
@@ -194,12 +205,12 @@ class Kernel(_KernelBase):
                      stream: Any = None, check_aliasing: bool = True) -> None:
         """The whole call in Python: what the C launcher does not take, and every error.
         ``check_aliasing=False`` skips the no-alias check for this call (docs/safety.md)."""
-        key = tuple(map(type, args))
+        key = tuple(map(_member_types, args))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(self, key, args)
-            if plan.native is not None:
-                self._remember(key, plan.native)
+            plan = self._plans[key] = _Plan(self, tuple(map(type, args)), args)
+        if plan.native is not None:  # the C launcher keeps one plan per top-level types: this call's
+            self._remember(tuple(map(type, args)), plan.native)
         if grid.__class__ is int and 0 < grid < _DIM_LIMIT:
             grid3 = (grid, 1, 1)
         else:
