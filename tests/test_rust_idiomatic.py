@@ -14,6 +14,8 @@ import re
 import _rust_fixtures
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ptxbridge
 import ptxbridge.rust as prust
@@ -193,6 +195,24 @@ def test_panic_messages_takes_full_or_location():
     with pytest.raises(ArgumentError, match=r"panic_messages must be one of \('full', 'location'\) "
                                             r"\(got 'none'\)"):
         prust.compile(SOURCE, arch=ARCH, progress=False, panic_messages="none")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=panic_record.SIZE + 8), state=st.sampled_from([0, 1, 2, 3]),
+       message_len=st.sampled_from([0, 5, 256, 300, panic_record.NOT_KEPT, 2**32 - 2]),
+       file_len=st.integers(0, 2**32 - 1))
+def test_any_record_bytes_read_as_a_record_or_none(data, state, message_len, file_len):
+    """The host reads whatever the device left: any bytes give a record or None, never an exception,
+    and a file address outside the image's data reads no file."""
+    record = bytearray(data.ljust(panic_record.SIZE, b"\0"))
+    record[:4] = state.to_bytes(4, "little")
+    record[36:44] = message_len.to_bytes(4, "little") + file_len.to_bytes(4, "little")
+    found = panic_record.read_record(bytes(record), lambda address, length: None)
+    assert (found is None) == (state != panic_record.WRITTEN)
+    if found is not None:
+        assert len(found.message) <= panic_record.MESSAGE + len("...") or message_len == panic_record.NOT_KEPT
+        assert len(found.file) <= panic_record.FILE
+        assert found.file == "" or message_len != panic_record.NOT_KEPT
 
 
 def test_a_record_without_its_message_whose_file_is_not_in_the_image_reads_no_file():
