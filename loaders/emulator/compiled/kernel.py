@@ -33,6 +33,7 @@ MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the inte
 
 SLOT = 256  # bytes per saved register (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
+_LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
 _M, _I32 = vec("i1"), vec("i32")
@@ -177,9 +178,9 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         saved = e.op(f"load {e.slot_type(name)}, ptr {at}, align 8")
         e.emit(f"store {e.slot_type(name)} {saved}, ptr {e.slot(name)}")
     e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
-    live_at = e.op("getelementptr i8, ptr %st, i64 128")
+    live_at = e.op(f"getelementptr i8, ptr %st, i64 {_LIVE_AT}")
     e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
-    steps_at = e.op("getelementptr i8, ptr %st, i64 136")
+    steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
     resumed = e.op(f"load i64, ptr {steps_at}, align 8")
     e.emit(f"store i64 {resumed}, ptr %steps")
     watch_start(e, resumed)
@@ -345,10 +346,9 @@ def _scheduler(e: Emitter, count: int) -> None:
         value = e.op(f"load {e.slot_type(name)}, ptr {e.slot(name)}")
         e.emit(f"store {e.slot_type(name)} {value}, ptr {at}, align 8")
     e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
-    e.emit(f"store {mask} {live}, ptr {e.op('getelementptr i8, ptr %st, i64 128')}, align 8")
-    e.emit(
-        f"store i64 {e.op('load i64, ptr %steps')}, ptr {e.op('getelementptr i8, ptr %st, i64 136')}, align 8"
-    )
+    e.emit(f"store {mask} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
+    steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
+    e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {steps_at}, align 8")
     e.emit("store i32 1, ptr %rc")
     e.emit("br label %exit")
     e.put_label("done")
