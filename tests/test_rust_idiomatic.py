@@ -21,6 +21,7 @@ import ptxbridge
 import ptxbridge.rust as prust
 from ptxbridge import CodeKind, Image
 from ptxbridge.abi import panic_record
+from ptxbridge.abi.cubin import read_cubin
 from ptxbridge.abi.errors import ArgumentError, KernelRaisedError, LinkError
 from ptxbridge.abi.ptx import read_ptx
 
@@ -141,22 +142,22 @@ def test_division_by_zero_and_expect_raise_naming_message_and_line(module):
     assert out.tolist() == [2, 6]
 
 
+def _registers(image) -> dict[str, int | None]:
+    """Registers per kernel, as the image's cubin records them."""
+    return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
+
+
 @pytest.mark.parametrize("output", ["ptx", "ltoir"])
 def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_unchecked_twin(output):
     """core::fmt's formatters, called through pointers, size the registers of every kernel that can
     panic; the handler that never reads the message links none of them."""
-    from ptxbridge.abi.cubin import read_cubin
-
-    def registers(image) -> dict[str, int | None]:
-        return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
-
     full = ptxbridge.link([prust.compile(SOURCE, arch=ARCH, output=output, progress=False)], arch=ARCH,
                           options=ptxbridge.LinkOptions(max_registers=0))
     art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")
     image = ptxbridge.link([art], arch=ARCH)
     assert not any(f.name.endswith("Display3fmt") for f in read_ptx(prust.compile(
         SOURCE, arch=ARCH, progress=False, panic_messages="location").code).functions)
-    lean, fat = registers(image), registers(full)
+    lean, fat = _registers(image), _registers(full)
     assert lean["axpy"] <= 32 < fat["axpy"]  # 32: every SM's 2048 threads resident in 256-thread blocks
     with image.load("cpu") as loaded:
         x, y = np.arange(8, dtype=np.float32), np.ones(12, np.float32)
@@ -171,11 +172,8 @@ def test_panic_messages_location_keeps_where_and_who_and_the_registers_of_the_un
 
 @pytest.mark.parametrize("output", ["ptx", "ltoir"])
 def test_the_link_caps_a_full_message_crate_at_the_registers_it_needs_without_the_message(output):
-    from ptxbridge.abi.cubin import read_cubin
-
     def registers(*inputs, **options) -> dict[str, int | None]:
-        image = ptxbridge.link(list(inputs), arch=ARCH, options=ptxbridge.LinkOptions(**options))
-        return {k.name: k.registers for k in read_cubin(image.cubin).kernels}
+        return _registers(ptxbridge.link(list(inputs), arch=ARCH, options=ptxbridge.LinkOptions(**options)))
 
     art = prust.compile(SOURCE, arch=ARCH, output=output, progress=False)
     lean = prust.compile(SOURCE, arch=ARCH, output=output, progress=False, panic_messages="location")

@@ -207,10 +207,11 @@ class Kernel(_KernelBase):
         ``check_aliasing=False`` skips the no-alias check for this call (docs/safety.md)."""
         key = tuple(map(_member_types, args))
         plan = self._plans.get(key)
+        types = tuple(map(type, args))
         if plan is None:
-            plan = self._plans[key] = _Plan(self, tuple(map(type, args)), args)
+            plan = self._plans[key] = _Plan(self, types, args)
         if plan.native is not None:  # the C launcher keeps one plan per top-level types: this call's
-            self._remember(tuple(map(type, args)), plan.native)
+            self._remember(types, plan.native)
         if grid.__class__ is int and 0 < grid < _DIM_LIMIT:
             grid3 = (grid, 1, 1)
         else:
