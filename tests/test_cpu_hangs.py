@@ -5,9 +5,11 @@ does work runs to the end and, with ``PTXBRIDGE_PROGRESS=1`` (or on a terminal),
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import ptxbridge
 from ptxbridge import nvrtc
 from ptxbridge.abi.errors import EmulatorError
+from ptxbridge.loaders.emulator import watchdog
 from ptxbridge.loaders.emulator.watchdog import FIRST_LOOK, INTERVAL
 
 SOURCE = r"""
@@ -87,8 +90,12 @@ def test_long_kernels_that_work_run_to_the_end(module):
 
 
 def test_a_long_interpreted_launch_shows_progress(image, monkeypatch, capsys):
-    """With PTXBRIDGE_PROGRESS=1 a launch over three seconds prints blocks done."""
+    """With PTXBRIDGE_PROGRESS=1 a launch over three seconds prints blocks done (on a clock that
+    moves three seconds per reading, so a fast machine shows it too)."""
     monkeypatch.setenv("PTXBRIDGE_PROGRESS", "1")
+    readings = itertools.count()
+    clock = types.SimpleNamespace(monotonic=lambda: watchdog.PROGRESS_AFTER * next(readings))
+    monkeypatch.setattr(watchdog, "time", clock)
     n = (FIRST_LOOK + 3 * INTERVAL) // 4
     out = np.zeros(32, np.float32)
     image.load("cpu", tier="interp").count_up(out, n, grid=1, block=32)

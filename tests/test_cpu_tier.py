@@ -468,3 +468,75 @@ def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, va
         outs.append(out)
     assert be is not None and backend(ptx, tier="compiled").compiled_tier.why_interpreted("k") is None
     assert outs[0].tobytes() == outs[1].tobytes()
+
+
+GATHER = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [idx];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.u32 %r2, [%rd3];
+ld.param.u64 %rd1, [on];
+add.s64 %rd4, %rd1, %rd2;
+ld.global.u32 %r3, [%rd4];
+setp.eq.u32 %p1, %r3, 0;
+@%p1 bra DONE;
+ld.param.u64 %rd5, [x];
+mul.wide.s32 %rd6, %r2, 4;
+add.s64 %rd7, %rd5, %rd6;
+ld.global.u32 %r4, [%rd7];
+ld.global.u32 %r5, [%rd7+4];
+xor.b32 %r7, %r2, 1;
+mul.wide.s32 %rd10, %r7, 4;
+add.s64 %rd11, %rd5, %rd10;
+ld.global.u32 %r8, [%rd11];
+ld.param.u64 %rd8, [out];
+add.s64 %rd9, %rd8, %rd2;
+mul.lo.u32 %r8, %r8, 7;
+add.u32 %r6, %r4, %r5;
+add.u32 %r6, %r6, %r8;
+st.global.u32 [%rd9], %r6;
+DONE:
+ret;""",
+    params=".param .u64 idx, .param .u64 on, .param .u64 x, .param .u64 out",
+    regs=".reg .pred %p1;\n.reg .b32 %r<9>;\n.reg .b64 %rd<12>;",
+)
+_group = st.one_of(  # the element indices of eight lanes: consecutive, one, or anything
+    st.integers(0, 56).map(lambda first: list(range(first, first + 8))),
+    st.integers(0, 62).map(lambda one: [one] * 8),
+    st.lists(st.integers(0, 62), min_size=8, max_size=8),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(_group, min_size=8, max_size=8),
+    st.lists(st.integers(0, 1), min_size=64, max_size=64) | st.just([1] * 64),
+    st.sampled_from([None, (0, 64), (31, -1), (40, -1), (63, 64)]),
+)
+def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(groups, on, past):
+    """Each group of eight lanes reads consecutive elements, one element or any, under a full or
+    partial mask, two warps with the same instructions; through a base register read twice
+    (``[%rd7]``, ``[%rd7+4]``) and once; thread ``past[0]`` reads element ``past[1]``, outside
+    ``x`` (in the second warp: after the first one's reads were admitted): the same report."""
+    idx, on = np.array([i for g in groups for i in g], np.int32), list(on)
+    if past is not None:
+        idx[past[0]], on[past[0]] = past[1], 1
+    x = np.arange(1, 65, dtype=np.uint32) * 1000003
+    results = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(64, np.uint32)
+        flags = np.array(on, np.uint32)
+        be = backend(GATHER, tier=tier)
+        arrays = [idx, flags, x, out]
+        try:
+            kinds = [ptr("i32"), *[ptr("u32")] * 3]
+            launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
+            results.append(out.tobytes())
+        except MemoryAccessError as raised:
+            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+    assert results[0] == results[1]
+    if past is not None:
+        assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]

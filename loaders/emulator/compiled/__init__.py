@@ -14,6 +14,8 @@ Modules::
     ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
     access, runtime    checked memory helpers (one module every kernel links), the region lookup,
                        the grid driver
+    direct             the inline fast paths: remembered checks per instruction, direct and
+                       patterned moves
     jit                llvmlite, the object cache on disk and in the process
 """
 

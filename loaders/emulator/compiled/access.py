@@ -3,7 +3,8 @@
 ``@ptxb.load_iN`` / ``@ptxb.store_iN`` check an access and then move ``count`` elements per lane: when every
 lane is active and points at consecutive elements (the common ``a[i]``), the check is two scalar
 compares against the region table; otherwise ``@ptxb.access`` runs the full check of ``@resolve``.
-``@ptxb.span`` gives the OR, minimum and maximum of a base register's active lanes once per block, and
+``@ptxb.span`` gives the OR, minimum and maximum of a base register's active lanes and how they
+fall (:mod:`.direct`) once per block, and
 ``@ptxb.hoisted`` checks an access ``[%r+off]`` from them, so an unrolled loop reading ``[%r]``,
 ``[%r+4]``, ``[%r+8]``... through one register checks it once (the interpreter's ``shared_base``).
 ``@ptxb.fetch_iN`` / ``@ptxb.put_iN`` move the values once checked: a masked vector access when the lanes'
@@ -17,6 +18,7 @@ once and loaded beside each kernel's object (:mod:`.jit`), whose IR only declare
 
 from __future__ import annotations
 
+from .direct import WHOLE
 from .runtime import DECLARATIONS, field, shared_ir
 from .values import vec
 
@@ -35,23 +37,6 @@ define i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i
   %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, i64 %ext,
                          <32 x i64> %lin, ptr %out)
   ret i32 %r
-}}
-
-; OR, minimum and maximum of the active lanes' values of a base register (lo > hi: no lane)
-define void @ptxb.span(ptr %addrp, i32 %bits, ptr %out) noinline {{
-  %addr = load <32 x i64>, ptr %addrp
-  %m = bitcast i32 %bits to <32 x i1>
-  %forlo = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> splat (i64 -1)
-  %forhi = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> zeroinitializer
-  %lo = call i64 @llvm.vector.reduce.umin.v32i64(<32 x i64> %forlo)
-  %hi = call i64 @llvm.vector.reduce.umax.v32i64(<32 x i64> %forhi)
-  %or = call i64 @llvm.vector.reduce.or.v32i64(<32 x i64> %forhi)
-  store i64 %lo, ptr %out
-  %p1 = getelementptr i64, ptr %out, i64 1
-  store i64 %hi, ptr %p1
-  %p2 = getelementptr i64, ptr %out, i64 2
-  store i64 %or, ptr %p2
-  ret void
 }}
 
 ; the pointer offset of an access whose lanes span [lo, hi] (aligned when %bits is), or -1 when the
@@ -91,6 +76,128 @@ yes:
   ret i64 %d
 no:
   ret i64 -1
+}}
+"""
+
+
+
+def _group_kind(j: int) -> str:
+    """IR: ``%kj`` (shifted: ``%sj``), the class of lanes ``8j..8j+7`` for ``@pattern``."""
+    lanes = ", ".join(f"i32 {8 * j + k}" for k in range(8))
+    shifted = f"  %s{j} = shl i32 %k{j}, {8 * j}\n" if j else ""
+    return f"""
+  %p{j} = shufflevector <32 x i64> %v, <32 x i64> poison, <8 x i32> <{lanes}>
+  %m{j} = shufflevector <32 x i1> %m, <32 x i1> poison, <8 x i32> <{lanes}>
+  %f{j} = extractelement <8 x i64> %p{j}, i32 0
+  %fh{j} = insertelement <8 x i64> poison, i64 %f{j}, i32 0
+  %fs{j} = shufflevector <8 x i64> %fh{j}, <8 x i64> poison, <8 x i32> zeroinitializer
+  %e{j} = add <8 x i64> %fs{j}, %steps
+  %ce{j} = icmp eq <8 x i64> %p{j}, %e{j}
+  %cn{j} = call i1 @llvm.vector.reduce.and.v8i1(<8 x i1> %ce{j})
+  %ue{j} = icmp eq <8 x i64> %p{j}, %fs{j}
+  %un{j} = call i1 @llvm.vector.reduce.and.v8i1(<8 x i1> %ue{j})
+  %an{j} = call i1 @llvm.vector.reduce.or.v8i1(<8 x i1> %m{j})
+  %one{j} = and i1 %un{j}, %an{j}
+  %ko{j} = select i1 %one{j}, i32 1, i32 2
+  %k{j} = select i1 %cn{j}, i32 0, i32 %ko{j}
+{shifted}"""
+
+
+_ADMIT = f"""
+; the pointer offset of an aligned, ordered span [lo, hi] of first addresses at an instruction's
+; site (.direct), or -1 when the full check must decide (as @ptxb.hoisted); on success the site
+; remembers the span any later access of the instruction may have with that offset: the region
+; cut to the argument's extent (lowest address, highest first address, offset)
+define i64 @ptxb.admit(ptr %ctx, i64 %lo, i64 %hi, i64 %size, i1 %write, i64 %ext, ptr %site) noinline {{
+entry:
+  %delta = call i64 @ptxb.hoisted(ptr %ctx, i64 %lo, i64 %hi, i64 %lo, i64 %size, i1 %write, i64 %ext)
+  %no = icmp eq i64 %delta, -1
+  br i1 %no, label %out, label %keep
+keep:
+  %hp = getelementptr i64, ptr %ctx, i64 {field("hint")}
+  %row = load i64, ptr %hp
+  %rp = call ptr @row(ptr %ctx, i64 {field("regions")}, i64 %row)
+  %base = load i64, ptr %rp
+  %ep = getelementptr i64, ptr %rp, i64 1
+  %end = load i64, ptr %ep
+  %none = icmp eq i64 %ext, 0
+  br i1 %none, label %store, label %cut
+cut:
+  %xp = call ptr @row(ptr %ctx, i64 {field("extents")}, i64 %ext)
+  %xbase = load i64, ptr %xp
+  %xep = getelementptr i64, ptr %xp, i64 1
+  %xend = load i64, ptr %xep
+  %open = icmp eq i64 %xend, 0
+  %xlo = select i1 %open, i64 0, i64 %xbase
+  %xhi = select i1 %open, i64 -1, i64 %xend
+  %higher = icmp ugt i64 %xlo, %base
+  %lo2 = select i1 %higher, i64 %xlo, i64 %base
+  %lower = icmp ult i64 %xhi, %end
+  %end2 = select i1 %lower, i64 %xhi, i64 %end
+  br label %store
+store:
+  %least = phi i64 [%base, %keep], [%lo2, %cut]
+  %top = phi i64 [%end, %keep], [%end2, %cut]
+  %most = sub i64 %top, %size
+  %dp = getelementptr i64, ptr %site, i64 2
+  store i64 %delta, ptr %dp
+  %mp = getelementptr i64, ptr %site, i64 1
+  store i64 %most, ptr %mp
+  store i64 %least, ptr %site
+  ret i64 %delta
+out:
+  ret i64 -1
+}}
+
+; how the lanes of a base register fall, per group of eight (byte j: 0 consecutive elements of
+; %size, 1 one address and some lane active, 2 neither), or {WHOLE}: all lanes active, consecutive
+define internal i32 @pattern(<32 x i64> %v, i32 %bits, i64 %size) alwaysinline {{
+entry:
+  %m = bitcast i32 %bits to <32 x i1>
+  %sh = insertelement <8 x i64> poison, i64 %size, i32 0
+  %ss = shufflevector <8 x i64> %sh, <8 x i64> poison, <8 x i32> zeroinitializer
+  %steps = mul <8 x i64> %ss, <i64 0, i64 1, i64 2, i64 3, i64 4, i64 5, i64 6, i64 7>
+{"".join(_group_kind(j) for j in range(4))}
+  %k01 = or i32 %k0, %s1
+  %k012 = or i32 %k01, %s2
+  %packed = or i32 %k012, %s3
+  %full = icmp eq i32 %bits, -1
+  %g8 = mul i64 %size, 8
+  %n1 = sub i64 %f1, %f0
+  %n2 = sub i64 %f2, %f1
+  %n3 = sub i64 %f3, %f2
+  %o1 = icmp eq i64 %n1, %g8
+  %o2 = icmp eq i64 %n2, %g8
+  %o3 = icmp eq i64 %n3, %g8
+  %o12 = and i1 %o1, %o2
+  %o123 = and i1 %o12, %o3
+  %zero = icmp eq i32 %packed, 0
+  %w1 = and i1 %full, %zero
+  %w = and i1 %w1, %o123
+  %r = select i1 %w, i32 {WHOLE}, i32 %packed
+  ret i32 %r
+}}
+
+; OR, minimum and maximum of the active lanes' values of a base register (lo > hi: no lane), and
+; their pattern for elements of %size
+define void @ptxb.span(ptr %addrp, i32 %bits, i64 %size, ptr %out) noinline {{
+  %addr = load <32 x i64>, ptr %addrp
+  %m = bitcast i32 %bits to <32 x i1>
+  %forlo = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> splat (i64 -1)
+  %forhi = select <32 x i1> %m, <32 x i64> %addr, <32 x i64> zeroinitializer
+  %lo = call i64 @llvm.vector.reduce.umin.v32i64(<32 x i64> %forlo)
+  %hi = call i64 @llvm.vector.reduce.umax.v32i64(<32 x i64> %forhi)
+  %or = call i64 @llvm.vector.reduce.or.v32i64(<32 x i64> %forhi)
+  %pat = call i32 @pattern(<32 x i64> %addr, i32 %bits, i64 %size)
+  %pat64 = sext i32 %pat to i64
+  store i64 %lo, ptr %out
+  %p1 = getelementptr i64, ptr %out, i64 1
+  store i64 %hi, ptr %p1
+  %p2 = getelementptr i64, ptr %out, i64 2
+  store i64 %or, ptr %p2
+  %p3 = getelementptr i64, ptr %out, i64 3
+  store i64 %pat64, ptr %p3
+  ret void
 }}
 """
 
@@ -268,18 +375,23 @@ def _intrinsics(bits: int) -> list[str]:
 
 def runtime_ir() -> str:
     """The module of every helper, for loads and stores of each element width."""
-    declarations = {*DECLARATIONS, "declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)"}
+    declarations = {
+        *DECLARATIONS,
+        "declare i1 @llvm.vector.reduce.and.v8i1(<8 x i1>)",
+        "declare i1 @llvm.vector.reduce.or.v8i1(<8 x i1>)",
+    }
     for bits in _WIDTHS:
         declarations.update(_intrinsics(bits))
     helpers = [_helper_ir(kind, bits) for kind in ("load", "store") for bits in _WIDTHS]
-    return "\n".join([*sorted(declarations), shared_ir(), _COMMON, *helpers])
+    return "\n".join([*sorted(declarations), shared_ir(), _COMMON, _ADMIT, *helpers])
 
 
 HELPERS = "\n".join(
     [
         "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, ptr, ptr)",
-        "declare void @ptxb.span(ptr, i32, ptr)",
+        "declare void @ptxb.span(ptr, i32, i64, ptr)",
         "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
+        "declare i64 @ptxb.admit(ptr, i64, i64, i64, i1, i64, ptr)",
         *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr)"
           for kind in ("load", "store") for bits in _WIDTHS),
         *(f"declare void @ptxb.{name}_i{bits}(ptr, i32, i64, ptr)"

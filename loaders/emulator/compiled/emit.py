@@ -17,6 +17,7 @@ from typing import Any
 
 from ..memory import WINDOWS
 from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
+from .direct import DirectMoves
 from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, is_float, is_signed, vec
 
 __all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "SPECIALS", "LANE_IDS"]
@@ -58,6 +59,7 @@ CTX = {
             "extents",
             "err_extent",
             "err_write",
+            "sites",
         )
     )
 }
@@ -85,12 +87,17 @@ _MASK = vec("i1")
 LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
 
 
+def _patterned(kind: str, count: int, bits: int) -> bool:
+    """Whether an access through a register base moves as :func:`.direct.patterned` does."""
+    return kind == "load" and count == 1 and bits >= 32
+
+
 def _signed(value: int) -> int:
     """A u64 as LLVM's i64 literal."""
     return value - (1 << 64) if value >> 63 else value
 
 
-class Emitter:
+class Emitter(DirectMoves):
     """IR text for one kernel's warp function; ``registers`` maps names to bit widths."""
 
     def __init__(self, registers: dict[str, int], symbol: Callable[[str], Any], kernel: str):
@@ -98,6 +105,7 @@ class Emitter:
         self.slots = {name: i for i, name in enumerate(sorted(registers))}
         self.symbol, self.kernel = symbol, kernel
         self.lines: list[str] = []
+        self.block = "entry"  # the label of the block being emitted
         self.count = 0
         self.mask = "%m"  # the current block's mask (reloaded at every block start)
         self.insn = 0  # index of the instruction being emitted (fault and watchdog reports)
@@ -135,6 +143,7 @@ class Emitter:
 
     def put_label(self, name: str) -> None:
         self.lines.append(f"{name}:")
+        self.block = name
 
     def op(self, text: str) -> str:
         """Emit ``%t = text`` and return ``%t``."""
@@ -230,8 +239,7 @@ class Emitter:
         width = self.registers[operand.name]
         if (width == 1) != (ptx_type == "pred"):
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
-        self.spans = {key: span for key, span in self.spans.items() if key[0] != operand.name}
-        self.deltas = {key: delta for key, delta in self.deltas.items() if key[0] != operand.name}
+        self.forget(operand.name)
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if operand.name in self.uniform:  # every lane computed the same value
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
@@ -246,6 +254,11 @@ class Emitter:
             f"{self.reg_type(operand.name)} {old}"
         )
         self.emit(f"store {self.reg_type(operand.name)} {kept}, ptr {self.slot(operand.name)}")
+
+    def forget(self, name: str) -> None:
+        """Drop the block's spans and checks made through register ``name``."""
+        self.spans = {key: span for key, span in self.spans.items() if key[0] != name}
+        self.deltas = {key: delta for key, delta in self.deltas.items() if key[0] != name}
 
     def guard(self, ins: Instruction) -> str:
         """The lanes an instruction runs for: the block mask and its guard predicate."""
@@ -284,76 +297,125 @@ class Emitter:
             return value
         return self.op(f"add {vec('i64')} {value}, splat (i64 {_signed(offset)})")
 
-    def move(self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int) -> list[str] | None:
+    def move(
+        self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int,
+        values: list[str] | None = None,
+    ) -> list[str] | None:
         """Check and carry out ``count`` elements of ``bits`` at ``[mem]`` for the lanes of ``mask``:
-        a store takes its values from ``%val``, a load returns them (zero in lanes that ran none).
+        a store writes ``values``, a load returns them (zero in lanes that ran none).
         Through a register base several accesses of the block share, the span of the register's
         active lanes is computed once (:mod:`.access`) and checked once for the accesses of the same
         size, kind and state space, over the span of the block's offsets through that register (so
-        ``[%r]``, ``[%r+4]`` ... ``[%r+60]`` check ``[lo, hi + 64)`` once); the full check decides
-        whatever the hoisted one cannot."""
+        ``[%r]``, ``[%r+4]`` ... ``[%r+60]`` check ``[lo, hi + 64)`` once); other single-element
+        accesses of a whole warp's consecutive elements move directly (:mod:`.direct`); the full
+        check decides whatever these cannot."""
         whole = bits // 8 * count
         self.base = None
         address = self.address(mem, space)
         done, skip = self.label("moved"), self.label("skip")
-        arrived: list[tuple[str, str]] = []
-        if self.base is not None and self.base[2] % whole == 0 and self.base[0] in self.reused:
-            name, value, offset = self.base
-            key = (name, mask)
-            if key not in self.spans:
-                self.emit(f"store {vec('i64')} {value}, ptr %spanin")
-                self.emit(
-                    f"call void @ptxb.span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
-                    "ptr %spanout)"
-                )
-                self.spans[key] = tuple(
-                    self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
-                    for k in range(3)
-                )
-            lo, hi, bits_or = self.spans[key]
-            window = (offset - mem.offset) % (1 << 64)  # type: ignore[union-attr]
-            group = (name, mask, whole, kind, window, self.extent())
-            if group not in self.deltas:  # one check for every access of the group: the offsets' span
-                least, most = self.offsets[name]
-                low, high = (
-                    self.op(f"add i64 {x}, {_signed((window + o) % (1 << 64))}")
-                    for x, o in ((lo, least), (hi, most))
-                )
-                self.deltas[group] = self.op(
-                    f"call i64 @ptxb.hoisted(ptr %ctx, i64 {low}, i64 {high}, i64 {bits_or}, i64 {whole}, "
-                    f"i1 {'true' if kind == 'store' else 'false'}, i64 {self.extent()})"
-                )
-            delta = self.deltas[group]
-            fast, slow = self.label("hoisted"), self.label("checked")
-            self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
+        arrived: list[tuple[str, list[str]]] = []  # (block, the values a load got there)
+        t = vec(int_elem(bits))
+        based = self.base is not None and self.base[2] % whole == 0
+        shared = based and self.base[0] in self.reused  # type: ignore[index]
+        if count == 1 and not shared:
+            ok, pointer = self.direct(address, mask, bits, kind == "store")
+            fast, slow = self.label("direct"), self.label("checked")
+            self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
             self.put_label(fast)
-            moved = self.spread(self.op(f"add i64 {delta}, {_signed(offset)}"), "i64")
-            pointers = self.op(f"add {vec('i64')} {value}, {moved}")
-            self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
-            lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-            helper = "fetch" if kind == "load" else "put"
-            self.emit(f"call void @ptxb.{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
+            at = self.op(f"inttoptr i64 {pointer} to ptr")
+            if kind == "load":
+                arrived.append((fast, [self.op(f"load {t}, ptr {at}, align {bits // 8}")]))
+            else:
+                self.emit(f"store {t} {values[0]}, ptr {at}, align {bits // 8}")  # type: ignore[index]
+                arrived.append((fast, []))
             self.emit(f"br label %{done}")
-            arrived.append((fast, "true"))
             self.put_label(slow)
+        if shared or (based and _patterned(kind, count, bits)):
+            window = (self.base[2] - mem.offset) % (1 << 64)  # type: ignore[union-attr,index]
+            self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
+            if not shared:  # its checks were made on a path later accesses need not pass
+                self.forget(self.base[0])  # type: ignore[index]
+        self._to_buffer(values, bits)
         _, ok = self.access(kind, address, mask, bits, whole, count, skip)
+        arrived.append((ok, self._from_buffer(kind, bits, count)))
         self.emit(f"br label %{done}")
-        arrived.append((ok, "true"))
         self.put_label(skip)
         self.emit(f"br label %{done}")
-        arrived.append((skip, "false"))
+        arrived.append((skip, ["zeroinitializer"] * (count if kind == "load" else 0)))
         self.put_label(done)
         if kind != "load":
             return None
-        ran = self.op("phi i1 " + ", ".join(f"[{flag}, %{label}]" for label, flag in arrived))
-        t = vec(int_elem(bits))
-        values = []
-        for i in range(count):
-            loaded = self.op(
-                f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8"
+        return [
+            self.op(f"phi {t} " + ", ".join(f"[{got[i]}, %{label}]" for label, got in arrived))
+            for i in range(count)
+        ]
+
+    def _hoisted(
+        self, kind: str, mask: str, bits: int, count: int, whole: int, window: int, values: list[str] | None,
+        done: str, arrived: list[tuple[str, list[str]]],
+    ) -> None:
+        """The access through a base register the block shares: its group's check (once per block),
+        then a patterned load (:func:`.direct.patterned`) or the helpers' move; leaves the IR in the
+        block the full check goes on from."""
+        name, value, offset = self.base  # type: ignore[misc]
+        key = (name, mask, bits // 8)
+        if key not in self.spans:
+            self.emit(f"store {vec('i64')} {value}, ptr %spanin")
+            self.emit(
+                f"call void @ptxb.span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
+                f"i64 {bits // 8}, ptr %spanout)"
             )
-            values.append(self.op(f"select i1 {ran}, {t} {loaded}, {t} zeroinitializer"))
-        return values
+            self.spans[key] = tuple(
+                self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
+                for k in range(4)
+            )
+        lo, hi, bits_or, pattern = self.spans[key]
+        group = (name, mask, whole, kind, window, self.extent())
+        if group not in self.deltas:  # one check for every access of the group: the offsets' span
+            least, most = self.offsets[name]
+            low, high = (
+                self.op(f"add i64 {x}, {_signed((window + o) % (1 << 64))}")
+                for x, o in ((lo, least), (hi, most))
+            )
+            aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {whole - 1}')}, 0")
+            ordered = self.op(f"icmp ule i64 {low}, {high}")
+            self.deltas[group] = self.admitted(
+                low, high, self.op(f"and i1 {aligned}, {ordered}"), whole, kind == "store"
+            )
+        delta = self.deltas[group]
+        fast, slow = self.label("hoisted"), self.label("checked")
+        self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
+        self.put_label(fast)
+        moved = self.op(f"add i64 {delta}, {_signed(offset)}")
+        if _patterned(kind, count, bits):
+            got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits)
+            arrived.append((self.block, [got]))
+        else:
+            pointers = self.op(f"add {vec('i64')} {value}, {self.spread(moved, 'i64')}")
+            self.emit(f"store {vec('i64')} {pointers}, ptr %addr")
+            lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+            helper = "fetch" if kind == "load" else "put"
+            self._to_buffer(values, bits)
+            self.emit(f"call void @ptxb.{helper}_i{bits}(ptr %addr, i32 {lanes}, i64 {count}, ptr %val)")
+            arrived.append((self.block, self._from_buffer(kind, bits, count)))
+        self.emit(f"br label %{done}")
+        self.put_label(slow)
+
+    def _to_buffer(self, values: list[str] | None, bits: int) -> None:
+        """A store's values into ``%val``, where the helpers take them from."""
+        for i, value in enumerate(values or ()):
+            at = self.op(f"getelementptr i8, ptr %val, i64 {256 * i}")
+            self.emit(f"store {vec(int_elem(bits))} {value}, ptr {at}, align 8")
+
+    def _from_buffer(self, kind: str, bits: int, count: int) -> list[str]:
+        """The ``count`` values a helper's load left in ``%val`` (none for a store)."""
+        if kind != "load":
+            return []
+        t = vec(int_elem(bits))
+        return [
+            self.op(f"load {t}, ptr {self.op(f'getelementptr i8, ptr %val, i64 {256 * i}')}, align 8")
+            for i in range(count)
+        ]
 
     def access(
         self, kind: str, address: str, mask: str, bits: int, whole: int, count: int, skip: str

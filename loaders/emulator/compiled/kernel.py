@@ -118,7 +118,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%linp", vec("i64")),
         ("%val", f"[8 x {vec('i64')}]"),
         ("%spanin", vec("i64")),
-        ("%spanout", "[3 x i64]"),
+        ("%spanout", "[4 x i64]"),
         ("%checkat", "i64"),
         ("%watching", "i1"),
         ("%watchlen", "i64"),
@@ -130,9 +130,11 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         e.emit(f"{name} = alloca {t}")
     e.emit("store i64 0, ptr %tsteps")
     scalars = {}
-    for field in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps", "max_steps", "param", "tids"):
+    fields = ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps", "max_steps", "param", "tids", "sites")
+    for field in fields:
         scalars[field] = e.op(f"load i64, ptr {e.ctx(field)}")
     e.emit(f"%param = inttoptr i64 {scalars['param']} to ptr")
+    e.emit(f"%sites = inttoptr i64 {scalars['sites']} to ptr")
     e.emit(f"%maxsteps = or i64 {scalars['max_steps']}, 0")
     small = {
         f: e.op(f"trunc i64 {scalars[f]} to i32")

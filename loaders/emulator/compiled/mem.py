@@ -99,10 +99,7 @@ def _st(e: Emitter, ins: Instruction, m: str) -> None:
         raise Unsupported("st.param (a call sequence)")
     size = bits_of(t) // 8
     values = [e.to_bits(e.read(item, t), t) for item in _items(src, count)]
-    for i, value in enumerate(values):
-        at = e.op(f"getelementptr i8, ptr %val, i64 {256 * i}")
-        e.emit(f"store {vec(int_elem(8 * size))} {value}, ptr {at}, align 8")
-    e.move("store", dst, space, m, 8 * size, count)
+    e.move("store", dst, space, m, 8 * size, count, values)
 
 
 @lower("atom", "red")

@@ -36,6 +36,7 @@ from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
+from .direct import SITE_WORDS
 from .emit import CTX, HANG_CODE, STEPS_CODE
 from .jit import Compiled, compile_ir
 from .kernel import SLOT, STATE_HEADER, extent_origins, kernel_ir
@@ -138,6 +139,8 @@ class CompiledTier:
         lin = np.arange(32 * warps, dtype=np.uint32)
         tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
         state = np.empty(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)), np.uint8)
+        sites = np.zeros((len(fn.steps), SITE_WORDS), np.uint64)
+        sites[:, 0] = np.iinfo(np.uint64).max  # no span admitted yet (.direct)
         ctx = np.zeros(len(CTX), np.uint64)
         fields = {
             "gx": grid[0],
@@ -160,6 +163,7 @@ class CompiledTier:
             "nwarps": warps,
             "tids": tids.ctypes.data,
             "extents": extents.ctypes.data,
+            "sites": sites.ctypes.data,
         }
         for field, value in fields.items():
             ctx[CTX[field]] = value

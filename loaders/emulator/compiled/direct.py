@@ -1,0 +1,167 @@
+"""The inline fast paths of a warp's loads and stores: remembered checks, direct and patterned moves.
+
+Every access instruction has a *site* in the launch's site table (four words: the lowest address,
+the highest first address and the pointer offset of a span its check admitted, and one unused).
+The full check of an aligned span that lies in one region (:func:`admitted`) remembers there the
+addresses any later access of that instruction may span with the same offset: the region cut to
+the extent of the argument the address comes from, when the region is neither read-only for a
+store nor per-thread.  A later access inside them is checked with two compares, in line; any
+other goes to ``@ptxb.admit``, which checks it as ``@ptxb.hoisted`` does and remembers it, and an
+access that cannot be admitted takes the full check of ``@resolve``, which reports.  A launch has
+its own table (every row empty), so what one launch admitted never reaches another.
+
+When all 32 lanes are active and point at consecutive elements, the access is one vector load or
+store (:func:`direct`).  Single-element loads through a base register classify
+the register's lanes once per block (``@ptxb.span``: per group of eight lanes, consecutive,
+one address or neither) and then move each group with a vector load, a scalar load and a
+broadcast, or a gather (:func:`patterned`), the classes ``@ptxb.fetch`` works out per access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .values import vec
+
+__all__ = ["DirectMoves", "SITE_WORDS", "WHOLE"]
+
+SITE_WORDS = 4  # words per site: lowest address, highest first address, pointer offset, unused
+WHOLE = -1  # ``@ptxb.span``'s pattern: every lane active, the lanes' elements consecutive
+_I64 = vec("i64")
+
+
+class DirectMoves:
+    """The fast paths, a part of :class:`.emit.Emitter` (whose ``op``, ``emit``, ``label`` and
+    ``put_label`` write the IR)."""
+
+    op: Any
+    emit: Any
+    label: Any
+    put_label: Any
+    spread: Any
+    reduce: Any
+    intrinsic: Any
+    extent: Any
+    insn: int
+
+
+    def admitted(self, lo: str, hi: str, ready: str, size: int, write: bool) -> str:
+        """The pointer offset of an access whose active lanes span first addresses ``[lo, hi]`` (``ready``:
+        they are ordered and aligned), or -1 where the full check must decide; two compares against the
+        instruction's site when it admitted such a span before, else ``@ptxb.admit``."""
+        site = self.op(f"getelementptr i64, ptr %sites, i64 {SITE_WORDS * self.insn}")
+        least = self.op(f"load i64, ptr {site}")
+        most = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {site}, i64 1')}")
+        above = self.op(f"icmp uge i64 {lo}, {least}")
+        below = self.op(f"icmp ule i64 {hi}, {most}")
+        inside = self.op(f"and i1 {ready}, {self.op(f'and i1 {above}, {below}')}")
+        hit, miss, admit, done = (self.label(s) for s in ("site", "unsited", "admit", "admitted"))
+        self.emit(f"br i1 {inside}, label %{hit}, label %{miss}")
+        self.put_label(hit)
+        remembered = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {site}, i64 2')}")
+        self.emit(f"br label %{done}")
+        self.put_label(miss)
+        self.emit(f"br i1 {ready}, label %{admit}, label %{done}")
+        self.put_label(admit)
+        checked = self.op(
+            f"call i64 @ptxb.admit(ptr %ctx, i64 {lo}, i64 {hi}, i64 {size}, "
+            f"i1 {'true' if write else 'false'}, i64 {self.extent()}, ptr {site})"
+        )
+        self.emit(f"br label %{done}")
+        self.put_label(done)
+        return self.op(f"phi i64 [{remembered}, %{hit}], [-1, %{miss}], [{checked}, %{admit}]")
+
+
+    def direct(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
+        """Check an access of one ``bits``-wide element per lane at ``address`` for the inline path:
+        returns ``(ok, pointer)``, ``ok`` true when every lane is active, the lanes' elements are
+        consecutive and their span is admitted, ``pointer`` then lane 0's host pointer."""
+        size = bits // 8
+        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+        full = self.op(f"icmp eq i32 {lanes}, -1")
+        probe, done = self.label("whole"), self.label("direct")
+        start = self.label("partial")
+        self.emit(f"br label %{start}")
+        self.put_label(start)
+        self.emit(f"br i1 {full}, label %{probe}, label %{done}")
+        self.put_label(probe)
+        lead = self.op(f"extractelement {_I64} {address}, i32 0")
+        steps = ", ".join(f"i64 {k * size}" for k in range(32))
+        expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
+        consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+        last = self.op(f"add i64 {lead}, {31 * size}")
+        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+        ordered = self.op(f"icmp ule i64 {lead}, {last}")
+        ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
+        delta = self.admitted(lead, last, ready, size, write)
+        passed, pointer = self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
+        probed = self.label("probed")
+        self.emit(f"br label %{probed}")
+        self.put_label(probed)
+        self.emit(f"br label %{done}")
+        self.put_label(done)
+        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{probed}]")
+        return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
+
+
+    def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int) -> str:
+        """Lanes' elements at ``value + offset`` (base lanes of a block's shared pattern, checked) as one
+        ``<32 x iN>``: one vector load when the pattern is :data:`WHOLE`, else per group of eight lanes
+        a masked vector load, a scalar load spread to the group, or a masked gather."""
+        size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
+        self.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
+        self.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
+        whole, groups, joined = self.label("wholewarp"), self.label("groups"), self.label("patterned")
+        self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{groups}")
+        self.put_label(whole)
+        first = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 0')}, {offset}")
+        at = self.op(f"inttoptr i64 {first} to ptr")
+        all_lanes = self.op(f"load {t}, ptr {at}, align {size}")
+        self.emit(f"br label %{joined}")
+        self.put_label(groups)
+        parts = []
+        for j in range(4):
+            lanes = ", ".join(f"i32 {8 * j + k}" for k in range(8))
+            kind = self.op(f"and i32 {self.op(f'lshr i32 {pattern}, {8 * j}')}, 255")
+            own = self.op(f"shufflevector {vec('i1')} {mask}, {vec('i1')} poison, <8 x i32> <{lanes}>")
+            base = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 {8 * j}')}, {offset}")
+            here = self.op(f"inttoptr i64 {base} to ptr")
+            run, spread, gather, join = (self.label(s) for s in ("run", "spread", "gather", "group"))
+            self.emit(f"switch i32 {kind}, label %{gather} [i32 0, label %{run} i32 1, label %{spread}]")
+            self.put_label(run)
+            ran = self.op(
+                f"call {t8} @llvm.masked.load.v8i{bits}.p0(ptr align 1 {here}, <8 x i1> {own}, "
+                f"{t8} zeroinitializer)"
+            )
+            self.emit(f"br label %{join}")
+            self.put_label(spread)
+            one = self.op(f"load i{bits}, ptr {here}, align {size}")
+            head = self.op(f"insertelement {t8} poison, i{bits} {one}, i32 0")
+            spreads = self.op(f"shufflevector {t8} {head}, {t8} poison, <8 x i32> zeroinitializer")
+            self.emit(f"br label %{join}")
+            self.put_label(gather)
+            own_lanes = self.op(f"shufflevector {_I64} {value}, {_I64} poison, <8 x i32> <{lanes}>")
+            shift = self.op(f"insertelement <8 x i64> poison, i64 {offset}, i32 0")
+            shifts = self.op(f"shufflevector <8 x i64> {shift}, <8 x i64> poison, <8 x i32> zeroinitializer")
+            moved = self.op(f"add <8 x i64> {own_lanes}, {shifts}")
+            each = self.op(f"inttoptr <8 x i64> {moved} to <8 x ptr>")
+            gathered = self.op(
+                f"call {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align 1 {each}, <8 x i1> {own}, "
+                f"{t8} zeroinitializer)"
+            )
+            self.emit(f"br label %{join}")
+            self.put_label(join)
+            parts.append(
+                self.op(f"phi {t8} [{ran}, %{run}], [{spreads}, %{spread}], [{gathered}, %{gather}]")
+            )
+        half = ", ".join(f"i32 {k}" for k in range(16))
+        every = ", ".join(f"i32 {k}" for k in range(32))
+        low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
+        high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
+        grouped = self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+        ends = self.label("grouped")
+        self.emit(f"br label %{ends}")
+        self.put_label(ends)
+        self.emit(f"br label %{joined}")
+        self.put_label(joined)
+        return self.op(f"phi {t} [{all_lanes}, %{whole}], [{grouped}, %{ends}]")
