@@ -3,8 +3,8 @@
 Blocks are cut as :mod:`..liveness` cuts them: at branch targets and after every instruction the
 scheduler carries out (branches, returns, barriers, traps).  Liveness is per thread, as each lane
 runs the code on its own: a register is live at a block's start when some path reads it before an
-unguarded instruction writes it.  A warp that waits at a barrier saves only the registers live where
-its lanes resume, the starts of the blocks after its barriers.
+unguarded instruction writes it.  The registers live where a waiting warp's lanes resume (the
+starts of the blocks after its barriers) are kept in the warp's state.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def _used(ins: Instruction) -> set[str]:
 
 
 def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
-    """Registers live at the start of a block some barrier resumes at (what a waiting warp saves)."""
+    """Registers live at the start of a block some barrier resumes at (what a waiting warp keeps)."""
     steps = fn.steps
     index = {start: k for k, (start, _) in enumerate(blocks)}
     uses, defs, successors = [], [], []

@@ -6,9 +6,11 @@ branch that splits them writes each lane's program counter (its block) and enter
 which picks the lowest block any runnable lane is at and runs it for the lanes there: the
 interpreter's min-PC policy (:mod:`..machine`), which reconverges structured control flow at its
 join points.  ``bar.sync`` parks the lanes that reach it; when no lane can run the warp saves its
-registers and returns to the driver, which resumes it once every warp of the block waits
-(:mod:`.runtime`).  Blocks count the watchdog's steps (``max_steps`` per warp) and the
-thread-instructions the interpreter reports.
+program counters and returns to the driver, which resumes it once every warp of the block waits
+(:mod:`.runtime`).  The registers live where a barrier resumes are kept in the warp's state (its
+slot in the launch's state buffer) rather than on the stack, so waiting and resuming copy none.
+Blocks count the watchdog's steps (``max_steps`` per warp) and the thread-instructions the
+interpreter reports.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ __all__ = ["kernel_ir", "extent_origins", "STATE_HEADER", "SLOT", "MAX_INSTRUCTI
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 
-SLOT = 256  # bytes per saved register (32 lanes of 64 bits)
+SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
 _LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
@@ -85,7 +87,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     _scheduler(e, len(blocks))
     watch_ir(e, len(blocks), _kept(e))
     body = "\n".join(e.lines)
-    params = "ptr %ctx, ptr %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
+    params = "ptr %ctx, ptr noalias %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
     state = STATE_HEADER + SLOT * max(len(registers), 1)
     return "\n".join(
         [
@@ -102,8 +104,11 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
 
 def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.put_label("entry")
-    for name in e.slots:
-        e.emit(f"{e.slot(name)} = alloca {e.slot_type(name)}")
+    for name in e.slots:  # a register live across a barrier lives in the warp's state
+        if name in e.saved:
+            e.emit(f"{e.slot(name)} = getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
+        else:
+            e.emit(f"{e.slot(name)} = alloca {e.slot_type(name)}")
     for name, t in (
         ("%mask", vec("i1")),
         ("%live", vec("i1")),
@@ -175,10 +180,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     watch_start(e, "0")
     e.emit("br label %B0")
     e.put_label("restore")
-    for name in _saved(e):
-        at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
-        saved = e.op(f"load {e.slot_type(name)}, ptr {at}, align 8")
-        e.emit(f"store {e.slot_type(name)} {saved}, ptr {e.slot(name)}")
     e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
     live_at = e.op(f"getelementptr i8, ptr %st, i64 {_LIVE_AT}")
     e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
@@ -190,14 +191,9 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit("br label %sched")
 
 
-def _saved(e: Emitter) -> list[str]:
-    """The registers a warp waiting at a barrier saves: those live where its lanes resume."""
-    return [name for name in _kept(e) if name in e.saved]
-
-
 def _kept(e: Emitter) -> list[str]:
-    """Registers a lane may read before writing in some block: zeroed at the start, saved at a
-    barrier; the others (temporaries of one block, :mod:`..liveness`) need neither."""
+    """Registers a lane may read before writing in some block: zeroed at the start; the others
+    (temporaries of one block, :mod:`..liveness`) need not be."""
     return [name for name in e.slots if name not in e.local]
 
 
@@ -314,7 +310,8 @@ def _branch(e: Emitter, ins: Instruction, m: str, target: int, following: int) -
 
 
 def _scheduler(e: Emitter, count: int) -> None:
-    """The min-PC scheduler, the barrier save, the off-the-end block and the common exit."""
+    """The min-PC scheduler, the barrier's save of the program counters, the off-the-end block and
+    the common exit."""
     mask, i32 = vec("i1"), vec("i32")
     e.put_label("sched")
     live, blocked = e.op(f"load {mask}, ptr %live"), e.op(f"load {mask}, ptr %blocked")
@@ -343,10 +340,6 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.put_label("idle")
     e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
     e.put_label("save")
-    for name in _saved(e):
-        at = e.op(f"getelementptr i8, ptr %st, i64 {STATE_HEADER + SLOT * e.slots[name]}")
-        value = e.op(f"load {e.slot_type(name)}, ptr {e.slot(name)}")
-        e.emit(f"store {e.slot_type(name)} {value}, ptr {at}, align 8")
     e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
     e.emit(f"store {mask} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
     steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")

@@ -8,8 +8,8 @@ read-only access records the address and a reason in the context and returns 2.
 
 ``@launch`` runs blocks ``[first_block, end_block)`` one after the other: it zeroes the block's
 shared and local memory (the interpreter allocates them zeroed) and runs its warps in rounds.  A
-warp returns 0 when its lanes are done, 1 when they wait at a barrier (their registers saved in
-the warp's state), anything else on an error; a round in which some warp waits is followed by
+warp returns 0 when its lanes are done, 1 when they wait at a barrier (what they need to resume
+kept in the warp's state), anything else on an error; a round in which some warp waits is followed by
 another that resumes the waiting warps, which is the interpreter's barrier: threads park until
 no thread of the block can run, then go on together.
 """

@@ -138,7 +138,7 @@ class CompiledTier:
         )
         lin = np.arange(32 * warps, dtype=np.uint32)
         tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
-        state = np.empty(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)), np.uint8)
+        state = _aligned(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)))
         sites = np.zeros((len(fn.steps), SITE_WORDS), np.uint64)
         sites[:, 0] = np.iinfo(np.uint64).max  # no span admitted yet (.direct)
         ctx = np.zeros(len(CTX), np.uint64)
@@ -212,6 +212,14 @@ class CompiledTier:
             if extent is not None:
                 table[k, :2] = extent.lo, extent.hi
         return table, rows
+
+
+def _aligned(size: int) -> np.ndarray:
+    """``size`` bytes at an address that is a multiple of :data:`.kernel.SLOT`: the warps' registers
+    live there, and a 32-lane vector is loaded and stored at its natural alignment."""
+    raw = np.empty(size + SLOT, np.uint8)
+    skip = -raw.ctypes.data % SLOT
+    return raw[skip : skip + size]
 
 
 def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.ndarray) -> str:
