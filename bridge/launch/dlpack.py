@@ -26,6 +26,7 @@ them when the launch no longer holds them; a capsule is never read twice.
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -151,6 +152,7 @@ def _byte_strides_to_elements(strides: tuple[int, ...], itemsize: int, what: str
     return tuple(s // itemsize for s in strides)
 
 
+@functools.lru_cache(maxsize=256)  # numpy's dtype.name is slow, and a program uses few dtypes
 def _numpy_dtype(dt: Any) -> DType | None:
     """None for byte-swapped dtypes (``>f4`` is named float32 too): kernels read native order."""
     if not dt.isnative:
@@ -158,6 +160,7 @@ def _numpy_dtype(dt: Any) -> DType | None:
     return from_numpy(dt.name) or ({"bfloat16": from_dlpack(4, 16)}.get(dt.name))
 
 
+@functools.lru_cache(maxsize=256)
 def _numpy_name(dt: Any) -> str:
     return dt.name if dt.isnative else f"{dt.name} ({dt.str}, byte-swapped)"
 

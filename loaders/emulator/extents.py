@@ -49,19 +49,25 @@ def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) 
     struct's words too, for its pointer fields."""
     if signature is None or not extents:
         return {}
+    owned: dict[str, list[Extent]] = {}
+    for extent in extents:
+        if extent.hi > extent.lo:
+            owned.setdefault(extent.name, []).append(extent)
     found: dict[int, Extent] = {}
     try:
         layout = layout_of(signature)
     except Exception:
         return {}
     for laid in layout.params:
-        owner = signature.params[laid.param.source].name
+        own = owned.get(signature.params[laid.param.source].name)
+        if not own:
+            continue
         start = -(-laid.offset // 8) * 8  # every aligned word: a pointer, or a struct's pointer field
-        for offset in range(start, min(laid.end, len(params)) - 7, 8):
-            value = struct.unpack_from("<Q", params, offset)[0]
-            mine = [e for e in extents if e.name == owner and e.lo <= value <= e.hi and e.hi > e.lo]
+        words = max(0, (min(laid.end, len(params)) - start) // 8)
+        for k, value in enumerate(struct.unpack_from(f"<{words}Q", params, start)):
+            mine = [e for e in own if e.lo <= value <= e.hi]
             if mine:
-                found[offset] = max(mine, key=lambda e: e.hi - e.lo)
+                found[start + 8 * k] = max(mine, key=lambda e: e.hi - e.lo)
     return found
 
 

@@ -17,6 +17,7 @@ in the interpreter's words.  Blocks run in chunks that grow while they are short
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -56,6 +57,7 @@ class CompiledTier:
         self.program = program
         self.kernels: dict[str, Compiled | str] = {}  # a compiled kernel, or why it runs interpreted
         self.origins: dict[str, list[frozenset[int]]] = {}  # the rows of a kernel's extent tables
+        self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -103,7 +105,7 @@ class CompiledTier:
         """Run kernel ``name`` to completion; return the thread-instructions run (``signature`` and
         ``heap_written`` go to the interpreter when it runs the launch: :func:`run_kernel`)."""
         compiled = self.compiled(name)
-        if compiled is None or len(params) < program.entries[name].size:
+        if compiled is None or len(params) < self._param_size(name):
             return run_kernel(
                 program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
                 heap, signature, heap_written,
@@ -136,11 +138,9 @@ class CompiledTier:
             ],
             np.uint64,
         )
-        lin = np.arange(32 * warps, dtype=np.uint32)
-        tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
+        tids = _thread_indices(block)
         state = _aligned(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)))
-        sites = np.zeros((len(fn.steps), SITE_WORDS), np.uint64)
-        sites[:, 0] = np.iinfo(np.uint64).max  # no span admitted yet (.direct)
+        sites = _empty_sites(len(fn.steps))
         ctx = np.zeros(len(CTX), np.uint64)
         fields = {
             "gx": grid[0],
@@ -195,6 +195,12 @@ class CompiledTier:
             "re-run of the launch did not meet it, as the kernel had changed memory)"
         )
 
+    def _param_size(self, name: str) -> int:
+        size = self.sizes.get(name)
+        if size is None:
+            size = self.sizes[name] = self.program.entries[name].size
+        return size
+
     def _extents(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
     ) -> tuple[np.ndarray, list[Extent | None]]:
@@ -212,6 +218,24 @@ class CompiledTier:
             if extent is not None:
                 table[k, :2] = extent.lo, extent.hi
         return table, rows
+
+
+@functools.lru_cache(maxsize=64)
+def _thread_indices(block: tuple[int, int, int]) -> np.ndarray:
+    """The table of every padded thread's x, y and z index a block shape has (read-only: shared by
+    the launches of that shape)."""
+    warps = -(-block[0] * block[1] * block[2] // 32)
+    lin = np.arange(32 * warps, dtype=np.uint32)
+    tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
+    tids.flags.writeable = False
+    return tids
+
+
+def _empty_sites(count: int) -> np.ndarray:
+    """A launch's site table (:mod:`.direct`): no span admitted yet at any of ``count`` instructions."""
+    sites = np.zeros((count, SITE_WORDS), np.uint64)
+    sites[:, 0] = np.iinfo(np.uint64).max
+    return sites
 
 
 def _aligned(size: int) -> np.ndarray:
