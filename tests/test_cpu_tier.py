@@ -540,3 +540,46 @@ def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(groups, on, 
     assert results[0] == results[1]
     if past is not None:
         assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]
+
+
+ROOTS = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [x];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.f32 %f1, [%rd3];
+mul.wide.u32 %rd4, %r1, 24;
+ld.param.u64 %rd1, [out];
+add.s64 %rd5, %rd1, %rd4;
+rcp.rn.f32 %f2, %f1;
+sqrt.rn.f32 %f3, %f1;
+rsqrt.approx.f32 %f4, %f1;
+st.global.f32 [%rd5], %f2;
+st.global.f32 [%rd5+4], %f3;
+st.global.f32 [%rd5+8], %f4;
+cvt.f64.f32 %fd1, %f1;
+rcp.rn.f64 %fd2, %fd1;
+rsqrt.approx.f64 %fd3, %fd1;
+add.f64 %fd3, %fd3, %fd2;
+st.global.f64 [%rd5+16], %fd3;
+ret;""",
+    params=".param .u64 x, .param .u64 out",
+    regs=".reg .b32 %r1;\n.reg .f32 %f<5>;\n.reg .f64 %fd<4>;\n.reg .b64 %rd<6>;",
+)
+
+
+def test_reciprocals_and_roots_of_corner_values_are_bit_identical():
+    """rcp, sqrt and rsqrt of zeros, infinities, NaN, subnormals, negatives and extremes, in single
+    and double precision: the interpreter's bits."""
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, -4.0, 2.0, 3.0, 1e38,
+                  0.1, 7.0, 1.5e-39, 65504.0] * 2, np.float32)
+    outs = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(32 * 6, np.uint32)
+        be = backend(ROOTS, tier=tier)
+        launch(be, "k", [ptr("f32"), ptr("u32")], [x.ctypes.data, out.ctypes.data], grid=1, block=32,
+               arrays=[x, out])
+        outs.append(out)
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+    assert outs[0].tobytes() == outs[1].tobytes()

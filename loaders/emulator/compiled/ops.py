@@ -171,6 +171,24 @@ def _div_rem(e: Emitter, ins: Instruction, m: str) -> None:
     _binary(e, ins, m, t, divide)
 
 
+@lower("rcp", "sqrt", "rsqrt")
+def _roots(e: Emitter, ins: Instruction, m: str) -> None:
+    """The interpreter's: ``1 / x`` and ``sqrt(x)`` correctly rounded (``.approx`` as ``.rn``), and
+    ``rsqrt`` as ``1 / sqrt(x)`` in double precision, rounded once to the type."""
+    t = _float_mods(ins, frozenset(("approx", "full")))
+    d, a = _operands(ins, 2)
+    x = e.read(a, t)
+    if ins.opcode == "rcp":
+        value = e.op(f"fdiv {_v(t)} splat ({elem(t)} 1.0), {x}")
+    elif ins.opcode == "sqrt":
+        value = _call(e, "sqrt", t, x)
+    else:
+        wide = e.op(f"fpext {_v(t)} {x} to {_v('f64')}") if t == "f32" else x
+        inverse = e.op(f"fdiv {_v('f64')} splat (double 1.0), {_call(e, 'sqrt', 'f64', wide)}")
+        value = e.op(f"fptrunc {_v('f64')} {inverse} to {_v(t)}") if t == "f32" else inverse
+    e.write(d, value, t, m)
+
+
 @lower("abs", "neg")
 def _abs_neg(e: Emitter, ins: Instruction, m: str) -> None:
     d, a = _operands(ins, 2)
