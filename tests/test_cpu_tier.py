@@ -513,7 +513,7 @@ _group = st.one_of(  # the element indices of eight lanes: consecutive, one, or 
 @given(
     st.lists(_group, min_size=8, max_size=8),
     st.lists(st.integers(0, 1), min_size=64, max_size=64) | st.just([1] * 64),
-    st.sampled_from([None, (0, 64), (31, -1), (40, -1), (63, 64)]),
+    st.sampled_from([None, (0, 65), (31, -1), (40, -1), (63, 65)]),
 )
 def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(groups, on, past):
     """Each group of eight lanes reads consecutive elements, one element or any, under a full or
@@ -522,8 +522,8 @@ def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(groups, on, 
     ``x`` (in the second warp: after the first one's reads were admitted): the same report."""
     idx, on = np.array([i for g in groups for i in g], np.int32), list(on)
     if past is not None:
-        idx[past[0]], on[past[0]] = past[1], 1
-    x = np.arange(1, 65, dtype=np.uint32) * 1000003
+        idx[past[0]], on[past[0]] = past[1], 1  # 65: both loads outside; -1: one
+    x = np.arange(1, 66, dtype=np.uint32) * 1000003  # element 64 too: [%rd7+4] of element 63
     results = []
     for tier in ("compiled", "interp"):
         out = np.zeros(64, np.uint32)
@@ -583,3 +583,61 @@ def test_reciprocals_and_roots_of_corner_values_are_bit_identical():
         outs.append(out)
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
     assert outs[0].tobytes() == outs[1].tobytes()
+
+
+VECTORS = kernel_ptx(
+    """
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [idx];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.u32 %r2, [%rd3];
+ld.param.u64 %rd5, [x];
+mul.wide.s32 %rd6, %r2, 16;
+add.s64 %rd7, %rd5, %rd6;
+ld.global.v4.u32 {%r3, %r4, %r5, %r6}, [%rd7];
+ld.global.v2.u32 {%r7, %r8}, [%rd7+8];
+mul.lo.u32 %r4, %r4, 3;
+mul.lo.u32 %r5, %r5, 5;
+mul.lo.u32 %r6, %r6, 7;
+mul.lo.u32 %r7, %r7, 11;
+mul.lo.u32 %r8, %r8, 13;
+add.u32 %r3, %r3, %r4;
+add.u32 %r3, %r3, %r5;
+add.u32 %r3, %r3, %r6;
+add.u32 %r3, %r3, %r7;
+add.u32 %r3, %r3, %r8;
+ld.param.u64 %rd8, [out];
+add.s64 %rd9, %rd8, %rd2;
+st.global.u32 [%rd9], %r3;
+ret;""",
+    params=".param .u64 idx, .param .u64 x, .param .u64 out",
+    regs=".reg .b32 %r<9>;\n.reg .b64 %rd<10>;",
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(_group, min_size=8, max_size=8), st.sampled_from([None, (5, 64), (50, -1)]))
+def test_vector_loads_of_every_lane_pattern_match_the_interpreter(groups, past):
+    """``ld.v4`` and ``ld.v2`` through one base, each group of eight lanes at consecutive, one or any
+    16-byte element (so lanes' elements are never adjacent words); thread ``past[0]`` reads element
+    ``past[1]``, partly or wholly outside ``x``: the same report."""
+    idx = np.array([i for g in groups for i in g], np.int32)
+    if past is not None:
+        idx[past[0]] = past[1]
+    x = np.arange(1, 4 * 64 + 1, dtype=np.uint32) * np.uint32(2654435761)
+    results = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(64, np.uint32)
+        be = backend(VECTORS, tier=tier)
+        arrays = [idx, x, out]
+        try:
+            kinds = [ptr("i32"), ptr("u32"), ptr("u32")]
+            launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
+            results.append(out.tobytes())
+        except MemoryAccessError as raised:
+            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+    assert results[0] == results[1]
+    if past is not None:
+        assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]

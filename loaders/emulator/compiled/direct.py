@@ -10,11 +10,13 @@ other goes to ``@ptxb.admit``, which checks it as ``@ptxb.hoisted`` does and rem
 access that cannot be admitted takes the full check of ``@resolve``, which reports.  A launch has
 its own table (every row empty), so what one launch admitted never reaches another.
 
-When all 32 lanes are active and point at consecutive elements, the access is one vector load or
-store (:func:`direct`).  Single-element loads through a base register classify
-the register's lanes once per block (``@ptxb.span``: per group of eight lanes, consecutive,
-one address or neither) and then move each group with a vector load, a scalar load and a
-broadcast, or a gather (:func:`patterned`), the classes ``@ptxb.fetch`` works out per access.
+When all 32 lanes are active and point at consecutive elements, a single-element access is one
+vector load or store (:func:`direct`).  Loads of 32- and 64-bit elements through a base register
+classify the register's lanes once per block (``@ptxb.span``: per group of eight lanes,
+consecutive, one address or neither) and then move each group with a vector load, a scalar load
+and a broadcast, or a gather per element (:func:`patterned`), the classes ``@ptxb.fetch`` works
+out per access.  ``DirectMoves`` is a part of the emitter, kept here so that the emitter's own
+module stays about registers and operands.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _I64 = vec("i64")
 
 class DirectMoves:
     """The fast paths, a part of :class:`.emit.Emitter` (whose ``op``, ``emit``, ``label`` and
-    ``put_label`` write the IR)."""
+    ``put_label`` write the IR, declared here for the type checker)."""
 
     op: Any
     emit: Any
@@ -104,10 +106,10 @@ class DirectMoves:
         return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
 
 
-    def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int) -> str:
-        """Lanes' elements at ``value + offset`` (base lanes of a block's shared pattern, checked) as one
-        ``<32 x iN>``: one vector load when the pattern is :data:`WHOLE`, else per group of eight lanes
-        a masked vector load, a scalar load spread to the group, or a masked gather."""
+    def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int) -> list[str]:
+        """Each lane's ``count`` elements at ``value + offset`` (base lanes of a block's shared pattern,
+        checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else per group
+        of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
         size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
         self.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
         self.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
@@ -115,53 +117,74 @@ class DirectMoves:
         self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{groups}")
         self.put_label(whole)
         first = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 0')}, {offset}")
-        at = self.op(f"inttoptr i64 {first} to ptr")
-        all_lanes = self.op(f"load {t}, ptr {at}, align {size}")
+        all_lanes = [
+            self.op(f"load {t}, ptr {self._element(first, c, size)}, align {size}") for c in range(count)
+        ]
         self.emit(f"br label %{joined}")
         self.put_label(groups)
-        parts = []
+        parts: list[list[str]] = []
         for j in range(4):
             lanes = ", ".join(f"i32 {8 * j + k}" for k in range(8))
             kind = self.op(f"and i32 {self.op(f'lshr i32 {pattern}, {8 * j}')}, 255")
             own = self.op(f"shufflevector {vec('i1')} {mask}, {vec('i1')} poison, <8 x i32> <{lanes}>")
             base = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 {8 * j}')}, {offset}")
-            here = self.op(f"inttoptr i64 {base} to ptr")
             run, spread, gather, join = (self.label(s) for s in ("run", "spread", "gather", "group"))
             self.emit(f"switch i32 {kind}, label %{gather} [i32 0, label %{run} i32 1, label %{spread}]")
             self.put_label(run)
-            ran = self.op(
-                f"call {t8} @llvm.masked.load.v8i{bits}.p0(ptr align 1 {here}, <8 x i1> {own}, "
-                f"{t8} zeroinitializer)"
-            )
+            ran = [
+                self.op(
+                    f"call {t8} @llvm.masked.load.v8i{bits}.p0(ptr align 1 {self._element(base, c, size)}, "
+                    f"<8 x i1> {own}, {t8} zeroinitializer)"
+                )
+                for c in range(count)
+            ]
             self.emit(f"br label %{join}")
             self.put_label(spread)
-            one = self.op(f"load i{bits}, ptr {here}, align {size}")
-            head = self.op(f"insertelement {t8} poison, i{bits} {one}, i32 0")
-            spreads = self.op(f"shufflevector {t8} {head}, {t8} poison, <8 x i32> zeroinitializer")
+            spreads = []
+            for c in range(count):
+                one = self.op(f"load i{bits}, ptr {self._element(base, c, size)}, align {size}")
+                head = self.op(f"insertelement {t8} poison, i{bits} {one}, i32 0")
+                spreads.append(self.op(f"shufflevector {t8} {head}, {t8} poison, <8 x i32> zeroinitializer"))
             self.emit(f"br label %{join}")
             self.put_label(gather)
             own_lanes = self.op(f"shufflevector {_I64} {value}, {_I64} poison, <8 x i32> <{lanes}>")
             shift = self.op(f"insertelement <8 x i64> poison, i64 {offset}, i32 0")
             shifts = self.op(f"shufflevector <8 x i64> {shift}, <8 x i64> poison, <8 x i32> zeroinitializer")
-            moved = self.op(f"add <8 x i64> {own_lanes}, {shifts}")
-            each = self.op(f"inttoptr <8 x i64> {moved} to <8 x ptr>")
-            gathered = self.op(
-                f"call {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align 1 {each}, <8 x i1> {own}, "
-                f"{t8} zeroinitializer)"
-            )
+            pointers = self.op(f"add <8 x i64> {own_lanes}, {shifts}")
+            gathered = []
+            for c in range(count):
+                moved = self.op(f"add <8 x i64> {pointers}, splat (i64 {c * size})") if c else pointers
+                each = self.op(f"inttoptr <8 x i64> {moved} to <8 x ptr>")
+                gathered.append(self.op(
+                    f"call {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr> align 1 {each}, <8 x i1> {own}, "
+                    f"{t8} zeroinitializer)"
+                ))
             self.emit(f"br label %{join}")
             self.put_label(join)
-            parts.append(
-                self.op(f"phi {t8} [{ran}, %{run}], [{spreads}, %{spread}], [{gathered}, %{gather}]")
-            )
+            parts.append([
+                self.op(f"phi {t8} [{r}, %{run}], [{b}, %{spread}], [{g}, %{gather}]")
+                for r, b, g in zip(ran, spreads, gathered, strict=True)
+            ])
         half = ", ".join(f"i32 {k}" for k in range(16))
         every = ", ".join(f"i32 {k}" for k in range(32))
-        low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
-        high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
-        grouped = self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+        grouped = []
+        for c in range(count):
+            low = self.op(f"shufflevector {t8} {parts[0][c]}, {t8} {parts[1][c]}, <16 x i32> <{half}>")
+            high = self.op(f"shufflevector {t8} {parts[2][c]}, {t8} {parts[3][c]}, <16 x i32> <{half}>")
+            grouped.append(
+                self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+            )
         ends = self.label("grouped")
         self.emit(f"br label %{ends}")
         self.put_label(ends)
         self.emit(f"br label %{joined}")
         self.put_label(joined)
-        return self.op(f"phi {t} [{all_lanes}, %{whole}], [{grouped}, %{ends}]")
+        return [
+            self.op(f"phi {t} [{w}, %{whole}], [{g}, %{ends}]")
+            for w, g in zip(all_lanes, grouped, strict=True)
+        ]
+
+    def _element(self, address: str, index: int, size: int) -> str:
+        """A pointer to element ``index`` of ``size`` bytes from host address ``address``."""
+        at = self.op(f"add i64 {address}, {index * size}") if index else address
+        return self.op(f"inttoptr i64 {at} to ptr")

@@ -89,7 +89,7 @@ LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
 
 def _patterned(kind: str, count: int, bits: int) -> bool:
     """Whether an access through a register base moves as :func:`.direct.patterned` does."""
-    return kind == "load" and count == 1 and bits >= 32
+    return kind == "load" and bits >= 32
 
 
 def _signed(value: int) -> int:
@@ -306,7 +306,8 @@ class Emitter(DirectMoves):
         Through a register base several accesses of the block share, the span of the register's
         active lanes is computed once (:mod:`.access`) and checked once for the accesses of the same
         size, kind and state space, over the span of the block's offsets through that register (so
-        ``[%r]``, ``[%r+4]`` ... ``[%r+60]`` check ``[lo, hi + 64)`` once); other single-element
+        ``[%r]``, ``[%r+4]`` ... ``[%r+60]`` check ``[lo, hi + 64)`` once), and loads of 32- and
+        64-bit elements through any register base are checked so and patterned; other single-element
         accesses of a whole warp's consecutive elements move directly (:mod:`.direct`); the full
         check decides whatever these cannot."""
         whole = bits // 8 * count
@@ -388,8 +389,8 @@ class Emitter(DirectMoves):
         self.put_label(fast)
         moved = self.op(f"add i64 {delta}, {_signed(offset)}")
         if _patterned(kind, count, bits):
-            got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits)
-            arrived.append((self.block, [got]))
+            got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count)
+            arrived.append((self.block, got))
         else:
             pointers = self.op(f"add {vec('i64')} {value}, {self.spread(moved, 'i64')}")
             self.emit(f"store {vec('i64')} {pointers}, ptr %addr")

@@ -231,10 +231,13 @@ def _thread_indices(block: tuple[int, int, int]) -> np.ndarray:
     return tids
 
 
+_NO_ADDRESS = np.uint64(2**64 - 1)  # an empty admitted span: lowest address 2**64 - 1, highest 0
+
+
 def _empty_sites(count: int) -> np.ndarray:
     """A launch's site table (:mod:`.direct`): no span admitted yet at any of ``count`` instructions."""
     sites = np.zeros((count, SITE_WORDS), np.uint64)
-    sites[:, 0] = np.iinfo(np.uint64).max
+    sites[:, 0] = _NO_ADDRESS
     return sites
 
 
