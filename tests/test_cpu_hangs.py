@@ -77,6 +77,29 @@ def test_a_spin_on_another_thread_of_the_block_is_stopped_and_says_why(module):
         module.wait_for_thread0(flag, out, grid=1, block=32)
 
 
+WAITS = r"""
+extern "C" __global__ void waits_for_no_one(int* out) {
+    __shared__ unsigned long long bar;
+    unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(at), "r"(64));
+    __syncthreads();
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+                     "  selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(at));
+    out[threadIdx.x] = 1;
+}
+"""
+
+
+def test_a_wait_on_an_mbarrier_phase_nobody_completes_is_stopped():
+    """Every thread waits for a phase no thread arrives at: the failed waits yield to each other
+    and come back with nothing changed, which is the watchdog's endless loop, not the step limit."""
+    module = ptxbridge.link([nvrtc.compile(WAITS)]).load("cpu")
+    with pytest.raises(EmulatorError, match=r"kernel 'waits_for_no_one': stopped a loop that can never end"):
+        module.waits_for_no_one(np.zeros(64, np.int32), grid=1, block=64)
+
+
 def test_long_kernels_that_work_run_to_the_end(module):
     """Past the first look and several more: a loop whose counter changes, and one that stores, are
     never stopped."""

@@ -245,6 +245,39 @@ extern "C" __global__ void set_forms(const float* a, const float* b, const int* 
 """
 
 
+# warp 0 produces stages into shared memory with cuda::memcpy_async, warp 1 consumes them: a
+# cuda::pipeline with shared state and producer/consumer roles, the warp specialization of CUDA's
+# MatrixMulAsyncCopyMultiStageSharedState sample (the consumer spins on a phase the producer completes)
+PIPELINE = r"""
+#include <cuda/pipeline>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+extern "C" __global__ void specialised(const float* in, float* out, int chunks) {
+  constexpr int stages = 2;
+  __shared__ float buf[stages][32];
+  __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, stages> state;
+  auto block = cg::this_thread_block();
+  const auto role = threadIdx.x < 32 ? cuda::pipeline_role::producer : cuda::pipeline_role::consumer;
+  auto pipe = cuda::make_pipeline(block, &state, role);
+  int lane = threadIdx.x % 32;
+  float acc = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    int s = c % stages;
+    if (role == cuda::pipeline_role::producer) {
+      pipe.producer_acquire();
+      cuda::memcpy_async(&buf[s][lane], &in[c * 32 + lane], sizeof(float), pipe);
+      pipe.producer_commit();
+    } else {
+      pipe.consumer_wait();
+      acc = acc * 0.5f + buf[s][lane];
+      pipe.consumer_release();
+    }
+  }
+  if (role == cuda::pipeline_role::consumer) out[lane] = acc;
+}
+"""
+
 _modules: dict[tuple[str, str], ptxbridge.Module] = {}
 
 
@@ -427,6 +460,19 @@ def test_mbarrier_phases(device):
     (out,) = _run(_load(ASYNC, device), "phases", np.zeros(128, np.float32), grid=1, block=128)
     t = np.arange(128)
     np.testing.assert_array_equal(out, (127 - t) + (127 - t + 1000.0))
+
+
+def test_a_warp_specialised_pipeline_with_shared_state_completes(device):
+    """The consumer warp waits on stages the producer warp has not filled yet: it must let the
+    producer run (on the CPU loader a failed wait yields), and the stages arrive in order."""
+    chunks = 9
+    x = np.random.default_rng(5).random(32 * chunks).astype(np.float32)
+    _, out = _run(_load(PIPELINE, device), "specialised", x, np.zeros(32, np.float32), grid=1, block=64,
+                  scalars=(chunks,))
+    want = np.zeros(32, np.float32)
+    for row in x.reshape(chunks, 32):
+        want = want * np.float32(0.5) + row
+    np.testing.assert_array_equal(out, want)
 
 
 def test_grid_sync(device):

@@ -20,7 +20,7 @@ class Batch:
     """
 
     __slots__ = ("block_threads", "heap", "kernel", "max_steps", "memory", "n", "sanitizer", "special",
-                 "steps", "thread_steps", "watchdog")
+                 "steps", "thread_steps", "watchdog", "yielding")
 
     def __init__(self, n: int, block_threads: int, memory: Memory, special: dict[str, Any], kernel: str,
                  max_steps: int, heap: Any = None, progress: Progress | None = None):
@@ -32,6 +32,7 @@ class Batch:
         self.max_steps = max_steps
         self.watchdog = Watchdog(max_steps, progress)  # the machine asks it when steps pass check_at
         self.sanitizer: Any = None  # racecheck / initcheck shadow state, when a tool is on
+        self.yielding: Any = None  # threads whose wait just failed (an mbarrier phase not complete)
 
     def where(self, thread: int) -> str:
         """``block (x, y, z), thread (x, y, z)`` of batch thread ``thread``, for messages."""

@@ -8,7 +8,10 @@ threads at it (the "min-PC" policy, which reconverges structured control flow
 at its join points) and returns to uniform mode as soon as all live threads
 meet again.  ``bar.sync`` parks threads until no thread can run, then
 releases them together: blocks never wait on each other, because a block's
-threads only ever wait for their own block's stragglers.
+threads only ever wait for their own block's stragglers.  A thread whose
+``mbarrier`` wait fails *yields*: it is passed over until no other thread can
+run, so a consumer spinning on a phase lets the producer that completes it go
+on (on a GPU the two are different warps, scheduled apart).
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ class Machine:
         exited = None
         pc: np.ndarray | None = None
         group, group_count, upc, bound = live, live_count, 0, _FAR
-        blocked = None
+        blocked = yielded = None  # threads at a barrier; threads whose wait failed (run them last)
         votes, pending = None, []  # bar.red votes and the reductions waiting for their barrier
         while live_count:
             if upc >= bound or group_count == 0 or upc >= count:
@@ -177,7 +180,12 @@ class Machine:
                 if group_count:
                     pc[group] = upc
                 runnable = live if blocked is None else live & ~blocked
+                if yielded is not None:
+                    runnable = runnable & ~yielded
                 lowest, here, group_count, next_bound = _schedule(pc, runnable)
+                if lowest == _FAR and yielded is not None:  # only waiting threads: they try again
+                    yielded, group_count = None, 0
+                    continue
                 if lowest == _FAR:
                     if blocked is None:
                         break
@@ -192,7 +200,7 @@ class Machine:
                     live = live & ~here
                     live_count, group_count = int(np.count_nonzero(live)), 0
                     continue
-                if blocked is None and group_count == live_count:
+                if blocked is None and yielded is None and group_count == live_count:
                     pc, group, bound = None, live, _FAR
                 else:
                     group, bound = here, next_bound
@@ -201,8 +209,8 @@ class Machine:
             batch.thread_steps += group_count
             batch.steps += 1
             if batch.steps > batch.watchdog.check_at:  # the step limit, and now and then a look for a loop
-                verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL,
-                                               (pc, group, live, blocked, bound, votes, len(pending)))
+                state = (pc, group, live, blocked, yielded, bound, votes, len(pending))
+                verdict = batch.watchdog.check(batch.steps, fr, upc, step, step.kind == CALL, state)
                 if verdict is not None:
                     raise stopped(batch.kernel, verdict, _where(fr, group), fn, step)
             m = group
@@ -215,6 +223,15 @@ class Machine:
                     except Fault as fault:
                         raise self._fault(fr, fn, step, fault) from None
                 upc += 1
+                if batch.yielding is not None:  # a wait failed: those threads go on after the others
+                    waiting, batch.yielding = batch.yielding, None
+                    if pc is None:  # every live thread is here: they leave uniform mode
+                        live = np.ones(n, bool) if live is None else live
+                        pc = np.where(live, np.int32(upc), _FAR).astype(np.int32)
+                    else:
+                        pc[group] = upc
+                    yielded = waiting.copy() if yielded is None else yielded | waiting
+                    group_count = 0
             elif kind == BRA:
                 if g is _SKIP:
                     upc += 1

@@ -153,6 +153,9 @@ def _mbarrier(cx: Context) -> Run:
                 np.asarray(expected(fr), np.uint64) >> np.uint64(63)
             done = current != before
             write(fr, done, m)  # that phase has completed
+            waiting = ~done if m is None else m & ~done
+            if np.any(waiting):  # let the threads that would complete it run first (.machine)
+                fr.batch.yielding = np.broadcast_to(waiting, (fr.batch.n,))
             if cx.sanitized and np.any(done):  # a completed phase orders the threads that arrived
                 fr.batch.sanitizer.barrier()
 

@@ -39,6 +39,7 @@ WATCH = 1 << 10  # steps one look watches at first; doubled after each look that
 MAX_WATCH = 1 << 15  # a loop longer than this is not seen; watching costs ~3% of the steps
 PROGRESS_AFTER = 3.0  # seconds before a launch shows progress
 _WRITERS = frozenset(("st", "atom", "red", "cp", "mbarrier", "discard"))
+_MBARRIER_READS = frozenset(("test_wait", "try_wait", "pending_count"))
 ENDLESS = ("stopped a loop that can never end: the threads came back to this instruction with "
            "every register as before and nothing stored in between, so nothing can change what "
            "they wait for (a flag another thread of the block would set is never seen either: "
@@ -52,9 +53,12 @@ def step_limit(max_steps: int) -> str:
             "raise max_steps if the kernel is just long)")
 
 
-def writes_memory(opcode: str) -> bool:
-    """Whether an instruction may write memory (calls are judged by the machine: their callee may)."""
-    return opcode in _WRITERS
+def writes_memory(ins: Any) -> bool:
+    """Whether an instruction may write memory (calls are judged by the machine: their callee may);
+    an ``mbarrier`` wait only reads its object, so a loop spinning on one can be seen to repeat."""
+    if ins.opcode == "mbarrier":
+        return not any(m.split("::")[0] in _MBARRIER_READS for m in ins.mods)
+    return ins.opcode in _WRITERS
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -99,12 +103,12 @@ class Watchdog:
         if not self.watching:
             if self.progress is not None:
                 self.progress.beat()
-            if is_call or writes_memory(step.ins.opcode):
+            if is_call or writes_memory(step.ins):
                 self.check_at = steps  # a snapshot before a store would see it: start at the next step
             else:
                 self._start(steps, frame, upc, state)
             return None
-        if is_call or writes_memory(step.ins.opcode):
+        if is_call or writes_memory(step.ins):
             return self._stop(steps)  # memory may change: what the loop reads may change with it
         if upc == self._upc and frame is self._frame:
             regs = frame.regs

@@ -33,7 +33,7 @@ def watch_globals(fn: Function, blocks: list[tuple[int, int]]) -> str:
     write memory), as constants of the module."""
     starts = ", ".join(f"i32 {start}" for start, _ in blocks)
     writers = ", ".join(
-        f"i8 {int(any(writes_memory(s.ins.opcode) for s in fn.steps[start:end]))}" for start, end in blocks
+        f"i8 {int(any(writes_memory(s.ins) for s in fn.steps[start:end]))}" for start, end in blocks
     )
     n = len(blocks)
     return (
