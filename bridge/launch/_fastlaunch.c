@@ -85,18 +85,34 @@ int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
 }
 
+int exact_int(PyObject *value, long long *out) {
+    int overflow;
+    if (!PyLong_CheckExact(value)) return 0;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
+int exact_u64(PyObject *value, unsigned long long *out) {
+    long long v;
+    if (exact_int(value, &v)) {
+        *out = (unsigned long long)v;
+        return v >= 0;
+    }
+    if (!PyLong_CheckExact(value)) return 0;
+    *out = PyLong_AsUnsignedLongLong(value); /* 2**63 and up */
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
 int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
-    if (!PyLong_CheckExact(arg)) return 0;
     if (s->lo < 0) {
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-        if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-        if (v < s->lo || v > (long long)s->hi) return 0;
+        long long v;
+        if (!exact_int(arg, &v) || v < s->lo || v > (long long)s->hi) return 0;
         return put_int(buf, s->offset, s->code, v, (unsigned long long)v, v < 0);
     }
-    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-    if (v < (unsigned long long)s->lo || v > s->hi) return 0;
+    unsigned long long v;
+    if (!exact_u64(arg, &v) || v < (unsigned long long)s->lo || v > s->hi) return 0;
     return put_unsigned(buf, s->offset, s->code, v);
 }
 
@@ -441,19 +457,17 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
         PyObject *device = PyLong_FromLong(self->device_id);
         PyObject *handle = device == NULL ? NULL : PyObject_CallOneArg(self->default_stream, device);
         Py_XDECREF(device);
-        unsigned long long value = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsUnsignedLongLong(handle)
-                                                                                : (unsigned long long)-1;
+        unsigned long long value;
+        int ok = handle != NULL && exact_u64(handle, &value);
         Py_XDECREF(handle);
-        if (value == (unsigned long long)-1) { PyErr_Clear(); return 0; }
+        if (!ok) { PyErr_Clear(); return 0; }
         stream = (void *)(uintptr_t)value;
     } else if (stream_arg == Py_None) {
         stream = NULL; /* no framework names a current stream: the legacy default stream, as Kernel's stream_of */
-    } else if (PyLong_CheckExact(stream_arg)) {
-        unsigned long long handle = PyLong_AsUnsignedLongLong(stream_arg);
-        if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-        stream = (void *)(uintptr_t)handle;
     } else {
-        return 0;
+        unsigned long long handle;
+        if (!exact_u64(stream_arg, &handle)) return 0;
+        stream = (void *)(uintptr_t)handle;
     }
     ParamBuffer b;
     void *stack_params[STACK_SLOTS];

@@ -16,6 +16,7 @@ typedef struct {
     PyTypeObject *type;
     unsigned int version; /* the type's tp_version_tag when looked up; 0: read with PyObject_GetAttr */
     PyObject *descr[MAX_CACHED_ATTRS];
+    getter get[MAX_CACHED_ATTRS]; /* a getset descriptor's C getter (called as getset_get would), or NULL */
 } AttrCache;
 PyObject *cached_attr(AttrCache *c, PyObject *obj, int k);           /* obj.names[k], a new reference */
 int cached_int(AttrCache *c, PyObject *obj, int k, long long *out);  /* an exact int attribute (1), else 0 */
@@ -64,9 +65,15 @@ int record_fits(const ArgSpec *s, int size);
 ArgSpec *record_member(ArgSpec *s, Py_ssize_t k); /* member k of a record spec, else NULL */
 void free_spec(ArgSpec *s);
 
-/* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; a scalar
+/* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; exact ints
+ * read; a scalar
  * argument packed (1) or declined (0); any argument's spec read; its places checked against the buffer. */
 int put_unsigned(char *buf, int offset, int code, unsigned long long v);
+/* An exact int that fits int64 / uint64 -> *out (1), else 0, no error set either way: what
+ * PyLong_AsLongLong and PyLong_AsUnsignedLongLong read, without their _PyLong_AsByteArray for 2-3 digit
+ * values (addresses, stream handles) in CPython 3.11. */
+int exact_int(PyObject *value, long long *out);
+int exact_u64(PyObject *value, unsigned long long *out);
 int pack_int(const ArgSpec *s, PyObject *arg, char *buf);
 int pack_float(const ArgSpec *s, PyObject *arg, char *buf);
 int read_spec(ArgSpec *s, PyObject *item);

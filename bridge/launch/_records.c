@@ -25,8 +25,8 @@ struct Record {
 static int pack_address(const ArgSpec *s, PyObject *value, char *buf, uint64_t *range,
                         PointerAttributeFn pointer_attribute) {
     if (s->raw && (value == Py_None || PyLong_CheckExact(value))) {
-        unsigned long long v = value == Py_None ? 0 : PyLong_AsUnsignedLongLong(value);
-        if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        unsigned long long v = 0;
+        if (value != Py_None && !exact_u64(value, &v)) return 0;
         if (range != NULL) range[0] = range[1] = 0; /* no tensor: nothing the no-alias check sees */
         return put_unsigned(buf, s->offset, s->code, v);
     }

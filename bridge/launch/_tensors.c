@@ -75,10 +75,9 @@ static int read_ints(PyObject *tuple, int64_t *out, int32_t *n) {
     *n = (int32_t)PyTuple_GET_SIZE(tuple);
     for (int32_t k = 0; k < *n; ++k) {
         PyObject *item = PyTuple_GET_ITEM(tuple, k);
-        int overflow;
-        if (!PyLong_CheckExact(item)) return 0;
-        out[k] = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || (out[k] == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        long long value;
+        if (!exact_int(item, &value)) return 0;
+        out[k] = value;
     }
     return 1;
 }
@@ -111,12 +110,13 @@ static int read_view(const ArgSpec *s, const DLView *v, Tensor *t) {
     t->address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
     t->ndim = view.ndim;
     t->readonly = 0; /* as the Python path reads torch tensors */
-    for (int32_t k = 0; k < t->ndim; ++k) {
+    for (int32_t k = 0; k < t->ndim; ++k) { /* one loop: a memcpy of the strides is a `rep movsq` here,
+                                                  whose start-up cost is a fifth of a launch's */
         if (view.shape[k] < 0) return 0;
         t->shape[k] = view.shape[k];
+        if (view.strides != NULL) t->strides[k] = view.strides[k];
     }
     if (view.strides == NULL) compact_strides(t);
-    else memcpy(t->strides, view.strides, (size_t)t->ndim * sizeof *t->strides);
     return 1;
 }
 
@@ -176,9 +176,9 @@ static int read_cai_dict(const ArgSpec *s, PyObject *cai, Tensor *t, PointerAttr
     if (ptr == Py_None) {
         t->address = 0;
     } else {
-        if (!PyLong_CheckExact(ptr)) return 0;
-        t->address = PyLong_AsUnsignedLongLong(ptr);
-        if (t->address == (uint64_t)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        unsigned long long address;
+        if (!exact_u64(ptr, &address)) return 0;
+        t->address = address;
     }
     if ((t->readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) < 0) { PyErr_Clear(); return 0; }
     if (!read_shape(PyDict_GetItemWithError(cai, str_shape), t)) { PyErr_Clear(); return 0; }
@@ -224,8 +224,10 @@ void free_cupy_attrs(struct CupyAttrs *c) {
  * a pointer or slice neither tuple is read (CuPy builds both per read): as the Python path's inline
  * read (fastpath.py _inline), CuPy's own C-contiguity flag decides, and size is the extent.  Nor for a
  * 1-d array of more than one element whose flag says C-contiguous, where the stride is the item size
- * (cupy/_core/internal.pyx get_c_contiguity). */
-static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
+ * (cupy/_core/internal.pyx get_c_contiguity).  Nor the size for a pointer without a byte range
+ * (!sized): the array is read as its first element (ndim 0), so its alignment is checked even when it
+ * is empty, which then declines to the Python path. */
+static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t, int sized) {
     AttrCache *array = &s->cupy->array;
     PyObject *dtype = cached_attr(array, arg, CUPY_DTYPE);
     Py_XDECREF(dtype);
@@ -242,6 +244,10 @@ static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
     if (flat || (s->ndim == 1 && cached_int(array, arg, CUPY_NDIM, &ndim) && ndim == 1)) {
         PyObject *contiguous = cached_attr(array, arg, CUPY_C_CONTIGUOUS);
         Py_XDECREF(contiguous);
+        if (contiguous == Py_True && !sized && s->form == PTXB_FORM_POINTER) {
+            t->ndim = 0;
+            return 1;
+        }
         ok = contiguous == Py_True && cached_int(array, arg, CUPY_SIZE, &size) && size >= 0;
         if (ok && (flat || size > 1)) {
             t->ndim = 1;
@@ -355,7 +361,8 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     if (Py_TYPE(arg) != s->type) return 0;
     int ok = s->kind == PTXB_ARG_TENSOR ? read_dlpack(s, arg, &t)
            : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute)
-           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream) : read_cupy(s, arg, &t);
+           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream)
+           : read_cupy(s, arg, &t, range != NULL || s->distinct);
     if (!ok || (t.readonly && s->refuses_readonly)) return 0;
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)
