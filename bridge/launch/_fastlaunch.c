@@ -64,21 +64,20 @@ typedef struct {
 
 static PyObject *str_max_shared;
 
+/* Each case copies its own constant size: a memcpy of a variable size is a call per value. */
 static int put_int(char *buf, int offset, int code, long long sv, unsigned long long uv, int negative) {
-    int size;
+    char *at = buf + offset; /* two's complement: uv holds sv's bits when negative */
     switch (code) {
-    case 'b': if (sv < -128 || sv > 127) return 0; size = 1; break;
-    case 'B': if (negative || uv > 0xffu) return 0; size = 1; break;
-    case 'h': if (sv < -32768 || sv > 32767) return 0; size = 2; break;
-    case 'H': if (negative || uv > 0xffffu) return 0; size = 2; break;
-    case 'i': if (sv < INT32_MIN || sv > INT32_MAX) return 0; size = 4; break;
-    case 'I': if (negative || uv > 0xffffffffu) return 0; size = 4; break;
-    case 'q': if (!negative && uv > (unsigned long long)INT64_MAX) return 0; size = 8; break;
-    case 'Q': if (negative) return 0; size = 8; break;
+    case 'Q': if (negative) return 0; memcpy(at, &uv, 8); return 1;
+    case 'q': if (!negative && uv > (unsigned long long)INT64_MAX) return 0; memcpy(at, &uv, 8); return 1;
+    case 'i': if (sv < INT32_MIN || sv > INT32_MAX) return 0; memcpy(at, &uv, 4); return 1;
+    case 'I': if (negative || uv > 0xffffffffu) return 0; memcpy(at, &uv, 4); return 1;
+    case 'h': if (sv < -32768 || sv > 32767) return 0; memcpy(at, &uv, 2); return 1;
+    case 'H': if (negative || uv > 0xffffu) return 0; memcpy(at, &uv, 2); return 1;
+    case 'b': if (sv < -128 || sv > 127) return 0; memcpy(at, &uv, 1); return 1;
+    case 'B': if (negative || uv > 0xffu) return 0; memcpy(at, &uv, 1); return 1;
     default: return 0;
     }
-    memcpy(buf + offset, &uv, size); /* two's complement: uv holds sv's bits when negative */
-    return 1;
 }
 
 int put_unsigned(char *buf, int offset, int code, unsigned long long v) {

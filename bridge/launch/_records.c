@@ -34,6 +34,16 @@ static int pack_address(const ArgSpec *s, PyObject *value, char *buf, uint64_t *
     return s->members != NULL && pack_tensor(s->members, value, buf, range, pointer_attribute, 0);
 }
 
+/* dict[key] (borrowed; NULL, maybe with an error set, when absent), read in the dict's order while its
+ * keys are the fields' own (interned) names in field order, as a dict display of the fields writes
+ * them: the next entry then costs no hash lookup.  *pos is PyDict_Next's cursor. */
+static PyObject *field(PyObject *dict, PyObject *key, Py_ssize_t *pos) {
+    PyObject *found, *value;
+    if (*pos >= 0 && PyDict_Next(dict, pos, &found, &value) && found == key) return value;
+    *pos = -1; /* out of order: look the rest up */
+    return PyDict_GetItemWithError(dict, key);
+}
+
 int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2],
                 PointerAttributeFn pointer_attribute, uintptr_t stream) {
     const struct Record *r = s->record;
@@ -47,8 +57,9 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
     } else {
         return 0;
     }
+    Py_ssize_t pos = 0;
     for (Py_ssize_t k = 0; k < r->count; ++k) {
-        PyObject *value = items != NULL ? items[k] : PyDict_GetItemWithError(arg, r->keys[k]);
+        PyObject *value = items != NULL ? items[k] : field(arg, r->keys[k], &pos);
         if (value == NULL) { PyErr_Clear(); return 0; }
         const ArgSpec *m = &r->members[k];
         uint64_t *range = m->alias_slot < 0 ? NULL : ranges[m->alias_slot];

@@ -82,13 +82,21 @@ static int read_ints(PyObject *tuple, int64_t *out, int32_t *n) {
     return 1;
 }
 
+/* An address is a multiple of n > 0; a mask for powers of two (alignments): a 64-bit division costs
+ * tens of cycles, one or more per tensor per launch (strides are divided the same way below). */
+static inline int multiple_of(uint64_t value, uint64_t n) {
+    return (n & (n - 1)) == 0 ? (value & (n - 1)) == 0 : value % n == 0;
+}
+
 /* Byte strides -> element strides; 0 when one is not a multiple of the item size (the Python path says so). */
 static int element_strides(PyObject *tuple, Tensor *t, int64_t itemsize) {
     int32_t n;
     if (!read_ints(tuple, t->strides, &n) || n != t->ndim) return 0;
+    int pow2 = (itemsize & (itemsize - 1)) == 0, shift = __builtin_ctzll((uint64_t)itemsize);
     for (int32_t k = 0; k < n; ++k) {
-        if (t->strides[k] % itemsize) return 0;
-        t->strides[k] /= itemsize;
+        int64_t stride = t->strides[k];
+        if (pow2 ? (stride & (itemsize - 1)) != 0 : stride % itemsize != 0) return 0;
+        t->strides[k] = pow2 ? stride >> shift : stride / itemsize; /* exact: the shift rounds nothing */
     }
     return 1;
 }
@@ -334,7 +342,7 @@ static void put64(char *buf, int offset, uint64_t value) {
  * the index range; values written masked to the index width. */
 static int pack_tile(const ArgSpec *s, const Tensor *t, char *buf) {
     const struct TilePromises *p = s->tile;
-    if (t->ndim != s->ndim || (p->base_align > 1 && t->address % (uint64_t)p->base_align)) return 0;
+    if (t->ndim != s->ndim || (p->base_align > 1 && !multiple_of(t->address, (uint64_t)p->base_align))) return 0;
     for (int32_t k = 0; k < t->ndim; ++k) {
         int64_t extent = t->shape[k], stride = t->strides[k];
         if ((p->shape_divisor[k] > 1 && extent % p->shape_divisor[k])
@@ -367,7 +375,7 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
-    if (t.address != 0 && numel != 0 && t.address % (uint64_t)s->align) return 0;
+    if (t.address != 0 && numel != 0 && !multiple_of(t.address, (uint64_t)s->align)) return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
     if (s->distinct && numel > 1 && !distinct_elements(&t)) return 0;
     if (s->form == PTXB_FORM_TILE) return pack_tile(s, &t, buf);
