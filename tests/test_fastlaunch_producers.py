@@ -245,6 +245,8 @@ PRODUCERS = {"cai": (DLPACK_CUDA, Cai), "cupy": (DLPACK_CUDA, cupy_array), "torc
 F32 = dtype("f32")
 TILE = TileArray(F32, 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)
 SPAN = Struct("Span", (StructField("data", Slice(F32)), StructField("len", Scalar(dtype("u32")))))
+SCALARS = Struct("Q", (StructField("b", Scalar(dtype("bool"))), StructField("h", Scalar(dtype("f16"))),
+                      StructField("g", Scalar(dtype("bf16"))), StructField("data", Slice(F32))))
 # kind -> (parameter type, convention, its argument from a producer's maker)
 KIND_CASES = {
     "pointer": (Pointer(Scalar(F32)), Convention.OXIDE, lambda m: m(_f32(4))),
@@ -261,6 +263,7 @@ KIND_CASES = {
               lambda m: (m(_f32(4)), 2.5, m(_f32(3)))),
     "nested": (Struct("Outer", (StructField("inner", SPAN), StructField("k", Scalar(dtype("u8"))))),
                Convention.C, lambda m: {"inner": {"data": m(_f32(5)), "len": 5}, "k": 1}),
+    "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
                     Convention.NUMBA, lambda m: (m(_f32(4)), 7, m(_f32(2, 3)))),
     "tile_tuple": (Tuple((TILE, TILE)), Convention.CUTILE, lambda m: [m(_f32(16, 4)), m(_f32(16, 4))]),
@@ -396,7 +399,12 @@ def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
 
 # --- by-value structs and tuples of scalars and raw pointers ----------------------------------------
 
-RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "bool", "f16",
+                  "bf16")
+# per float dtype: values at its range's edges, rounded (halves: to nearest even), subnormal
+FLOAT_VALUES = {"f32": (0.0, -1.5, 3.4e38, 1e-40, 0.1), "f64": (0.0, -1.5, 1e300, 1e-310, 0.1),
+                "f16": (0.0, -1.5, 65504.0, 1e-6, 0.1, 2049.0),
+                "bf16": (0.0, -1.5, 3.38e38, 1e-40, 0.1, 257.0)}
 
 
 MEMBER_DTYPES = ("f32", "i32", "u8", "i16")  # what every producer makes (JAX: no 64-bit by default)
@@ -434,11 +442,13 @@ def _member_value(t, rng: random.Random, make):
         name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
         return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(name).numpy_name)))
     dt = t.dtype
+    if dt.name == "bool":
+        return rng.choice((True, False, 0, 1))
     if dt.is_integer:
         top = 1 << (dt.bits - 1)
         lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
         return rng.choice((lo, hi, 0, rng.randint(lo, hi)))
-    return rng.choice((0.0, -1.5, 3.4e38 if dt.name == "f32" else 1e300, 1e-40))
+    return rng.choice(FLOAT_VALUES[dt.name])
 
 
 def _record_signature(rng: random.Random) -> Signature:

@@ -76,6 +76,7 @@ static int put_int(char *buf, int offset, int code, long long sv, unsigned long 
     case 'H': if (negative || uv > 0xffffu) return 0; memcpy(at, &uv, 2); return 1;
     case 'b': if (sv < -128 || sv > 127) return 0; memcpy(at, &uv, 1); return 1;
     case 'B': if (negative || uv > 0xffu) return 0; memcpy(at, &uv, 1); return 1;
+    case '?': if (negative || uv > 1) return 0; memcpy(at, &uv, 1); return 1;
     default: return 0;
     }
 }
@@ -105,6 +106,8 @@ int exact_u64(PyObject *value, unsigned long long *out) {
 }
 
 int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
+    if (s->code == '?' && PyBool_Check(arg)) /* a bool member: True / False, or the ints 0 and 1 */
+        return put_unsigned(buf, s->offset, s->code, arg == Py_True);
     if (s->lo < 0) {
         long long v;
         if (!exact_int(arg, &v) || v < s->lo || v > (long long)s->hi) return 0;
@@ -119,13 +122,23 @@ int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyFloat_CheckExact(arg)) return 0;
     double v = PyFloat_AS_DOUBLE(arg);
     if (!(-s->limit <= v && v <= s->limit)) return 0; /* NaN fails too */
-    if (s->code == 'f') {
-        float f = (float)v;
-        memcpy(buf + s->offset, &f, 4);
-    } else {
-        memcpy(buf + s->offset, &v, 8);
+    char *at = buf + s->offset;
+    float f = (float)v;
+    uint32_t bits;
+    switch (s->code) {
+    case 'f': memcpy(at, &f, 4); return 1;
+    case 'd': memcpy(at, &v, 8); return 1;
+    case 'e': /* struct.pack("<e"), rounded once; the limit leaves it nothing to overflow */
+        if (PyFloat_Pack2(v, at, 1) == 0) return 1;
+        PyErr_Clear();
+        return 0;
+    case 'E': /* bf16: values.py bf16_bits, binary32 rounded to nearest even */
+        memcpy(&bits, &f, 4);
+        bits = (uint32_t)(((uint64_t)bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+        memcpy(at, &bits, 2);
+        return 1;
+    default: return 0;
     }
-    return 1;
 }
 
 static int is_tensor(int kind) {
@@ -169,7 +182,7 @@ int read_spec(ArgSpec *s, PyObject *item) {
     }
     if (s->kind == PTXB_ARG_FLOAT) {
         if (!PyArg_ParseTuple(item, "iiid", &s->kind, &s->offset, &s->code, &s->limit)) return 0;
-        if (s->code != 'f' && s->code != 'd') goto bad;
+        if (s->code != 'f' && s->code != 'd' && s->code != 'e' && s->code != 'E') goto bad;
         return 1;
     }
 bad:
@@ -178,8 +191,8 @@ bad:
 }
 
 static int place_fits(int offset, int code, int size) {
-    static const char codes[] = "bBhHiIqQfd";
-    static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
+    static const char codes[] = "bBhHiIqQfd?eE";
+    static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1, 2, 2};
     const char *found = code > 0 ? strchr(codes, code) : NULL;
     return found != NULL && offset >= 0 && offset + sizes[found - codes] <= size;
 }

@@ -25,7 +25,8 @@ void attr_cache_clear(AttrCache *c);
 /* One argument of a plan (bridge/launch/fastpath.py native_specs writes them). */
 typedef struct ArgSpec {
     int kind;                    /* PTXB_ARG_* */
-    int offset, code;            /* scalars: the flat value's byte offset and struct code */
+    int offset, code;            /* scalars: the flat value's byte offset and struct code ('?' a bool,
+                                    'e' an f16; 'E', not one of struct's, a bf16) */
     PyTypeObject *type;          /* tensors: the exact type the plan was made for */
     PyObject *source;            /* tensors: the exchange API capsule, CAI typestr or cupy dtype (borrowed) */
     const ExchangeAPI *api;      /* PTXB_ARG_TENSOR */

@@ -34,7 +34,7 @@ from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
 from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativeRecord, NativeTensor
-from ptxbridge.launch.values import F32_MAX
+from ptxbridge.launch.values import BF16_MAX, F16_MAX, F32_MAX
 
 try:
     from ptxbridge.launch import _fastlaunch
@@ -49,6 +49,9 @@ _INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is no
 _FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
            "numba": (_fastlaunch.FORM_NUMBA, 0), "tile": (_fastlaunch.FORM_TILE, 0)}
           if _fastlaunch is not None else {})
+
+
+_HALVES = {"f16": ("e", F16_MAX), "bf16": ("E", BF16_MAX)}  # the C plan's codes and finite ranges
 
 
 def native_available() -> bool:
@@ -84,7 +87,13 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
 
 
 def _scalar_spec(dt: DType, offset: int) -> tuple:
-    """An int or float member of a record at ``offset``, range-checked as values.py checks it."""
+    """An int, bool or float member of a record at ``offset``, range-checked as values.py checks it
+    (bool: True, False, 0 or 1; f16 and bf16 as values.py rounds them, 'E' standing for bf16)."""
+    if dt.name == "bool":
+        return (_INT, offset, ord("?"), 0, 1)
+    if dt.name in _HALVES:
+        code, limit = _HALVES[dt.name]
+        return (_FLOAT, offset, ord(code), limit)
     if dt.is_integer:
         top = 1 << (dt.bits - 1)
         lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)

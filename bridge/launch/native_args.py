@@ -26,7 +26,7 @@ from ptxbridge.launch.values import address_fields
 
 __all__ = ["NativeAddress", "NativeItems", "NativeRecord", "NativeTensor", "native_record", "native_tensor"]
 
-_RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+_RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "bool", "f16", "bf16")
 
 
 @dataclass(frozen=True, slots=True)
