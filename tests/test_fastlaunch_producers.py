@@ -9,8 +9,11 @@ C plan's presence is asserted per producer and kind, so a regression to the Pyth
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
 import random
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -263,6 +266,7 @@ KIND_CASES = {
               lambda m: (m(_f32(4)), 2.5, m(_f32(3)))),
     "nested": (Struct("Outer", (StructField("inner", SPAN), StructField("k", Scalar(dtype("u8"))))),
                Convention.C, lambda m: {"inner": {"data": m(_f32(5)), "len": 5}, "k": 1}),
+    "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
     "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
                     Convention.NUMBA, lambda m: (m(_f32(4)), 7, m(_f32(2, 3)))),
@@ -460,10 +464,16 @@ def _record_signature(rng: random.Random) -> Signature:
     return Signature("k", tuple(params), convention=Convention.C)
 
 
+@functools.cache
+def _dataclass_of(t: Struct) -> type:
+    return dataclasses.make_dataclass(t.name, [f.name for f in t.fields])
+
+
 def _record_value(t, rng: random.Random, make):
-    """A dict for a struct, a tuple or list for a tuple."""
+    """A dict or dataclass for a struct, a tuple or list for a tuple."""
     if isinstance(t, Struct):
-        return {f.name: _member_value(f.type, rng, make) for f in t.fields}
+        fields = {f.name: _member_value(f.type, rng, make) for f in t.fields}
+        return _dataclass_of(t)(**fields) if rng.random() < 0.3 else fields
     items = [_member_value(m, rng, make) for m in t.items]
     return items if rng.random() < 0.3 else tuple(items)
 
@@ -472,8 +482,11 @@ def _same_containers(value, like):
     """``value`` with the containers of ``like``, and ``like``'s raw address where it had one and ``value``
     a tensor: a plan reads nested types from the call that built it (its tensor type for a pointer that
     held an address there is torch's)."""
-    if isinstance(like, dict):
-        return {k: _same_containers(v, like[k]) for k, v in value.items()}
+    if isinstance(like, dict) or dataclasses.is_dataclass(like):
+        fields = value if isinstance(value, dict) else vars(value)
+        like_fields = like if isinstance(like, dict) else vars(like)
+        same = {k: _same_containers(v, like_fields[k]) for k, v in fields.items()}
+        return same if isinstance(like, dict) else type(like)(**same)
     if isinstance(like, (tuple, list)):
         return type(like)(_same_containers(v, w) for v, w in zip(value, like, strict=True))
     if (like is None or type(like) is int) and not (value is None or isinstance(value, (int, float))):
@@ -494,8 +507,9 @@ def _record_args(signature: Signature, rng: random.Random, make, like: tuple | N
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
 def test_structs_and_tuples_pack_in_c_as_in_python(producer):
-    """Random by-value structs and tuples (nested, with raw pointers, slices and DisjointSlices of one
-    producer's tensors, None and raw addresses): the C plan takes them and packs the Python bytes."""
+    """Random by-value structs (dicts and dataclasses) and tuples (nested, with raw pointers, slices and
+    DisjointSlices of one producer's tensors, None and raw addresses, bool and half members): the C plan
+    takes them and packs the Python bytes."""
     device_type, make = PRODUCERS[producer]
     rng = random.Random(f"records-{producer}")
     for _ in range(80):
@@ -576,6 +590,36 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     assert plan.pack((value,)) is False
     with pytest.raises(ArgumentError) as info:
         python((value,))
+    assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+@dataclasses.dataclass
+class _AP:
+    a: Any
+    p: Any
+
+
+def _without_p() -> _AP:
+    value = _AP(1, None)
+    del value.p
+    return value
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (lambda: _AP(1 << 40, None), "does not fit"),
+    (lambda: _AP(1, torch.zeros(8)[::2]), "takes a contiguous tensor for a raw pointer"),
+    (lambda: _AP(True, None), "expected an integer for i32 (got bool True)"),
+    (_without_p, "struct S fields are ['a', 'p'] (got dataclass _AP without 'p')"),
+])
+def test_a_dataclass_the_python_path_refuses_is_declined_in_c(value, message):
+    t = Struct("S", (StructField("a", Scalar(dtype("i32"))), StructField("p", Pointer(Scalar(dtype("f32"))))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.C)
+    good = _AP(3, torch.zeros(2))
+    plan, python = _plans(sig, (good,))
+    assert plan.pack((good,)) == python((good,))
+    assert plan.pack((value(),)) is False
+    with pytest.raises(ArgumentError) as info:
+        python((value(),))
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
 
 

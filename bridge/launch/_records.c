@@ -1,11 +1,12 @@
-/* ptxbridge.launch._fastlaunch: by-value structs (a dict of their fields) and tuples (a tuple or list of
- * their items), packed in place; and numba / cuTile tuples, whose items are parameters of their own.
+/* ptxbridge.launch._fastlaunch: by-value structs (a dict of their fields, or a dataclass instance) and
+ * tuples (a tuple or list of their items), packed in place; and numba / cuTile tuples, whose items are parameters of their own.
  *
  * bridge/launch/values.py encodes by-value ones: each member at its offset inside the parameter (padding
  * zero), scalars range-checked, nested structs and tuples in place, and a pointer member is None (null),
  * an int (a raw address, the caller's business) or a tensor checked as a top-level pointer argument is;
  * a slice member is a tensor, its {ptr, len} at the member's offset.  This file reads the same cases
- * -- exact dicts with exactly the field names, exact tuples / lists of the item count, exact ints and
+ * -- exact dicts with exactly the field names, instances of the exact dataclass the plan was built for
+ * (its fields read with getattr, as values.py reads them), exact tuples / lists of the item count, exact ints and
  * floats, tensors of the type the plan was built for (any producer _tensors.c reads) -- and declines
  * anything else (0, no error set), which the Python path then judges.  A numba / cuTile tuple
  * (bridge/launch/args.py _items_binder) is a record of top-level specs: each item is read as the
@@ -13,8 +14,11 @@
  */
 #include "_fastlaunch.h"
 
+enum { BY_POSITION = 0, BY_KEY = 1, BY_ATTRIBUTE = 2 }; /* a tuple / list; a dict; a dataclass instance */
+
 struct Record {
-    int by_name;       /* a dict keyed by the field names; else a tuple / list */
+    int by_name;       /* BY_*: how the members are found */
+    PyTypeObject *container; /* BY_ATTRIBUTE: the exact type (a dataclass) whose attributes they are */
     Py_ssize_t count;
     PyObject **keys;   /* by_name: the field names (borrowed from the spec tuple) */
     ArgSpec *members;  /* PTXB_ARG_INT / PTXB_ARG_FLOAT / PTXB_ARG_ADDRESS, absolute offsets */
@@ -48,7 +52,9 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
                 PointerAttributeFn pointer_attribute, uintptr_t stream) {
     const struct Record *r = s->record;
     PyObject *const *items = NULL;
-    if (r->by_name) {
+    if (r->by_name == BY_ATTRIBUTE) {
+        if (Py_TYPE(arg) != r->container) return 0;
+    } else if (r->by_name == BY_KEY) {
         if (!PyDict_CheckExact(arg) || PyDict_GET_SIZE(arg) != r->count) return 0;
     } else if (PyTuple_CheckExact(arg) && PyTuple_GET_SIZE(arg) == r->count) {
         items = &PyTuple_GET_ITEM(arg, 0);
@@ -59,7 +65,9 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
     }
     Py_ssize_t pos = 0;
     for (Py_ssize_t k = 0; k < r->count; ++k) {
-        PyObject *value = items != NULL ? items[k] : field(arg, r->keys[k], &pos);
+        /* an attribute is a new reference (values.py reads it with getattr), the rest borrowed */
+        PyObject *value = items != NULL ? items[k] : r->by_name == BY_KEY ? field(arg, r->keys[k], &pos)
+                        : PyObject_GetAttr(arg, r->keys[k]);
         if (value == NULL) { PyErr_Clear(); return 0; }
         const ArgSpec *m = &r->members[k];
         uint64_t *range = m->alias_slot < 0 ? NULL : ranges[m->alias_slot];
@@ -68,6 +76,7 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
                : m->kind == PTXB_ARG_ADDRESS ? pack_address(m, value, buf, range, pointer_attribute)
                : m->kind == PTXB_ARG_RECORD ? pack_record(m, value, buf, ranges, pointer_attribute, stream)
                : pack_tensor(m, value, buf, range, pointer_attribute, stream);
+        if (r->by_name == BY_ATTRIBUTE) Py_DECREF(value);
         if (!ok) return 0;
     }
     return 1;
@@ -89,21 +98,26 @@ static int read_address(ArgSpec *s, PyObject *item) {
     return 1;
 }
 
-/* (PTXB_ARG_RECORD, by_name, keys, members): keys a tuple of field names (by_name) or None; members the
- * specs of the members, in order: scalars, addresses, nested records, tensors (the items of a numba
- * tuple, each its own parameters).  1, or 0 with an error set. */
+/* (PTXB_ARG_RECORD, by_name, keys, members[, container]): by_name BY_*; keys a tuple of field names
+ * (by key or attribute) or None; members the specs of the members, in order: scalars, addresses, nested
+ * records, tensors (the items of a numba tuple, each its own parameters); container the dataclass of a
+ * record read by attribute (the spec tuple keeps it alive).  1, or 0 with an error set. */
 int read_record_spec(ArgSpec *s, PyObject *item) {
-    PyObject *keys, *members;
+    PyObject *keys, *members, *container = NULL;
     int by_name;
-    if (!PyArg_ParseTuple(item, "iiOO!", &s->kind, &by_name, &keys, &PyTuple_Type, &members)) return 0;
+    if (!PyArg_ParseTuple(item, "iiOO!|O", &s->kind, &by_name, &keys, &PyTuple_Type, &members, &container))
+        return 0;
     Py_ssize_t count = PyTuple_GET_SIZE(members);
-    if (by_name && (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != count)) {
-        PyErr_SetString(PyExc_ValueError, "a struct spec names each member");
+    if (by_name < BY_POSITION || by_name > BY_ATTRIBUTE
+        || (by_name && (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != count))
+        || (by_name == BY_ATTRIBUTE) != (container != NULL && PyType_Check(container))) {
+        PyErr_SetString(PyExc_ValueError, "a struct spec names each member (and a dataclass its type)");
         return 0;
     }
     struct Record *r = s->record = PyMem_Calloc(1, sizeof *r);
     if (r == NULL) { PyErr_NoMemory(); return 0; }
     r->by_name = by_name;
+    r->container = (PyTypeObject *)container;
     r->members = PyMem_Calloc(count ? (size_t)count : 1, sizeof *r->members);
     if (r->members == NULL) { PyErr_NoMemory(); return 0; }
     r->count = count; /* set once allocated: free_spec walks count members */

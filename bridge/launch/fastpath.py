@@ -102,23 +102,38 @@ def _scalar_spec(dt: DType, offset: int) -> tuple:
     return (_FLOAT, offset, ord("f" if dt.bits == 32 else "d"), F32_MAX if dt.bits == 32 else float("inf"))
 
 
-def _member(value: Any, keys: tuple[str, ...] | None, k: int) -> Any:
-    return value.get(keys[k]) if keys is not None else value[k]
+# how _records.c finds a record's members: by position (a tuple / list), key (a dict), attribute (a dataclass)
+_BY_POSITION, _BY_KEY, _BY_ATTRIBUTE = range(3)
+
+
+def _container(value: Any, keys: tuple[str, ...] | None, count: int) -> int | None:
+    """How the C plan reads the members of ``value`` (``_BY_*``), or None where it does not (a NumPy
+    record, a container of another length)."""
+    kind = type(value)
+    if keys is None:
+        return _BY_POSITION if kind in (tuple, list) and len(value) == count else None
+    if kind is dict:
+        return _BY_KEY if len(value) == count else None
+    return _BY_ATTRIBUTE if hasattr(kind, "__dataclass_fields__") else None
+
+
+def _member(value: Any, by: int, keys: tuple[str, ...] | None, k: int) -> Any:
+    return (value[k] if by == _BY_POSITION else value.get(keys[k]) if by == _BY_KEY
+            else getattr(value, keys[k], None))
 
 
 def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
     """The C plan's spec of a by-value struct or tuple whose blob starts at byte ``base``
     (bridge/launch/_records.c read_record_spec), its tensor members read as in ``value`` (the call
-    that builds the plan): None when ``value`` is a container the C plan does not read (a dataclass,
-    a NumPy record), as it would then decline every call of these argument types."""
+    that builds the plan): None when ``value`` is a container the C plan does not read (a NumPy
+    record), as it would then decline every call of these argument types."""
     keys = native.keys
-    if (type(value) is not dict) if keys is not None else (type(value) not in (tuple, list)):
-        return None
-    if len(value) != len(native.members):
+    by = _container(value, keys, len(native.members))
+    if by is None:
         return None
     members = []
     for k, (offset, what) in enumerate(native.members):
-        at, member = base + offset, _member(value, keys, k)
+        at, member = base + offset, _member(value, by, keys, k)
         if isinstance(what, DType):
             members.append(_scalar_spec(what, at))
         elif isinstance(what, NativeRecord):
@@ -128,7 +143,8 @@ def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
             members.append(nested)
         else:
             members.append(_address_spec(what, base, member))
-    return (_fastlaunch.ARG_RECORD, int(keys is not None), keys, tuple(members))
+    container = (type(value),) if by == _BY_ATTRIBUTE else ()
+    return (_fastlaunch.ARG_RECORD, by, keys, tuple(members), *container)
 
 
 def _address_spec(address: NativeAddress, base: int, value: Any) -> tuple:
@@ -180,7 +196,7 @@ def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple 
             if spec is None:
                 return None
             items.append(spec)
-        return (_fastlaunch.ARG_RECORD, 0, None, tuple(items))
+        return (_fastlaunch.ARG_RECORD, _BY_POSITION, None, tuple(items))
     if native is not None:
         if native.ndim > _fastlaunch.MAX_NDIM:
             return None
@@ -220,7 +236,7 @@ def _positions(specs: tuple, path: tuple) -> tuple[int, ...] | None:
     for step in steps:
         if spec[0] != _fastlaunch.ARG_RECORD:
             return None
-        _, by_name, keys, members = spec
+        _, by_name, keys, members, *_ = spec
         position = (keys.index(step) if step in keys else None) if by_name else step
         if not isinstance(position, int) or not 0 <= position < len(members):
             return None

@@ -86,13 +86,17 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 
 
 def _member_types(arg: Any) -> Any:
-    """``arg``'s type, and for a struct (dict) or tuple (tuple, list) its members' too: a plan learns the
-    producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get their own."""
+    """``arg``'s type, and for a struct (dict, dataclass) or tuple (tuple, list) its members' too: a plan
+    learns the producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get
+    their own."""
     kind = type(arg)
     if kind is dict:
         return kind, tuple((name, _member_types(value)) for name, value in arg.items())
     if kind is tuple or kind is list:
         return kind, tuple(map(_member_types, arg))
+    fields = getattr(kind, "__dataclass_fields__", None)
+    if fields is not None and type(fields) is dict:
+        return kind, tuple((name, _member_types(getattr(arg, name, None))) for name in fields)
     return kind
 
 
