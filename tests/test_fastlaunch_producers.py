@@ -24,7 +24,9 @@ from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa:
 
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.abi.elements import disjoint_slice_of, slice_of, units_per_element
 from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, StructField, TileArray, Tuple
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
@@ -87,19 +89,44 @@ def _signature(rng: random.Random, convention: Convention, numba_only: bool) -> 
             params.append(Param(f"p{i}", Pointer(Scalar(dtype(name)), rng.random() < 0.5)))
         elif choice < 0.7:
             params.append(Param(f"p{i}", Slice(dtype(name), rng.random() < 0.5)))
+        elif choice < 0.75:
+            params.append(Param(f"p{i}", DisjointSlice(dtype(name), rng.random() < 0.4)))
         elif choice < 0.8:
-            params.append(Param(f"p{i}", DisjointSlice(dtype(name))))
+            params.append(Param(f"p{i}", _element_slice(rng)))
         else:
             params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
     return Signature("k", tuple(params), convention=convention)
 
 
+# elements of slices that are not numbers: a struct of one repeated scalar (a tensor of that scalar) and
+# mixed ones (a tensor of bytes), per element 2 to 16 values
+ELEMENTS = (Struct("P", (StructField("x", Scalar(dtype("f32"))), StructField("y", Scalar(dtype("f32"))))),
+            Struct("M", (StructField("a", Scalar(dtype("f64"))), StructField("n", Scalar(dtype("i32"))))),
+            Tuple((Scalar(dtype("i16")), Scalar(dtype("u8")))))
+
+
+def _element_slice(rng: random.Random):
+    element = rng.choice(ELEMENTS)
+    if rng.random() < 0.5:
+        return slice_of(element, rng.random() < 0.5, KINDS.by_value)
+    return disjoint_slice_of(element, rng.random() < 0.5, KINDS.by_value)
+
+
+def _slice_tensor(t, rng: random.Random) -> np.ndarray:
+    """A tensor that a slice, DisjointSlice(2d) of numbers or of elements takes: whole elements, 2-d rows."""
+    per = units_per_element(t, KINDS.by_value)
+    if getattr(t, "rows_2d", False):
+        return _numpy(t.dtype.name, (rng.choice((0, 1, 3)), per * rng.choice((0, 1, 2))))
+    return _numpy(t.dtype.name, (per * rng.choice((0, 1, 5)),) if per > 1 else _shape(rng.randint(1, 2), rng))
+
+
 def _argument(t, rng: random.Random, wrap):
     if isinstance(t, NumbaArray):
         return wrap(_layout_of(t.layout, _numpy(t.dtype.name, _shape(t.ndim, rng)), rng))
-    if isinstance(t, (Pointer, Slice, DisjointSlice)):
-        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
-        return wrap(_numpy(name, _shape(rng.randint(1, 2), rng)))
+    if isinstance(t, (Slice, DisjointSlice)):
+        return wrap(_slice_tensor(t, rng))
+    if isinstance(t, Pointer):
+        return wrap(_numpy(t.pointee.dtype.name, _shape(rng.randint(1, 2), rng)))
     if t.dtype.is_integer:
         return rng.randint(0, 100)
     return rng.choice((0.5, -2.25, 1e3))
@@ -166,6 +193,16 @@ REFUSALS = {
     "byte_strides": (NumbaArray(dtype("f32"), 1, "A"),
                      lambda: Cai(np.ndarray((2,), np.float32, np.zeros(3, np.float32), 0, (6,))),
                      "byte strides (6,) are not multiples of the item size 4"),
+    "part_element": (slice_of(ELEMENTS[1], False, KINDS.by_value),
+                     lambda: Cai(np.zeros(24, np.uint8)),
+                     "holds 24 u8 values, not a whole number of elements of 16 u8 each"),
+    "element_align": (slice_of(ELEMENTS[1], False, KINDS.by_value),
+                      lambda: Cai(np.zeros(40, np.uint8)[4:36]),
+                      "is not aligned to 8 bytes, as its element needs"),
+    "rows_ndim": (DisjointSlice(dtype("f32"), True), lambda: Cai(np.zeros(4, np.float32)),
+                  "takes a 2-d tensor (got 1-d, shape (4,))"),
+    "part_row": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value),
+                 lambda: Cai(np.zeros((2, 3), np.float32)), "holds 3 f32 values, not a whole number"),
 }
 
 
@@ -174,7 +211,11 @@ def test_c_plan_declines_what_the_python_path_refuses_with_its_message(case):
     t, make, message = REFUSALS[case]
     sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA if isinstance(t, NumbaArray)
                     else Convention.OXIDE)
-    good = Cai(np.zeros((2, 2) if isinstance(t, NumbaArray) and t.ndim == 2 else 4, np.float32))
+    if isinstance(t, (Slice, DisjointSlice)):  # whole elements, in rows for a DisjointSlice2d
+        per = units_per_element(t, KINDS.by_value)
+        good = Cai(_numpy(t.dtype.name, (2, 2 * per) if getattr(t, "rows_2d", False) else (2 * per,)))
+    else:
+        good = Cai(np.zeros((2, 2) if isinstance(t, NumbaArray) and t.ndim == 2 else 4, np.float32))
     plan, python = _plans(sig, (good,), DLPACK_CUDA)
     assert plan.pack((good,)) == python((good,))
     bad = make()
@@ -266,6 +307,11 @@ KIND_CASES = {
               lambda m: (m(_f32(4)), 2.5, m(_f32(3)))),
     "nested": (Struct("Outer", (StructField("inner", SPAN), StructField("k", Scalar(dtype("u8"))))),
                Convention.C, lambda m: {"inner": {"data": m(_f32(5)), "len": 5}, "k": 1}),
+    "rows": (DisjointSlice(F32, True), Convention.OXIDE, lambda m: m(_f32(3, 4))),
+    "element_slice": (slice_of(ELEMENTS[1], True, KINDS.by_value), Convention.OXIDE,
+                      lambda m: m(np.zeros(32, np.uint8))),
+    "element_rows": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value), Convention.OXIDE,
+                     lambda m: m(_f32(2, 6))),
     "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
     "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
@@ -421,7 +467,9 @@ def _member_type(rng: random.Random, depth: int = 0):
     if choice < 0.4:
         return Slice(dtype(rng.choice(MEMBER_DTYPES)), rng.random() < 0.5)
     if choice < 0.45:
-        return DisjointSlice(dtype(rng.choice(MEMBER_DTYPES)))
+        return DisjointSlice(dtype(rng.choice(MEMBER_DTYPES)), rng.random() < 0.4)
+    if choice < 0.5:
+        return _element_slice(rng)
     if choice < 0.55 and depth < 2:
         return _record_type(rng, f"N{depth}", depth + 1)
     return Scalar(dtype(rng.choice(RECORD_SCALARS)))
@@ -443,8 +491,9 @@ def _member_value(t, rng: random.Random, make):
             return None
         if isinstance(t, Pointer) and choice < 0.4:
             return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
-        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
-        return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(name).numpy_name)))
+        if not isinstance(t, Pointer):
+            return make(_slice_tensor(t, rng))
+        return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(t.pointee.dtype.name).numpy_name)))
     dt = t.dtype
     if dt.name == "bool":
         return rng.choice((True, False, 0, 1))

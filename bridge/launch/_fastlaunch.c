@@ -598,6 +598,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0
         || PyModule_AddIntConstant(module, "FORM_TILE", PTXB_FORM_TILE) < 0
+        || PyModule_AddIntConstant(module, "FORM_ROWS", PTXB_FORM_ROWS) < 0
         || PyModule_AddIntConstant(module, "MAX_NDIM", PTXB_MAX_NDIM) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {

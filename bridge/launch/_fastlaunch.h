@@ -34,6 +34,8 @@ typedef struct ArgSpec {
     int32_t device_type, device_id;
     int form, ndim, layout;      /* PTXB_FORM_*; numba arrays: ndim and 'C' / 'F' / 'A' */
     int align, itemsize, refuses_readonly;
+    int per, element_align;      /* slices and rows of non-numbers: values per element, the element's
+                                    alignment (checked even for null and empty tensors, as tensor_rules) */
     int raw;                     /* PTXB_ARG_ADDRESS: None and int addresses are taken (raw pointers) */
     int nplaces;
     int (*places)[2];            /* tensors: (byte offset, struct code) of each flat value of the form */

@@ -91,7 +91,8 @@ static int read_address(ArgSpec *s, PyObject *item) {
     if (s->members == NULL) { PyErr_NoMemory(); return 0; }
     s->members->alias_slot = -1;
     if (!read_tensor_spec(s->members, tensor)) return 0;
-    if (s->members->form != PTXB_FORM_POINTER && s->members->form != PTXB_FORM_SLICE) {
+    if (s->members->form != PTXB_FORM_POINTER && s->members->form != PTXB_FORM_SLICE
+        && s->members->form != PTXB_FORM_ROWS) {
         PyErr_SetString(PyExc_ValueError, "a pointer or slice member's tensor is read as a pointer or slice");
         return 0;
     }

@@ -5,8 +5,9 @@
  * cupy.ndarray's own attributes (its interface dict costs more than the launch).  Then it is checked as
  * the Python path checks it (bridge/launch/args.py _check_tensor, abi/tensor_rules.py): dtype, device,
  * read-only data on a parameter the kernel writes, element alignment, and the layout its form needs
- * (PTXB_FORM_*: contiguous for pointers and slices; C / F / any for numba arrays of the compiled ndim;
- * a cuTile array's compiled promises),
+ * (PTXB_FORM_*: contiguous for pointers, slices and rows, slices of non-numbers counted in whole
+ * elements of their alignment; C / F / any for numba arrays of the compiled ndim; a cuTile array's
+ * compiled promises),
  * and its flat values are written at their places.  Anything else declines (returns 0, no error set):
  * the Python path then accepts it or raises the house-format error.
  */
@@ -375,14 +376,25 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
-    if (t.address != 0 && numel != 0 && !multiple_of(t.address, (uint64_t)s->align)) return 0;
+    if ((t.address != 0 && numel != 0 && !multiple_of(t.address, (uint64_t)s->align))
+        || !multiple_of(t.address, (uint64_t)s->element_align))
+        return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
     if (s->distinct && numel > 1 && !distinct_elements(&t)) return 0;
     if (s->form == PTXB_FORM_TILE) return pack_tile(s, &t, buf);
-    if (s->form != PTXB_FORM_NUMBA) {
+    if (s->form != PTXB_FORM_NUMBA) { /* a pointer, slice or rows: contiguous, counted in whole elements */
         if (!contiguous(&t, numel, 0) || !put_unsigned(buf, s->places[0][0], s->places[0][1], t.address))
             return 0;
-        return s->form == PTXB_FORM_POINTER || put_unsigned(buf, s->places[1][0], s->places[1][1], numel);
+        if (s->form == PTXB_FORM_POINTER) return 1;
+        uint64_t per = (uint64_t)s->per, count = numel, width = t.ndim == 2 ? (uint64_t)t.shape[1] : 0;
+        if (per > 1) { /* a division: only for slices of non-numbers */
+            if (numel % per || width % per) return 0;
+            count /= per;
+            width /= per;
+        }
+        if (!put_unsigned(buf, s->places[1][0], s->places[1][1], count)) return 0;
+        if (s->form == PTXB_FORM_SLICE) return 1;
+        return t.ndim == 2 && put_unsigned(buf, s->places[2][0], s->places[2][1], width); /* 'I': <= u32 */
     }
     if (t.ndim != s->ndim || (s->layout == 'C' && !contiguous(&t, numel, 0))
         || (s->layout == 'F' && !contiguous(&t, numel, 1)))
@@ -418,20 +430,20 @@ static int read_tile(ArgSpec *s, PyObject *tile) {
 }
 
 /* (kind, type, source, dl_code, dl_bits, device_type, device_id, form, ndim, layout, align, refuses_readonly,
- *  places[, tile]): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the
+ *  per, element_align, places[, tile]): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the
  *  NumPy dtype of a cupy.ndarray; places ((offset, struct code), ...) the form's flat values; tile the
  *  promises of a PTXB_FORM_TILE array (read_tile).  1, or 0 with an error set. */
 int read_tensor_spec(ArgSpec *s, PyObject *item) {
     PyObject *type, *places, *tile = Py_None;
     int dl_code, dl_bits, form_places;
-    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiO!|O", &s->kind, &type, &s->source, &dl_code, &dl_bits,
+    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiiiO!|O", &s->kind, &type, &s->source, &dl_code, &dl_bits,
                           &s->device_type, &s->device_id, &s->form, &s->ndim, &s->layout, &s->align,
-                          &s->refuses_readonly, &PyTuple_Type, &places, &tile))
+                          &s->refuses_readonly, &s->per, &s->element_align, &PyTuple_Type, &places, &tile))
         return 0;
     form_places = s->form == PTXB_FORM_POINTER ? 1 : s->form == PTXB_FORM_SLICE ? 2
-                : s->form == PTXB_FORM_TILE ? 1 + 2 * s->ndim : 5 + 2 * s->ndim;
-    if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->form < 0
-        || s->form > PTXB_FORM_TILE || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
+                : s->form == PTXB_FORM_ROWS ? 3 : s->form == PTXB_FORM_TILE ? 1 + 2 * s->ndim : 5 + 2 * s->ndim;
+    if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->per <= 0
+        || s->element_align <= 0 || s->form < 0 || s->form > PTXB_FORM_ROWS || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
         || (s->kind == PTXB_ARG_CAI && !PyUnicode_CheckExact(s->source))
         || ((s->form == PTXB_FORM_TILE) != (tile != Py_None))) {
         PyErr_SetString(PyExc_ValueError, "malformed tensor argument spec");

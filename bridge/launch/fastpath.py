@@ -47,7 +47,8 @@ __all__ = ["compile_launch", "native_specs", "native_available"]
 # bridge/launch/launch_abi.h defines them: the extension exports them.
 _INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is not None else (None, None)
 _FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
-           "numba": (_fastlaunch.FORM_NUMBA, 0), "tile": (_fastlaunch.FORM_TILE, 0)}
+           "rows": (_fastlaunch.FORM_ROWS, 3), "numba": (_fastlaunch.FORM_NUMBA, 0),
+           "tile": (_fastlaunch.FORM_TILE, 0)}
           if _fastlaunch is not None else {})
 
 
@@ -82,7 +83,8 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
         kind, source = (_fastlaunch.ARG_CUPY, dtype) if cupy else (_fastlaunch.ARG_CAI, dtype.str)
     where = (DLPACK_CUDA, native.device_id) if native.device_id >= 0 else (DLPACK_CPU, 0)
     return (kind, arg_type, source, want.code, want.bits, *where, _FORMS[native.form][0], native.ndim,
-            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places),
+            ord(native.layout), want.itemsize, int(native.refuses_readonly), native.per, native.element_align,
+            tuple(places),
             *(() if native.tile is None else (native.tile,)))
 
 

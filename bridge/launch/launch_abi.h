@@ -81,8 +81,8 @@ enum {
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
  * count (a slice); or numba's array struct (meminfo, parent, nitems, itemsize, data, shape[n], strides[n]
- * in bytes). */
-enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2, PTXB_FORM_TILE = 3 };
+ * in bytes); a DisjointSlice2d's address, element count and u32 row width (a 2-d tensor's). */
+enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2, PTXB_FORM_TILE = 3, PTXB_FORM_ROWS = 4 };
 /* PTXB_FORM_TILE: a cuTile array, its address then shape[n] and strides[n] in elements at the index width
  * (abi/tensor_rules.py tile_array), under the promises it was compiled with. */
 #define PTXB_MAX_NDIM 32 /* tensors of more axes: the Python path */
