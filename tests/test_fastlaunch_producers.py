@@ -312,6 +312,7 @@ KIND_CASES = {
                       lambda m: m(np.zeros(32, np.uint8))),
     "element_rows": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value), Convention.OXIDE,
                      lambda m: m(_f32(2, 6))),
+    "prefix": (Slice(F32, True), Convention.OXIDE, lambda m: {"ptr": m(_f32(5)), "len": 3}),
     "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
     "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
@@ -640,6 +641,45 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     with pytest.raises(ArgumentError) as info:
         python((value,))
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_slice_prefix_dicts_pack_in_c_as_in_python(producer):
+    """``{"ptr": tensor, "len": n}`` for a slice (of numbers or of elements), next to an ``&mut`` slice it
+    must not overlap: the C plan packs the Python bytes for every n up to the tensor's length, and
+    declines a longer one, a bool, a missing key or an overlap, where the Python path raises."""
+    device_type, make = PRODUCERS[producer]
+    rng = random.Random(f"prefix-{producer}")
+    for t in (Slice(F32), slice_of(ELEMENTS[0], False, KINDS.by_value)):
+        sig = Signature("k", (Param("x", t), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+        per = units_per_element(t, KINDS.by_value)
+
+        def call(n: int, per: int = per) -> tuple:
+            return {"ptr": make(_f32(4 * per)), "len": n}, make(_f32(3))
+        plan, python = _plans(sig, call(2), device_type)
+        for _ in range(10):
+            args = call(rng.randint(0, 4))
+            assert plan.pack(args) == python(args), args
+        shared = make(_f32(4 * per))
+        for bad in ({"ptr": shared, "len": 5}, {"ptr": shared, "len": True}, {"ptr": shared, "n": 1},
+                    {"ptr": shared, "len": -1}):
+            assert plan.pack((bad, make(_f32(3)))) is False
+            with pytest.raises(ArgumentError, match=r"^k: argument 'x' "):
+                python((bad, make(_f32(3))))
+
+
+def test_a_slice_prefix_dict_launches_from_c_under_its_no_alias_promise(driver, python_calls):  # noqa: F811
+    """A kernel call with a ``{"ptr", "len"}`` dict next to an ``&mut`` slice runs from C; an overlap of the
+    dict's tensor with the slice declines there and the Python path names both arguments."""
+    sig = Signature("k", (Param("x", Slice(F32)), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    whole = torch.zeros(8)
+    for _ in range(3):
+        kernel({"ptr": whole[:4], "len": 2}, whole[4:], grid=1, block=1)
+    assert kernel._cached() == ((dict, torch.Tensor),) and len(python_calls) == 1 and len(driver) == 3
+    with pytest.raises(ArgumentError, match=r"^k: argument 'y' .* overlaps argument 'x'"):
+        kernel({"ptr": whole[:5], "len": 2}, whole[4:], grid=1, block=1)
+    assert len(python_calls) == 2 and len(driver) == 3
 
 
 @dataclasses.dataclass

@@ -158,6 +158,7 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
+               : s->kind == PTXB_ARG_PREFIX ? pack_prefix(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : pack_record(s, arg, buf, ranges, plan->pointer_attribute_fn, stream);
         if (!ok) return 0;
     }
@@ -175,6 +176,7 @@ int read_spec(ArgSpec *s, PyObject *item) {
     s->alias_slot = -1;
     if (is_tensor(s->kind)) return read_tensor_spec(s, item);
     if (s->kind == PTXB_ARG_RECORD) return read_record_spec(s, item);
+    if (s->kind == PTXB_ARG_PREFIX) return read_prefix_spec(s, item);
     if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
@@ -199,6 +201,7 @@ static int place_fits(int offset, int code, int size) {
 
 int check_place(const ArgSpec *s, int size) {
     if (s->kind == PTXB_ARG_RECORD) return record_fits(s, size);
+    if (s->kind == PTXB_ARG_PREFIX) return check_place(s->members, size);
     if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
     for (int k = 0; k < s->nplaces; ++k)
         if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
@@ -222,7 +225,8 @@ static ArgSpec *spec_at(Plan *self, PyObject *path) {
         s = k == 0 ? (at >= 0 && at < self->nargs ? &self->args[at] : NULL) : record_member(s, at);
         if (s == NULL) return NULL;
     }
-    return s != NULL && (is_tensor(s->kind) || s->kind == PTXB_ARG_ADDRESS) ? s : NULL;
+    return s != NULL && (is_tensor(s->kind) || s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) ? s
+                                                                                                         : NULL;
 }
 
 /* alias_pairs: ((path, path), ...) of tensors whose byte ranges must not overlap, each path as spec_at
@@ -581,7 +585,8 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
-    if (str_max_shared == NULL || !tensors_ready() || PyType_Ready(&PlanType) < 0 || !launcher_ready())
+    if (str_max_shared == NULL || !tensors_ready() || !records_ready() || PyType_Ready(&PlanType) < 0
+        || !launcher_ready())
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
@@ -594,6 +599,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_RECORD", PTXB_ARG_RECORD) < 0
         || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
         || PyModule_AddIntConstant(module, "ARG_CAPSULE", PTXB_ARG_CAPSULE) < 0
+        || PyModule_AddIntConstant(module, "ARG_PREFIX", PTXB_ARG_PREFIX) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0

@@ -42,7 +42,8 @@ typedef struct ArgSpec {
     struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
     struct CupyAttrs *cupy;      /* PTXB_ARG_CUPY: the array's and its MemoryPointer's attribute caches */
     struct Record *record;       /* PTXB_ARG_RECORD: its members */
-    struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL */
+    struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL;
+                                    PTXB_ARG_PREFIX: the slice's tensor spec */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
     unsigned long long hi;
     double limit;                /* floats: |x| <= limit */
@@ -67,6 +68,12 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
 int record_fits(const ArgSpec *s, int size);
 ArgSpec *record_member(ArgSpec *s, Py_ssize_t k); /* member k of a record spec, else NULL */
 void free_spec(ArgSpec *s);
+/* A {"ptr": tensor, "len": n} slice: its spec read (1, or 0 with an error set); packed (1, or 0:
+ * declined), the whole tensor's byte range into range when not NULL; the interned keys (0: error set). */
+int read_prefix_spec(ArgSpec *s, PyObject *item);
+int pack_prefix(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream);
+int records_ready(void);
 
 /* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; exact ints
  * read; a scalar

@@ -82,6 +82,47 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
     return 1;
 }
 
+static PyObject *str_ptr, *str_len;
+
+int records_ready(void) {
+    str_ptr = PyUnicode_InternFromString("ptr");
+    str_len = PyUnicode_InternFromString("len");
+    return str_ptr != NULL && str_len != NULL;
+}
+
+/* args.py _slice_prefix: an exact dict of exactly "ptr" (a tensor, packed as the slice's spec says) and
+ * "len" (an exact int from 0 to the tensor's element count, which replaces that count). */
+int pack_prefix(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
+                uintptr_t stream) {
+    const ArgSpec *t = s->members;
+    long long n;
+    uint64_t count;
+    if (!PyDict_CheckExact(arg) || PyDict_GET_SIZE(arg) != 2) return 0;
+    PyObject *tensor = PyDict_GetItemWithError(arg, str_ptr), *length = PyDict_GetItemWithError(arg, str_len);
+    if (tensor == NULL || length == NULL || !exact_int(length, &n) || n < 0) { PyErr_Clear(); return 0; }
+    if (!pack_tensor(t, tensor, buf, range, pointer_attribute, stream)) return 0;
+    memcpy(&count, buf + t->places[1][0], 8); /* the count just packed ('Q', read_prefix_spec checks) */
+    return (uint64_t)n <= count && put_unsigned(buf, t->places[1][0], t->places[1][1], (uint64_t)n);
+}
+
+/* (PTXB_ARG_PREFIX, tensor spec): the tensor spec's form a slice, its count a u64. */
+int read_prefix_spec(ArgSpec *s, PyObject *item) {
+    PyObject *tensor;
+    if (!PyArg_ParseTuple(item, "iO", &s->kind, &tensor)) return 0;
+    s->members = PyMem_Calloc(1, sizeof *s->members);
+    if (s->members == NULL) { PyErr_NoMemory(); return 0; }
+    s->members->alias_slot = -1;
+    if (!PyTuple_Check(tensor) || !read_tensor_spec(s->members, tensor)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed slice prefix spec");
+        return 0;
+    }
+    if (s->members->form != PTXB_FORM_SLICE || s->members->places[1][1] != 'Q') {
+        PyErr_SetString(PyExc_ValueError, "a {ptr, len} slice's tensor is read as a slice of u64 length");
+        return 0;
+    }
+    return 1;
+}
+
 /* (PTXB_ARG_ADDRESS, offset, code, tensor spec or None, raw): raw 1 where None / int addresses are taken. */
 static int read_address(ArgSpec *s, PyObject *item) {
     PyObject *tensor;
@@ -157,8 +198,8 @@ void free_spec(ArgSpec *s) {
     PyMem_Free(s->places);
     PyMem_Free(s->tile);
     free_cupy_attrs(s->cupy);
-    if (s->kind == PTXB_ARG_ADDRESS && s->members != NULL) free_spec(s->members);
-    if (s->kind == PTXB_ARG_ADDRESS) PyMem_Free(s->members);
+    if ((s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) && s->members != NULL) free_spec(s->members);
+    if (s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) PyMem_Free(s->members);
     if (s->record != NULL) {
         for (Py_ssize_t k = 0; k < s->record->count; ++k) free_spec(&s->record->members[k]);
         PyMem_Free(s->record->members);

@@ -42,6 +42,7 @@ from ptxbridge.launch.dlpack import (
 from ptxbridge.launch.members import members, read, tensor_of
 from ptxbridge.launch.native_args import (
     NativeItems,
+    NativePrefix,
     NativeRecord,
     NativeTensor,
     native_record,
@@ -125,7 +126,7 @@ class Binder:
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
-    native: NativeTensor | NativeRecord | NativeItems | None = None
+    native: NativeTensor | NativeRecord | NativeItems | NativePrefix | None = None
 
 
 class _Where:
@@ -207,23 +208,23 @@ def _slice_dict_binder(ctx: BindContext, where: _Where) -> Binder:
     """A slice given as ``{"ptr": tensor, "len": n}`` (:func:`_slice_prefix`)."""
     cache: dict[type, Binder] = {}
 
-    def binder(tensor: Any) -> Binder:
-        found = cache.get(type(tensor))
+    def binder(arg_type: type) -> Binder:
+        found = cache.get(arg_type)
         if found is None:
-            found = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor))
+            found = cache[arg_type] = _tensor_binder(ctx, where, arg_type)
         return found
 
     def values(arg: Any, stream: Any) -> tuple:
         try:
-            return _slice_prefix(arg, lambda tensor: binder(tensor).values(tensor, stream))
+            return _slice_prefix(arg, lambda tensor: binder(type(tensor)).values(tensor, stream))
         except ValueProblem as problem:
             raise where.fail(str(problem)) from None
 
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         tensor = arg["ptr"]
-        found = binder(tensor).buffers
+        found = binder(type(tensor)).buffers
         return found(tensor, stream) if found else ()
-    return Binder(values, buffers=buffers)
+    return Binder(values, buffers=buffers, native=NativePrefix(lambda arg_type: binder(arg_type).native))
 
 
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:

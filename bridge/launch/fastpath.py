@@ -33,7 +33,7 @@ from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
-from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativeRecord, NativeTensor
+from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativePrefix, NativeRecord, NativeTensor
 from ptxbridge.launch.values import BF16_MAX, F16_MAX, F32_MAX
 
 try:
@@ -179,6 +179,17 @@ def native_specs(binders: Sequence[Binder], args: Sequence[Any], layout: Layout)
 def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple | None:
     """One argument's spec, its flat parameters taken from ``layout`` at ``cursor[0]`` on."""
     native, hint = binder.native, binder.inline
+    if isinstance(native, NativePrefix):
+        if type(arg) is not dict or arg.keys() != {"ptr", "len"}:
+            return None
+        try:
+            native = native.tensor(type(arg["ptr"]))
+        except ArgumentError:  # the Python path says so
+            return None
+        if native is None or native.form != "slice":
+            return None
+        spec = _spec(Binder(binder.values, native=native), arg["ptr"], layout, cursor)
+        return None if spec is None else (_fastlaunch.ARG_PREFIX, spec)
     if isinstance(native, NativeRecord):
         at = cursor[0]
         if at >= len(layout.params) or not layout.params[at].param.aggregate:

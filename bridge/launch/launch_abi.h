@@ -77,6 +77,7 @@ enum {
     PTXB_ARG_ADDRESS = 6, /* a pointer or slice member of a record: a tensor; a raw pointer's also None or an
                              int address */
     PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
+    PTXB_ARG_PREFIX = 8,  /* a slice given as {"ptr": tensor, "len": n}: the tensor's first n elements */
 };
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element

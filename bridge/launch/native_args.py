@@ -25,7 +25,8 @@ from ptxbridge.abi.tensor_rules import TILE_INDEX_RANGE
 from ptxbridge.launch.dlpack import producer_of
 from ptxbridge.launch.values import address_fields
 
-__all__ = ["NativeAddress", "NativeItems", "NativeRecord", "NativeTensor", "native_record", "native_tensor"]
+__all__ = ["NativeAddress", "NativeItems", "NativePrefix", "NativeRecord", "NativeTensor", "native_record",
+           "native_tensor"]
 
 _RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "bool", "f16", "bf16")
 
@@ -81,6 +82,15 @@ class NativeRecord:
 
     keys: tuple[str, ...] | None
     members: tuple[tuple[int, DType | NativeAddress | NativeRecord], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NativePrefix:
+    """A slice given as ``{"ptr": tensor, "len": n}`` (args.py ``_slice_prefix``): the C plan reads the
+    tensor as ``tensor(its type)`` says (a slice; it raises ArgumentError for a type no binder takes), then
+    ``n``, from 0 to the tensor's element count, in place of that count."""
+
+    tensor: Callable[[type], NativeTensor | None]
 
 
 @dataclass(frozen=True, slots=True)
