@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import itertools
 import random
 import struct
 from typing import Any
@@ -31,6 +32,7 @@ from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, Struct
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
+from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.module import Module
 
 pytestmark = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
@@ -289,6 +291,8 @@ PRODUCERS = {"cai": (DLPACK_CUDA, Cai), "cupy": (DLPACK_CUDA, cupy_array), "torc
 F32 = dtype("f32")
 TILE = TileArray(F32, 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)
 SPAN = Struct("Span", (StructField("data", Slice(F32)), StructField("len", Scalar(dtype("u32")))))
+_RECORDS = itertools.count()
+SPAN_SCALARS = Struct("AK", (StructField("a", Scalar(dtype("f64"))), StructField("k", Scalar(dtype("u8")))))
 SCALARS = Struct("Q", (StructField("b", Scalar(dtype("bool"))), StructField("h", Scalar(dtype("f16"))),
                       StructField("g", Scalar(dtype("bf16"))), StructField("data", Slice(F32))))
 # kind -> (parameter type, convention, its argument from a producer's maker)
@@ -313,6 +317,8 @@ KIND_CASES = {
     "element_rows": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value), Convention.OXIDE,
                      lambda m: m(_f32(2, 6))),
     "prefix": (Slice(F32, True), Convention.OXIDE, lambda m: {"ptr": m(_f32(5)), "len": 3}),
+    "record": (SPAN_SCALARS, Convention.C,  # a NumPy structured scalar, each one other bytes
+               lambda m: _as_record({"a": 0.5, "k": next(_RECORDS) % 256}, _record_dtype(SPAN_SCALARS))),
     "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
     "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
@@ -519,11 +525,39 @@ def _dataclass_of(t: Struct) -> type:
     return dataclasses.make_dataclass(t.name, [f.name for f in t.fields])
 
 
+@functools.cache
+def _record_dtype(t) -> np.dtype | None:
+    """The NumPy structured dtype of a struct of scalars (and such structs), else None."""
+    if not isinstance(t, Struct):
+        return None
+    formats = [np.dtype(f.type.dtype.numpy_name) if isinstance(f.type, Scalar) and f.type.dtype.numpy_name
+               else _record_dtype(f.type) for f in t.fields]
+    if any(f is None for f in formats):
+        return None
+    return np.dtype({"names": [f.name for f in t.fields], "formats": formats}, align=True)
+
+
+def _fields(value) -> dict:
+    """A struct value's fields by name: a dict's, a dataclass's, a NumPy record's (scalars as Python's)."""
+    if isinstance(value, np.void):
+        return {n: value[n] if isinstance(value[n], np.void) else value[n].item() for n in value.dtype.names}
+    return value if isinstance(value, dict) else vars(value)
+
+
+def _as_record(value, dtype: np.dtype) -> np.void:
+    def plain(v):
+        return tuple(map(plain, _fields(v).values())) if isinstance(v, (dict, np.void)) or \
+            dataclasses.is_dataclass(v) else v
+    return np.array(plain(value), dtype)[()]
+
+
 def _record_value(t, rng: random.Random, make):
-    """A dict or dataclass for a struct, a tuple or list for a tuple."""
+    """A dict, dataclass or NumPy record for a struct, a tuple or list for a tuple."""
     if isinstance(t, Struct):
-        fields = {f.name: _member_value(f.type, rng, make) for f in t.fields}
-        return _dataclass_of(t)(**fields) if rng.random() < 0.3 else fields
+        fields, choice = {f.name: _member_value(f.type, rng, make) for f in t.fields}, rng.random()
+        if choice < 0.25:
+            return _dataclass_of(t)(**fields)
+        return _as_record(fields, _record_dtype(t)) if choice < 0.5 and _record_dtype(t) else fields
     items = [_member_value(m, rng, make) for m in t.items]
     return items if rng.random() < 0.3 else tuple(items)
 
@@ -532,9 +566,10 @@ def _same_containers(value, like):
     """``value`` with the containers of ``like``, and ``like``'s raw address where it had one and ``value``
     a tensor: a plan reads nested types from the call that built it (its tensor type for a pointer that
     held an address there is torch's)."""
+    if isinstance(like, np.void):
+        return _as_record(value, like.dtype)
     if isinstance(like, dict) or dataclasses.is_dataclass(like):
-        fields = value if isinstance(value, dict) else vars(value)
-        like_fields = like if isinstance(like, dict) else vars(like)
+        fields, like_fields = _fields(value), _fields(like)
         same = {k: _same_containers(v, like_fields[k]) for k, v in fields.items()}
         return same if isinstance(like, dict) else type(like)(**same)
     if isinstance(like, (tuple, list)):
@@ -557,9 +592,9 @@ def _record_args(signature: Signature, rng: random.Random, make, like: tuple | N
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
 def test_structs_and_tuples_pack_in_c_as_in_python(producer):
-    """Random by-value structs (dicts and dataclasses) and tuples (nested, with raw pointers, slices and
-    DisjointSlices of one producer's tensors, None and raw addresses, bool and half members): the C plan
-    takes them and packs the Python bytes."""
+    """Random by-value structs (dicts, dataclasses, NumPy records) and tuples (nested, with raw pointers,
+    slices and DisjointSlices of one producer's tensors, None and raw addresses, bool and half members):
+    the C plan takes them and packs the Python bytes."""
     device_type, make = PRODUCERS[producer]
     rng = random.Random(f"records-{producer}")
     for _ in range(80):
@@ -680,6 +715,38 @@ def test_a_slice_prefix_dict_launches_from_c_under_its_no_alias_promise(driver, 
     with pytest.raises(ArgumentError, match=r"^k: argument 'y' .* overlaps argument 'x'"):
         kernel({"ptr": whole[:5], "len": 2}, whole[4:], grid=1, block=1)
     assert len(python_calls) == 2 and len(driver) == 3
+
+
+RECORD = Struct("R", (StructField("x", Scalar(dtype("f32"))), StructField("n", Scalar(dtype("i64"))),
+                      StructField("b", Scalar(dtype("bool"))), StructField("h", Scalar(dtype("f16"))),
+                      StructField("s", SPAN_SCALARS)))
+
+
+def test_numpy_records_copy_their_fields_in_c():
+    """A struct given as a NumPy structured scalar whose fields have the members' dtypes (any offsets, a
+    nested record): the C plan copies the fields' bytes, as the Python path converts them; a NaN or a
+    bool byte other than 0 / 1 declines to the Python path, and a record of other field dtypes gets no C
+    plan (its fields are converted, range-checked, in Python)."""
+    sig = Signature("k", (Param("r", RECORD), Param("n", Scalar(dtype("i32")))), convention=Convention.C)
+    fields = [("x", "<f4"), ("n", "<i8"), ("b", "?"), ("h", "<f2"), ("s", [("a", "<f8"), ("k", "u1")])]
+    packed = np.dtype(fields)  # no padding: other offsets than the struct's
+    rng = random.Random("records")
+    for layout in (packed, _record_dtype(RECORD)):
+        def value(x: float = 1.5, layout: np.dtype = layout) -> np.void:
+            return np.array((x, rng.randint(-1 << 63, (1 << 63) - 1), rng.random() < 0.5, rng.random(),
+                             (rng.random(), rng.randint(0, 255))), layout)[()]
+        plan, python = _plans(sig, (value(), 1))
+        for x in (0.0, -0.0, float("inf"), 3.4e38, 1e-45):
+            args = (value(x), rng.randint(-9, 9))
+            assert plan.pack(args) == python(args), args
+        assert plan.pack((value(float("nan")), 1)) is False and python((value(float("nan")), 1))
+        odd = np.array([value()])
+        odd.view(np.uint8)[layout.fields["b"][1]] = 2
+        assert plan.pack((odd[0], 1)) is False and python((odd[0], 1))
+    other = np.array((1.5, 2, True, 0.5, (0.25, 3)), [("x", "<f8"), *fields[1:]])[()]  # x: float64
+    binders = tuple(make_binder(BindContext("k", Convention.C, DLPACK_CPU, 0), p, type(a))
+                    for p, a in zip(sig.params, (other, 1), strict=True))
+    assert fastpath.native_specs(binders, (other, 1), sig.layout) is None
 
 
 @dataclasses.dataclass

@@ -159,6 +159,7 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
                : s->kind == PTXB_ARG_PREFIX ? pack_prefix(s, arg, buf, range, plan->pointer_attribute_fn, stream)
+               : s->kind == PTXB_ARG_FIELDS ? pack_fields(s, arg, buf)
                : pack_record(s, arg, buf, ranges, plan->pointer_attribute_fn, stream);
         if (!ok) return 0;
     }
@@ -177,6 +178,7 @@ int read_spec(ArgSpec *s, PyObject *item) {
     if (is_tensor(s->kind)) return read_tensor_spec(s, item);
     if (s->kind == PTXB_ARG_RECORD) return read_record_spec(s, item);
     if (s->kind == PTXB_ARG_PREFIX) return read_prefix_spec(s, item);
+    if (s->kind == PTXB_ARG_FIELDS) return read_fields_spec(s, item);
     if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
@@ -202,6 +204,7 @@ static int place_fits(int offset, int code, int size) {
 int check_place(const ArgSpec *s, int size) {
     if (s->kind == PTXB_ARG_RECORD) return record_fits(s, size);
     if (s->kind == PTXB_ARG_PREFIX) return check_place(s->members, size);
+    if (s->kind == PTXB_ARG_FIELDS) return fields_fit(s, size);
     if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
     for (int k = 0; k < s->nplaces; ++k)
         if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
@@ -600,6 +603,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
         || PyModule_AddIntConstant(module, "ARG_CAPSULE", PTXB_ARG_CAPSULE) < 0
         || PyModule_AddIntConstant(module, "ARG_PREFIX", PTXB_ARG_PREFIX) < 0
+        || PyModule_AddIntConstant(module, "ARG_FIELDS", PTXB_ARG_FIELDS) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0

@@ -42,6 +42,7 @@ typedef struct ArgSpec {
     struct TilePromises *tile;   /* PTXB_FORM_TILE: what the array was compiled for */
     struct CupyAttrs *cupy;      /* PTXB_ARG_CUPY: the array's and its MemoryPointer's attribute caches */
     struct Record *record;       /* PTXB_ARG_RECORD: its members */
+    struct Fields *fields;       /* PTXB_ARG_FIELDS: the field copies (type: numpy.void; source: its dtype) */
     struct ArgSpec *members;     /* PTXB_ARG_ADDRESS: the tensor spec of a tensor member, or NULL;
                                     PTXB_ARG_PREFIX: the slice's tensor spec */
     long long lo;                /* ints: the range; unsigned when lo >= 0 */
@@ -74,6 +75,11 @@ int read_prefix_spec(ArgSpec *s, PyObject *item);
 int pack_prefix(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, PointerAttributeFn pointer_attribute,
                 uintptr_t stream);
 int records_ready(void);
+/* A NumPy structured scalar: its spec read (1, or 0 with an error set); packed (1, or 0: declined); its
+ * copies fit a buffer of size bytes. */
+int read_fields_spec(ArgSpec *s, PyObject *item);
+int pack_fields(const ArgSpec *s, PyObject *arg, char *buf);
+int fields_fit(const ArgSpec *s, int size);
 
 /* _fastlaunch.c: v written at buf + offset as struct code `code`, when it fits it (1), else 0; exact ints
  * read; a scalar

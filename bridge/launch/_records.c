@@ -75,6 +75,7 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
                : m->kind == PTXB_ARG_FLOAT ? pack_float(m, value, buf)
                : m->kind == PTXB_ARG_ADDRESS ? pack_address(m, value, buf, range, pointer_attribute)
                : m->kind == PTXB_ARG_RECORD ? pack_record(m, value, buf, ranges, pointer_attribute, stream)
+               : m->kind == PTXB_ARG_FIELDS ? pack_fields(m, value, buf)
                : pack_tensor(m, value, buf, range, pointer_attribute, stream);
         if (r->by_name == BY_ATTRIBUTE) Py_DECREF(value);
         if (!ok) return 0;
@@ -82,12 +83,82 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
     return 1;
 }
 
-static PyObject *str_ptr, *str_len;
+static PyObject *str_ptr, *str_len, *str_dtype;
 
 int records_ready(void) {
     str_ptr = PyUnicode_InternFromString("ptr");
     str_len = PyUnicode_InternFromString("len");
-    return str_ptr != NULL && str_len != NULL;
+    str_dtype = PyUnicode_InternFromString("dtype");
+    return str_ptr != NULL && str_len != NULL && str_dtype != NULL;
+}
+
+/* A NumPy structured scalar whose fields have the struct members' own dtypes (fastpath.py decides): each
+ * field's bytes copied to its member's offset, as values.py's conversions would write them -- except a
+ * NaN (its payload is not kept there) or a bool byte other than 0 and 1, which decline. */
+struct Fields {
+    Py_ssize_t itemsize, count;
+    struct Copy { int to, from, size, check; } *copies; /* check: 'f' / 'd' / 'e' NaN, '?' bool, or 0 */
+};
+
+static int nan_bits(const char *at, int check) {
+    uint64_t bits = 0;
+    memcpy(&bits, at, check == 'd' ? 8 : check == 'f' ? 4 : 2);
+    return check == 'd' ? (bits & 0x7fffffffffffffffu) > 0x7ff0000000000000u
+         : check == 'f' ? (bits & 0x7fffffffu) > 0x7f800000u : (bits & 0x7fffu) > 0x7c00u;
+}
+
+int pack_fields(const ArgSpec *s, PyObject *arg, char *buf) {
+    const struct Fields *f = s->fields;
+    Py_buffer view;
+    if (Py_TYPE(arg) != s->type) return 0;
+    PyObject *dtype = PyObject_GetAttr(arg, str_dtype);
+    int same = dtype != NULL && (dtype == s->source || PyObject_RichCompareBool(dtype, s->source, Py_EQ) == 1);
+    Py_XDECREF(dtype);
+    if (!same || PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) != 0) { PyErr_Clear(); return 0; }
+    int ok = view.len == f->itemsize;
+    for (Py_ssize_t k = 0; ok && k < f->count; ++k) {
+        const struct Copy *c = &f->copies[k];
+        const char *from = (const char *)view.buf + c->from;
+        ok = c->check == '?' ? (unsigned char)*from <= 1 : c->check == 0 || !nan_bits(from, c->check);
+        memcpy(buf + c->to, from, (size_t)c->size);
+    }
+    PyBuffer_Release(&view);
+    return ok;
+}
+
+/* (PTXB_ARG_FIELDS, numpy.void, dtype, itemsize, ((to, from, size, check), ...)): the copies' sources
+ * inside the itemsize bytes.  1, or 0 with an error set. */
+int read_fields_spec(ArgSpec *s, PyObject *item) {
+    PyObject *type, *copies;
+    Py_ssize_t itemsize;
+    if (!PyArg_ParseTuple(item, "iOOnO!", &s->kind, &type, &s->source, &itemsize, &PyTuple_Type, &copies))
+        return 0;
+    struct Fields *f = s->fields = PyMem_Calloc(1, sizeof *f);
+    if (f == NULL) { PyErr_NoMemory(); return 0; }
+    f->copies = PyMem_Calloc(PyTuple_GET_SIZE(copies) ? (size_t)PyTuple_GET_SIZE(copies) : 1, sizeof *f->copies);
+    if (f->copies == NULL) { PyErr_NoMemory(); return 0; }
+    f->itemsize = itemsize;
+    f->count = PyTuple_GET_SIZE(copies);
+    s->type = (PyTypeObject *)type;
+    for (Py_ssize_t k = 0; k < f->count; ++k) {
+        struct Copy *c = &f->copies[k];
+        PyObject *copy = PyTuple_GET_ITEM(copies, k);
+        if (!PyTuple_Check(copy) || !PyArg_ParseTuple(copy, "iiii", &c->to, &c->from, &c->size, &c->check))
+            return 0;
+        if (c->from < 0 || c->size <= 0 || c->size > 8 || c->from + c->size > itemsize) goto bad;
+    }
+    if (PyType_Check(type)) return 1;
+bad:
+    PyErr_SetString(PyExc_ValueError, "malformed structured-scalar spec");
+    return 0;
+}
+
+int fields_fit(const ArgSpec *s, int size) {
+    for (Py_ssize_t k = 0; k < s->fields->count; ++k) {
+        const struct Copy *c = &s->fields->copies[k];
+        if (c->to < 0 || c->to + c->size > size) return 0;
+    }
+    return 1;
 }
 
 /* args.py _slice_prefix: an exact dict of exactly "ptr" (a tensor, packed as the slice's spec says) and
@@ -198,6 +269,8 @@ void free_spec(ArgSpec *s) {
     PyMem_Free(s->places);
     PyMem_Free(s->tile);
     free_cupy_attrs(s->cupy);
+    if (s->fields != NULL) PyMem_Free(s->fields->copies);
+    PyMem_Free(s->fields);
     if ((s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) && s->members != NULL) free_spec(s->members);
     if (s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) PyMem_Free(s->members);
     if (s->record != NULL) {

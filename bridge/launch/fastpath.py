@@ -130,6 +130,8 @@ def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
     that builds the plan): None when ``value`` is a container the C plan does not read (a NumPy
     record), as it would then decline every call of these argument types."""
     keys = native.keys
+    if type(value) is numpy.void:
+        return _fields_spec(native, base, value.dtype)
     by = _container(value, keys, len(native.members))
     if by is None:
         return None
@@ -147,6 +149,37 @@ def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
             members.append(_address_spec(what, base, member))
     container = (type(value),) if by == _BY_ATTRIBUTE else ()
     return (_fastlaunch.ARG_RECORD, by, keys, tuple(members), *container)
+
+
+# per scalar member dtype, what _records.c checks of a field copied as it is: NaN (its payload is not
+# what values.py writes), a bool byte other than 0 and 1
+_FIELD_CHECKS = {"f16": ord("e"), "f32": ord("f"), "f64": ord("d"), "bool": ord("?")}
+
+
+def _fields_spec(native: NativeRecord, base: int, dtype: numpy.dtype) -> tuple | None:
+    """A struct given as a NumPy structured scalar of ``dtype`` (bridge/launch/_records.c pack_fields):
+    None unless its fields are the struct's, in order, each of its member's own NumPy dtype (nested
+    structs: nested structured fields), so that copying a field's bytes is what values.py writes."""
+    copies = _field_copies(native, base, dtype, 0)
+    return None if copies is None else (_fastlaunch.ARG_FIELDS, numpy.void, dtype, dtype.itemsize, copies)
+
+
+def _field_copies(native: NativeRecord, base: int, dtype: numpy.dtype, start: int) -> tuple | None:
+    if native.keys is None or dtype.names is None or tuple(dtype.names) != native.keys:
+        return None
+    copies: list[tuple[int, int, int, int]] = []
+    for (offset, what), name in zip(native.members, dtype.names, strict=True):
+        field, at = dtype.fields[name][:2]
+        if isinstance(what, NativeRecord):
+            nested = _field_copies(what, base + offset, field, start + at)
+            if nested is None:
+                return None
+            copies += nested
+        elif isinstance(what, DType) and what.numpy_name and field == numpy.dtype(what.numpy_name):
+            copies.append((base + offset, start + at, field.itemsize, _FIELD_CHECKS.get(what.name, 0)))
+        else:
+            return None
+    return tuple(copies)
 
 
 def _address_spec(address: NativeAddress, base: int, value: Any) -> tuple:

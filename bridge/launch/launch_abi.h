@@ -78,6 +78,7 @@ enum {
                              int address */
     PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
     PTXB_ARG_PREFIX = 8,  /* a slice given as {"ptr": tensor, "len": n}: the tensor's first n elements */
+    PTXB_ARG_FIELDS = 9,  /* a by-value struct given as a NumPy structured scalar: its fields' bytes copied */
 };
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
