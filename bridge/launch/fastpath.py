@@ -9,8 +9,10 @@ the loader's launch.  Generated code only ever names values from the
 binders; nothing from the arguments reaches the source text.
 
 When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
-arguments are all tensors the C plan reads (``Binder.native``: torch, CuPy and
-``__cuda_array_interface__`` producers on pointers, slices and numba arrays) and plain
+arguments are all what the C plan reads (``Binder.native``: tensors of torch, CuPy,
+``__cuda_array_interface__`` and ``__dlpack__`` producers on pointers, slices -- also
+``{"ptr", "len"}`` dicts --, DisjointSlice(2d), numba and cuTile arrays; by-value structs as
+dicts, dataclasses or NumPy structured scalars, and tuples; numba / cuTile tuples) and plain
 int/float scalars also get a C plan (:func:`native_specs`): it reads and checks the
 tensors, checks the byte ranges of tensors the signature promises not to overlap
 (:mod:`.aliasing`), packs on the stack and calls the driver; on any check failure it
