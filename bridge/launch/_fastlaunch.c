@@ -451,12 +451,8 @@ int parse_dim(PyObject *value, unsigned out[3]) {
     if (n < 1 || n > 3) return 0;
     out[0] = out[1] = out[2] = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        if (!PyLong_CheckExact(items[i])) return 0;
-        long x = PyLong_AsLong(items[i]);
-        if (x <= 0 || x > 0x7fffffffL) { /* -1 with an overflow error lands here too */
-            PyErr_Clear();
-            return 0;
-        }
+        long long x;
+        if (!exact_int(items[i], &x) || x <= 0 || x > 0x7fffffffL) return 0;
         out[i] = (unsigned)x;
     }
     return 1;
