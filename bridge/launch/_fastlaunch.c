@@ -85,26 +85,6 @@ int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
 }
 
-int exact_int(PyObject *value, long long *out) {
-    int overflow;
-    if (!PyLong_CheckExact(value)) return 0;
-#if PY_VERSION_HEX >= 0x030C0000 /* one digit (|v| < 2**30) read in line: most scalars, shapes, counts */
-    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
-        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)value);
-        return 1;
-    }
-#else
-    Py_ssize_t digits = Py_SIZE(value);
-    if (digits >= -1 && digits <= 1) { /* 0 has no digit to read */
-        *out = digits == 0 ? 0 : (long long)digits * (long long)((PyLongObject *)value)->ob_digit[0];
-        return 1;
-    }
-#endif
-    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-    return 1;
-}
-
 int exact_u64(PyObject *value, unsigned long long *out) {
     long long v;
     if (exact_int(value, &v)) {

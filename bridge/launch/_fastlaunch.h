@@ -88,8 +88,27 @@ int put_unsigned(char *buf, int offset, int code, unsigned long long v);
 /* An exact int that fits int64 / uint64 -> *out (1), else 0, no error set either way: what
  * PyLong_AsLongLong and PyLong_AsUnsignedLongLong read, without their _PyLong_AsByteArray for 2-3 digit
  * values (addresses, stream handles) in CPython 3.11. */
-int exact_int(PyObject *value, long long *out);
 int exact_u64(PyObject *value, unsigned long long *out);
+static inline int exact_int(PyObject *value, long long *out) {
+    int overflow;
+    if (!PyLong_CheckExact(value)) return 0;
+#if PY_VERSION_HEX >= 0x030C0000 /* one digit (|v| < 2**30) read in line: most scalars, shapes, counts */
+    if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+        *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)value);
+        return 1;
+    }
+#else
+    Py_ssize_t digits = Py_SIZE(value);
+    if (digits >= -1 && digits <= 1) { /* 0 has no digit to read */
+        *out = digits == 0 ? 0 : (long long)digits * (long long)((PyLongObject *)value)->ob_digit[0];
+        return 1;
+    }
+#endif
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
 int pack_int(const ArgSpec *s, PyObject *arg, char *buf);
 int pack_float(const ArgSpec *s, PyObject *arg, char *buf);
 int read_spec(ArgSpec *s, PyObject *item);
