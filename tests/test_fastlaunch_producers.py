@@ -38,6 +38,7 @@ from ptxbridge.launch.module import Module
 pytestmark = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
 
 DTYPES = ("f32", "f64", "f16", "i32", "u8", "i64", "bool")
+SCALAR_DTYPES = ("i32", "i64", "u8", "f32", "f64", "bool", "f16", "bf16")
 
 
 class Cai:
@@ -86,7 +87,7 @@ def _signature(rng: random.Random, convention: Convention, numba_only: bool) -> 
         if choice < 0.35:
             params.append(Param(f"p{i}", NumbaArray(dtype(name), rng.randint(1, 3), rng.choice("CFA"))))
         elif numba_only:
-            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(SCALAR_DTYPES)))))
         elif choice < 0.55:
             params.append(Param(f"p{i}", Pointer(Scalar(dtype(name)), rng.random() < 0.5)))
         elif choice < 0.7:
@@ -96,7 +97,7 @@ def _signature(rng: random.Random, convention: Convention, numba_only: bool) -> 
         elif choice < 0.8:
             params.append(Param(f"p{i}", _element_slice(rng)))
         else:
-            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(SCALAR_DTYPES)))))
     return Signature("k", tuple(params), convention=convention)
 
 
@@ -129,9 +130,11 @@ def _argument(t, rng: random.Random, wrap):
         return wrap(_slice_tensor(t, rng))
     if isinstance(t, Pointer):
         return wrap(_numpy(t.pointee.dtype.name, _shape(rng.randint(1, 2), rng)))
+    if t.dtype.name == "bool":
+        return rng.choice((True, False, 0, 1))
     if t.dtype.is_integer:
         return rng.randint(0, 100)
-    return rng.choice((0.5, -2.25, 1e3))
+    return rng.choice(FLOAT_VALUES[t.dtype.name])
 
 
 def _cai(rng: random.Random):
@@ -319,6 +322,9 @@ KIND_CASES = {
     "prefix": (Slice(F32, True), Convention.OXIDE, lambda m: {"ptr": m(_f32(5)), "len": 3}),
     "record": (SPAN_SCALARS, Convention.C,  # a NumPy structured scalar, each one other bytes
                lambda m: _as_record({"a": 0.5, "k": next(_RECORDS) % 256}, _record_dtype(SPAN_SCALARS))),
+    "bool": (Scalar(dtype("bool")), Convention.NUMBA, lambda m: True),
+    "f16": (Scalar(dtype("f16")), Convention.C, lambda m: 0.1),  # a 2-byte blob under C
+    "bf16": (Scalar(dtype("bf16")), Convention.OXIDE, lambda m: -2.5),  # a b16 value
     "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
     "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),

@@ -24,7 +24,7 @@ from typing import Any
 import numpy
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
-from ptxbridge.abi.dtypes import KDL_COMPLEX
+from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
@@ -119,14 +119,15 @@ class Binder:
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
     ``("int", lo, hi)`` or ``("float", limit)``.  ``native``: for tensors, structs and tuples the
-    C plan can read, what it reads and checks (:mod:`.native_args`).
+    C plan can read, what it reads and checks (:mod:`.native_args`); for a bool, f16 or bf16 scalar its
+    DType (packed as a struct member of it is).
     """
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
-    native: NativeTensor | NativeRecord | NativeItems | NativePrefix | None = None
+    native: NativeTensor | NativeRecord | NativeItems | NativePrefix | DType | None = None
 
 
 class _Where:
@@ -352,7 +353,9 @@ def _scalar_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
                            else (0, (1 << dt.bits) - 1)))
     elif plain and dt.name in ("f32", "f64") and arg_type is float:
         inline = ("float", F32_MAX if dt.name == "f32" else float("inf"))
-    return Binder(scalar, inline=inline)
+    # bool, f16 and bf16 in one value (plain or a 2-byte blob): packed in C as inside structs
+    native = dt if len(flat) == 1 and dt.name in ("bool", "f16", "bf16") else None
+    return Binder(scalar, inline=inline, native=native)
 
 
 def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamType], tuple[int, ...]]:

@@ -214,6 +214,10 @@ def native_specs(binders: Sequence[Binder], args: Sequence[Any], layout: Layout)
 def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple | None:
     """One argument's spec, its flat parameters taken from ``layout`` at ``cursor[0]`` on."""
     native, hint = binder.native, binder.inline
+    if isinstance(native, DType):  # a bool / f16 / bf16 scalar: one value, plain or a blob
+        at = cursor[0]
+        cursor[0] += 1
+        return _scalar_spec(native, layout.params[at].offset) if at < len(layout.params) else None
     if isinstance(native, NativePrefix):
         if type(arg) is not dict or arg.keys() != {"ptr", "len"}:
             return None
