@@ -6,8 +6,8 @@
  * clears it whenever the type or a base is modified) the descriptor's getter is called directly, which
  * is what PyObject_GetAttr would end up calling (a data descriptor wins over the instance dict).  For a
  * getset descriptor that is its C getter itself: getset_get's one other step, the isinstance test of
- * the object against the descriptor's class, holds by construction (the descriptor was found in the
- * object's type's MRO), and for cupy.ndarray, a subclass of _ndarray_base, it walks the MRO per read.
+ * the object against the descriptor's class, is made once per type here (for cupy.ndarray, a subclass
+ * of _ndarray_base, getset_get walks the MRO on every read).
  * A name that is not a data descriptor there is read with PyObject_GetAttr.
  */
 #include "_fastlaunch.h"
@@ -18,8 +18,10 @@ static void refresh(AttrCache *c, PyTypeObject *type) {
         PyObject *found = _PyType_Lookup(type, c->names[k]); /* borrowed; assigns the version tag */
         int data = found != NULL && Py_TYPE(found)->tp_descr_get != NULL && Py_TYPE(found)->tp_descr_set != NULL;
         Py_XSETREF(c->descr[k], data ? Py_NewRef(found) : NULL);
+        /* getset_get's isinstance test, made once: a descriptor copied into an unrelated class keeps it */
         c->get[k] = data && Py_IS_TYPE(found, &PyGetSetDescr_Type)
-                    ? ((PyGetSetDescrObject *)found)->d_getset->get : NULL;
+                    && PyType_IsSubtype(type, PyDescr_TYPE(found)) ? ((PyGetSetDescrObject *)found)->d_getset->get
+                                                                  : NULL;
     }
     c->version = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
 }
