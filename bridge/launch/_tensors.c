@@ -377,7 +377,7 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     for (int32_t k = 0; k < t.ndim; ++k)
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
     if ((t.address != 0 && numel != 0 && !multiple_of(t.address, (uint64_t)s->align))
-        || !multiple_of(t.address, (uint64_t)s->element_align))
+        || (s->element_align > 1 && !multiple_of(t.address, (uint64_t)s->element_align)))
         return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
     if (s->distinct && numel > 1 && !distinct_elements(&t)) return 0;
