@@ -40,7 +40,9 @@ extensions = [Extension("ptxbridge.launch._fastlaunch",
                         [f"bridge/launch/{name}.c"
                          for name in ("_fastlaunch", "_launcher", "_tensors", "_records", "_attrs")],
                         depends=["bridge/launch/_fastlaunch.h", LAUNCH_ABI],
-                        extra_compile_args=["-O2", "-std=c11"], optional=True)]
+                        # hidden: calls between its files are direct, not through the PLT (a few per
+                        # argument per launch); PyInit__fastlaunch is exported by PyMODINIT_FUNC
+                        extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden"], optional=True)]
 if (numpy_include := _numpy_include()) is not None:
     extensions.append(Extension("ptxbridge.loaders.emulator._native", ["loaders/emulator/_native.c"],
                                 include_dirs=[numpy_include], extra_compile_args=["-O3", "-std=c11"],

@@ -9,8 +9,12 @@ C plan's presence is asserted per producer and kind, so a regression to the Pyth
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
+import itertools
 import random
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,16 +25,20 @@ from test_fastlaunch import _plans, _RecordingCpu, driver, python_calls  # noqa:
 
 from ptxbridge.abi import Param, Pointer, Scalar, Signature, dtype
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
+from ptxbridge.abi.elements import disjoint_slice_of, slice_of, units_per_element
 from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, Slice, Struct, StructField, TileArray, Tuple
 from ptxbridge.abi.signature import Convention
 from ptxbridge.artifacts.image import Image
 from ptxbridge.launch import fastpath
+from ptxbridge.launch.args import BindContext, make_binder
 from ptxbridge.launch.module import Module
 
 pytestmark = pytest.mark.skipif(fastpath._fastlaunch is None, reason="ptxbridge.launch._fastlaunch not built")
 
 DTYPES = ("f32", "f64", "f16", "i32", "u8", "i64", "bool")
+SCALAR_DTYPES = ("i32", "i64", "u8", "f32", "f64", "bool", "f16", "bf16")
 
 
 class Cai:
@@ -79,27 +87,54 @@ def _signature(rng: random.Random, convention: Convention, numba_only: bool) -> 
         if choice < 0.35:
             params.append(Param(f"p{i}", NumbaArray(dtype(name), rng.randint(1, 3), rng.choice("CFA"))))
         elif numba_only:
-            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(SCALAR_DTYPES)))))
         elif choice < 0.55:
             params.append(Param(f"p{i}", Pointer(Scalar(dtype(name)), rng.random() < 0.5)))
         elif choice < 0.7:
             params.append(Param(f"p{i}", Slice(dtype(name), rng.random() < 0.5)))
+        elif choice < 0.75:
+            params.append(Param(f"p{i}", DisjointSlice(dtype(name), rng.random() < 0.4)))
         elif choice < 0.8:
-            params.append(Param(f"p{i}", DisjointSlice(dtype(name))))
+            params.append(Param(f"p{i}", _element_slice(rng)))
         else:
-            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(("i32", "i64", "u8", "f32", "f64"))))))
+            params.append(Param(f"p{i}", Scalar(dtype(rng.choice(SCALAR_DTYPES)))))
     return Signature("k", tuple(params), convention=convention)
+
+
+# elements of slices that are not numbers: a struct of one repeated scalar (a tensor of that scalar) and
+# mixed ones (a tensor of bytes), per element 2 to 16 values
+ELEMENTS = (Struct("P", (StructField("x", Scalar(dtype("f32"))), StructField("y", Scalar(dtype("f32"))))),
+            Struct("M", (StructField("a", Scalar(dtype("f64"))), StructField("n", Scalar(dtype("i32"))))),
+            Tuple((Scalar(dtype("i16")), Scalar(dtype("u8")))))
+
+
+def _element_slice(rng: random.Random):
+    element = rng.choice(ELEMENTS)
+    if rng.random() < 0.5:
+        return slice_of(element, rng.random() < 0.5, KINDS.by_value)
+    return disjoint_slice_of(element, rng.random() < 0.5, KINDS.by_value)
+
+
+def _slice_tensor(t, rng: random.Random) -> np.ndarray:
+    """A tensor that a slice, DisjointSlice(2d) of numbers or of elements takes: whole elements, 2-d rows."""
+    per = units_per_element(t, KINDS.by_value)
+    if getattr(t, "rows_2d", False):
+        return _numpy(t.dtype.name, (rng.choice((0, 1, 3)), per * rng.choice((0, 1, 2))))
+    return _numpy(t.dtype.name, (per * rng.choice((0, 1, 5)),) if per > 1 else _shape(rng.randint(1, 2), rng))
 
 
 def _argument(t, rng: random.Random, wrap):
     if isinstance(t, NumbaArray):
         return wrap(_layout_of(t.layout, _numpy(t.dtype.name, _shape(t.ndim, rng)), rng))
-    if isinstance(t, (Pointer, Slice, DisjointSlice)):
-        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
-        return wrap(_numpy(name, _shape(rng.randint(1, 2), rng)))
+    if isinstance(t, (Slice, DisjointSlice)):
+        return wrap(_slice_tensor(t, rng))
+    if isinstance(t, Pointer):
+        return wrap(_numpy(t.pointee.dtype.name, _shape(rng.randint(1, 2), rng)))
+    if t.dtype.name == "bool":
+        return rng.choice((True, False, 0, 1))
     if t.dtype.is_integer:
         return rng.randint(0, 100)
-    return rng.choice((0.5, -2.25, 1e3))
+    return rng.choice(FLOAT_VALUES[t.dtype.name])
 
 
 def _cai(rng: random.Random):
@@ -163,6 +198,16 @@ REFUSALS = {
     "byte_strides": (NumbaArray(dtype("f32"), 1, "A"),
                      lambda: Cai(np.ndarray((2,), np.float32, np.zeros(3, np.float32), 0, (6,))),
                      "byte strides (6,) are not multiples of the item size 4"),
+    "part_element": (slice_of(ELEMENTS[1], False, KINDS.by_value),
+                     lambda: Cai(np.zeros(24, np.uint8)),
+                     "holds 24 u8 values, not a whole number of elements of 16 u8 each"),
+    "element_align": (slice_of(ELEMENTS[1], False, KINDS.by_value),
+                      lambda: Cai(np.zeros(40, np.uint8)[4:36]),
+                      "is not aligned to 8 bytes, as its element needs"),
+    "rows_ndim": (DisjointSlice(dtype("f32"), True), lambda: Cai(np.zeros(4, np.float32)),
+                  "takes a 2-d tensor (got 1-d, shape (4,))"),
+    "part_row": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value),
+                 lambda: Cai(np.zeros((2, 3), np.float32)), "holds 3 f32 values, not a whole number"),
 }
 
 
@@ -171,7 +216,11 @@ def test_c_plan_declines_what_the_python_path_refuses_with_its_message(case):
     t, make, message = REFUSALS[case]
     sig = Signature("k", (Param("x", t),), convention=Convention.NUMBA if isinstance(t, NumbaArray)
                     else Convention.OXIDE)
-    good = Cai(np.zeros((2, 2) if isinstance(t, NumbaArray) and t.ndim == 2 else 4, np.float32))
+    if isinstance(t, (Slice, DisjointSlice)):  # whole elements, in rows for a DisjointSlice2d
+        per = units_per_element(t, KINDS.by_value)
+        good = Cai(_numpy(t.dtype.name, (2, 2 * per) if getattr(t, "rows_2d", False) else (2 * per,)))
+    else:
+        good = Cai(np.zeros((2, 2) if isinstance(t, NumbaArray) and t.ndim == 2 else 4, np.float32))
     plan, python = _plans(sig, (good,), DLPACK_CUDA)
     assert plan.pack((good,)) == python((good,))
     bad = make()
@@ -245,6 +294,10 @@ PRODUCERS = {"cai": (DLPACK_CUDA, Cai), "cupy": (DLPACK_CUDA, cupy_array), "torc
 F32 = dtype("f32")
 TILE = TileArray(F32, 2, "i32", (16, 1), (1, 1), (None, 4), (None, 1), base_align=16)
 SPAN = Struct("Span", (StructField("data", Slice(F32)), StructField("len", Scalar(dtype("u32")))))
+_RECORDS = itertools.count()
+SPAN_SCALARS = Struct("AK", (StructField("a", Scalar(dtype("f64"))), StructField("k", Scalar(dtype("u8")))))
+SCALARS = Struct("Q", (StructField("b", Scalar(dtype("bool"))), StructField("h", Scalar(dtype("f16"))),
+                      StructField("g", Scalar(dtype("bf16"))), StructField("data", Slice(F32))))
 # kind -> (parameter type, convention, its argument from a producer's maker)
 KIND_CASES = {
     "pointer": (Pointer(Scalar(F32)), Convention.OXIDE, lambda m: m(_f32(4))),
@@ -261,6 +314,19 @@ KIND_CASES = {
               lambda m: (m(_f32(4)), 2.5, m(_f32(3)))),
     "nested": (Struct("Outer", (StructField("inner", SPAN), StructField("k", Scalar(dtype("u8"))))),
                Convention.C, lambda m: {"inner": {"data": m(_f32(5)), "len": 5}, "k": 1}),
+    "rows": (DisjointSlice(F32, True), Convention.OXIDE, lambda m: m(_f32(3, 4))),
+    "element_slice": (slice_of(ELEMENTS[1], True, KINDS.by_value), Convention.OXIDE,
+                      lambda m: m(np.zeros(32, np.uint8))),
+    "element_rows": (disjoint_slice_of(ELEMENTS[0], True, KINDS.by_value), Convention.OXIDE,
+                     lambda m: m(_f32(2, 6))),
+    "prefix": (Slice(F32, True), Convention.OXIDE, lambda m: {"ptr": m(_f32(5)), "len": 3}),
+    "record": (SPAN_SCALARS, Convention.C,  # a NumPy structured scalar, each one other bytes
+               lambda m: _as_record({"a": 0.5, "k": next(_RECORDS) % 256}, _record_dtype(SPAN_SCALARS))),
+    "bool": (Scalar(dtype("bool")), Convention.NUMBA, lambda m: True),
+    "f16": (Scalar(dtype("f16")), Convention.C, lambda m: 0.1),  # a 2-byte blob under C
+    "bf16": (Scalar(dtype("bf16")), Convention.OXIDE, lambda m: -2.5),  # a b16 value
+    "dataclass": (SPAN, Convention.C, lambda m: _dataclass_of(SPAN)(m(_f32(3)), 3)),
+    "scalar_members": (SCALARS, Convention.C, lambda m: {"b": True, "h": 0.1, "g": -2.5, "data": m(_f32(4))}),
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
                     Convention.NUMBA, lambda m: (m(_f32(4)), 7, m(_f32(2, 3)))),
     "tile_tuple": (Tuple((TILE, TILE)), Convention.CUTILE, lambda m: [m(_f32(16, 4)), m(_f32(16, 4))]),
@@ -396,7 +462,12 @@ def test_torch_unit_axis_strides_reach_numba_arrays_as_torch_reports_them(make):
 
 # --- by-value structs and tuples of scalars and raw pointers ----------------------------------------
 
-RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "bool", "f16",
+                  "bf16")
+# per float dtype: values at its range's edges, rounded (halves: to nearest even), subnormal
+FLOAT_VALUES = {"f32": (0.0, -1.5, 3.4e38, 1e-40, 0.1), "f64": (0.0, -1.5, 1e300, 1e-310, 0.1),
+                "f16": (0.0, -1.5, 65504.0, 1e-6, 0.1, 2049.0),
+                "bf16": (0.0, -1.5, 3.38e38, 1e-40, 0.1, 257.0)}
 
 
 MEMBER_DTYPES = ("f32", "i32", "u8", "i16")  # what every producer makes (JAX: no 64-bit by default)
@@ -409,7 +480,9 @@ def _member_type(rng: random.Random, depth: int = 0):
     if choice < 0.4:
         return Slice(dtype(rng.choice(MEMBER_DTYPES)), rng.random() < 0.5)
     if choice < 0.45:
-        return DisjointSlice(dtype(rng.choice(MEMBER_DTYPES)))
+        return DisjointSlice(dtype(rng.choice(MEMBER_DTYPES)), rng.random() < 0.4)
+    if choice < 0.5:
+        return _element_slice(rng)
     if choice < 0.55 and depth < 2:
         return _record_type(rng, f"N{depth}", depth + 1)
     return Scalar(dtype(rng.choice(RECORD_SCALARS)))
@@ -431,14 +504,17 @@ def _member_value(t, rng: random.Random, make):
             return None
         if isinstance(t, Pointer) and choice < 0.4:
             return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
-        name = t.pointee.dtype.name if isinstance(t, Pointer) else t.dtype.name
-        return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(name).numpy_name)))
+        if not isinstance(t, Pointer):
+            return make(_slice_tensor(t, rng))
+        return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(t.pointee.dtype.name).numpy_name)))
     dt = t.dtype
+    if dt.name == "bool":
+        return rng.choice((True, False, 0, 1))
     if dt.is_integer:
         top = 1 << (dt.bits - 1)
         lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
         return rng.choice((lo, hi, 0, rng.randint(lo, hi)))
-    return rng.choice((0.0, -1.5, 3.4e38 if dt.name == "f32" else 1e300, 1e-40))
+    return rng.choice(FLOAT_VALUES[dt.name])
 
 
 def _record_signature(rng: random.Random) -> Signature:
@@ -450,10 +526,44 @@ def _record_signature(rng: random.Random) -> Signature:
     return Signature("k", tuple(params), convention=Convention.C)
 
 
+@functools.cache
+def _dataclass_of(t: Struct) -> type:
+    return dataclasses.make_dataclass(t.name, [f.name for f in t.fields])
+
+
+@functools.cache
+def _record_dtype(t) -> np.dtype | None:
+    """The NumPy structured dtype of a struct of scalars (and such structs), else None."""
+    if not isinstance(t, Struct):
+        return None
+    formats = [np.dtype(f.type.dtype.numpy_name) if isinstance(f.type, Scalar) and f.type.dtype.numpy_name
+               else _record_dtype(f.type) for f in t.fields]
+    if any(f is None for f in formats):
+        return None
+    return np.dtype({"names": [f.name for f in t.fields], "formats": formats}, align=True)
+
+
+def _fields(value) -> dict:
+    """A struct value's fields by name: a dict's, a dataclass's, a NumPy record's (scalars as Python's)."""
+    if isinstance(value, np.void):
+        return {n: value[n] if isinstance(value[n], np.void) else value[n].item() for n in value.dtype.names}
+    return value if isinstance(value, dict) else vars(value)
+
+
+def _as_record(value, dtype: np.dtype) -> np.void:
+    def plain(v):
+        return tuple(map(plain, _fields(v).values())) if isinstance(v, (dict, np.void)) or \
+            dataclasses.is_dataclass(v) else v
+    return np.array(plain(value), dtype)[()]
+
+
 def _record_value(t, rng: random.Random, make):
-    """A dict for a struct, a tuple or list for a tuple."""
+    """A dict, dataclass or NumPy record for a struct, a tuple or list for a tuple."""
     if isinstance(t, Struct):
-        return {f.name: _member_value(f.type, rng, make) for f in t.fields}
+        fields, choice = {f.name: _member_value(f.type, rng, make) for f in t.fields}, rng.random()
+        if choice < 0.25:
+            return _dataclass_of(t)(**fields)
+        return _as_record(fields, _record_dtype(t)) if choice < 0.5 and _record_dtype(t) else fields
     items = [_member_value(m, rng, make) for m in t.items]
     return items if rng.random() < 0.3 else tuple(items)
 
@@ -462,8 +572,12 @@ def _same_containers(value, like):
     """``value`` with the containers of ``like``, and ``like``'s raw address where it had one and ``value``
     a tensor: a plan reads nested types from the call that built it (its tensor type for a pointer that
     held an address there is torch's)."""
-    if isinstance(like, dict):
-        return {k: _same_containers(v, like[k]) for k, v in value.items()}
+    if isinstance(like, np.void):
+        return _as_record(value, like.dtype)
+    if isinstance(like, dict) or dataclasses.is_dataclass(like):
+        fields, like_fields = _fields(value), _fields(like)
+        same = {k: _same_containers(v, like_fields[k]) for k, v in fields.items()}
+        return same if isinstance(like, dict) else type(like)(**same)
     if isinstance(like, (tuple, list)):
         return type(like)(_same_containers(v, w) for v, w in zip(value, like, strict=True))
     if (like is None or type(like) is int) and not (value is None or isinstance(value, (int, float))):
@@ -484,8 +598,9 @@ def _record_args(signature: Signature, rng: random.Random, make, like: tuple | N
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
 def test_structs_and_tuples_pack_in_c_as_in_python(producer):
-    """Random by-value structs and tuples (nested, with raw pointers, slices and DisjointSlices of one
-    producer's tensors, None and raw addresses): the C plan takes them and packs the Python bytes."""
+    """Random by-value structs (dicts, dataclasses, NumPy records) and tuples (nested, with raw pointers,
+    slices and DisjointSlices of one producer's tensors, None and raw addresses, bool and half members):
+    the C plan takes them and packs the Python bytes."""
     device_type, make = PRODUCERS[producer]
     rng = random.Random(f"records-{producer}")
     for _ in range(80):
@@ -566,6 +681,107 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     assert plan.pack((value,)) is False
     with pytest.raises(ArgumentError) as info:
         python((value,))
+    assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_slice_prefix_dicts_pack_in_c_as_in_python(producer):
+    """``{"ptr": tensor, "len": n}`` for a slice (of numbers or of elements), next to an ``&mut`` slice it
+    must not overlap: the C plan packs the Python bytes for every n up to the tensor's length, and
+    declines a longer one, a bool, a missing key or an overlap, where the Python path raises."""
+    device_type, make = PRODUCERS[producer]
+    rng = random.Random(f"prefix-{producer}")
+    for t in (Slice(F32), slice_of(ELEMENTS[0], False, KINDS.by_value)):
+        sig = Signature("k", (Param("x", t), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+        per = units_per_element(t, KINDS.by_value)
+
+        def call(n: int, per: int = per) -> tuple:
+            return {"ptr": make(_f32(4 * per)), "len": n}, make(_f32(3))
+        plan, python = _plans(sig, call(2), device_type)
+        for _ in range(10):
+            args = call(rng.randint(0, 4))
+            assert plan.pack(args) == python(args), args
+        shared = make(_f32(4 * per))
+        for bad in ({"ptr": shared, "len": 5}, {"ptr": shared, "len": True}, {"ptr": shared, "n": 1},
+                    {"ptr": shared, "len": -1}):
+            assert plan.pack((bad, make(_f32(3)))) is False
+            with pytest.raises(ArgumentError, match=r"^k: argument 'x' "):
+                python((bad, make(_f32(3))))
+
+
+def test_a_slice_prefix_dict_launches_from_c_under_its_no_alias_promise(driver, python_calls):  # noqa: F811
+    """A kernel call with a ``{"ptr", "len"}`` dict next to an ``&mut`` slice runs from C; an overlap of the
+    dict's tensor with the slice declines there and the Python path names both arguments."""
+    sig = Signature("k", (Param("x", Slice(F32)), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    whole = torch.zeros(8)
+    for _ in range(3):
+        kernel({"ptr": whole[:4], "len": 2}, whole[4:], grid=1, block=1)
+    assert kernel._cached() == ((dict, torch.Tensor),) and len(python_calls) == 1 and len(driver) == 3
+    with pytest.raises(ArgumentError, match=r"^k: argument 'y' .* overlaps argument 'x'"):
+        kernel({"ptr": whole[:5], "len": 2}, whole[4:], grid=1, block=1)
+    assert len(python_calls) == 2 and len(driver) == 3
+
+
+RECORD = Struct("R", (StructField("x", Scalar(dtype("f32"))), StructField("n", Scalar(dtype("i64"))),
+                      StructField("b", Scalar(dtype("bool"))), StructField("h", Scalar(dtype("f16"))),
+                      StructField("s", SPAN_SCALARS)))
+
+
+def test_numpy_records_copy_their_fields_in_c():
+    """A struct given as a NumPy structured scalar whose fields have the members' dtypes (any offsets, a
+    nested record): the C plan copies the fields' bytes, as the Python path converts them; a NaN or a
+    bool byte other than 0 / 1 declines to the Python path, and a record of other field dtypes gets no C
+    plan (its fields are converted, range-checked, in Python)."""
+    sig = Signature("k", (Param("r", RECORD), Param("n", Scalar(dtype("i32")))), convention=Convention.C)
+    fields = [("x", "<f4"), ("n", "<i8"), ("b", "?"), ("h", "<f2"), ("s", [("a", "<f8"), ("k", "u1")])]
+    packed = np.dtype(fields)  # no padding: other offsets than the struct's
+    rng = random.Random("records")
+    for layout in (packed, _record_dtype(RECORD)):
+        def value(x: float = 1.5, layout: np.dtype = layout) -> np.void:
+            return np.array((x, rng.randint(-1 << 63, (1 << 63) - 1), rng.random() < 0.5, rng.random(),
+                             (rng.random(), rng.randint(0, 255))), layout)[()]
+        plan, python = _plans(sig, (value(), 1))
+        for x in (0.0, -0.0, float("inf"), 3.4e38, 1e-45):
+            args = (value(x), rng.randint(-9, 9))
+            assert plan.pack(args) == python(args), args
+        assert plan.pack((value(float("nan")), 1)) is False and python((value(float("nan")), 1))
+        odd = np.array([value()])
+        odd.view(np.uint8)[layout.fields["b"][1]] = 2
+        assert plan.pack((odd[0], 1)) is False and python((odd[0], 1))
+    other = np.array((1.5, 2, True, 0.5, (0.25, 3)), [("x", "<f8"), *fields[1:]])[()]  # x: float64
+    binders = tuple(make_binder(BindContext("k", Convention.C, DLPACK_CPU, 0), p, type(a))
+                    for p, a in zip(sig.params, (other, 1), strict=True))
+    assert fastpath.native_specs(binders, (other, 1), sig.layout) is None
+
+
+@dataclasses.dataclass
+class _AP:
+    a: Any
+    p: Any
+
+
+def _without_p() -> _AP:
+    value = _AP(1, None)
+    del value.p
+    return value
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (lambda: _AP(1 << 40, None), "does not fit"),
+    (lambda: _AP(1, torch.zeros(8)[::2]), "takes a contiguous tensor for a raw pointer"),
+    (lambda: _AP(True, None), "expected an integer for i32 (got bool True)"),
+    (_without_p, "struct S fields are ['a', 'p'] (got dataclass _AP without 'p')"),
+])
+def test_a_dataclass_the_python_path_refuses_is_declined_in_c(value, message):
+    t = Struct("S", (StructField("a", Scalar(dtype("i32"))), StructField("p", Pointer(Scalar(dtype("f32"))))))
+    sig = Signature("k", (Param("s", t),), convention=Convention.C)
+    good = _AP(3, torch.zeros(2))
+    plan, python = _plans(sig, (good,))
+    assert plan.pack((good,)) == python((good,))
+    assert plan.pack((value(),)) is False
+    with pytest.raises(ArgumentError) as info:
+        python((value(),))
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
 
 

@@ -64,39 +64,49 @@ typedef struct {
 
 static PyObject *str_max_shared;
 
+/* Each case copies its own constant size: a memcpy of a variable size is a call per value. */
 static int put_int(char *buf, int offset, int code, long long sv, unsigned long long uv, int negative) {
-    int size;
+    char *at = buf + offset; /* two's complement: uv holds sv's bits when negative */
     switch (code) {
-    case 'b': if (sv < -128 || sv > 127) return 0; size = 1; break;
-    case 'B': if (negative || uv > 0xffu) return 0; size = 1; break;
-    case 'h': if (sv < -32768 || sv > 32767) return 0; size = 2; break;
-    case 'H': if (negative || uv > 0xffffu) return 0; size = 2; break;
-    case 'i': if (sv < INT32_MIN || sv > INT32_MAX) return 0; size = 4; break;
-    case 'I': if (negative || uv > 0xffffffffu) return 0; size = 4; break;
-    case 'q': if (!negative && uv > (unsigned long long)INT64_MAX) return 0; size = 8; break;
-    case 'Q': if (negative) return 0; size = 8; break;
+    case 'Q': if (negative) return 0; memcpy(at, &uv, 8); return 1;
+    case 'q': if (!negative && uv > (unsigned long long)INT64_MAX) return 0; memcpy(at, &uv, 8); return 1;
+    case 'i': if (sv < INT32_MIN || sv > INT32_MAX) return 0; memcpy(at, &uv, 4); return 1;
+    case 'I': if (negative || uv > 0xffffffffu) return 0; memcpy(at, &uv, 4); return 1;
+    case 'h': if (sv < -32768 || sv > 32767) return 0; memcpy(at, &uv, 2); return 1;
+    case 'H': if (negative || uv > 0xffffu) return 0; memcpy(at, &uv, 2); return 1;
+    case 'b': if (sv < -128 || sv > 127) return 0; memcpy(at, &uv, 1); return 1;
+    case 'B': if (negative || uv > 0xffu) return 0; memcpy(at, &uv, 1); return 1;
+    case '?': if (negative || uv > 1) return 0; memcpy(at, &uv, 1); return 1;
     default: return 0;
     }
-    memcpy(buf + offset, &uv, size); /* two's complement: uv holds sv's bits when negative */
-    return 1;
 }
 
 int put_unsigned(char *buf, int offset, int code, unsigned long long v) {
     return put_int(buf, offset, code, (long long)v, v, 0);
 }
 
+int exact_u64(PyObject *value, unsigned long long *out) {
+    long long v;
+    if (exact_int(value, &v)) {
+        *out = (unsigned long long)v;
+        return v >= 0;
+    }
+    if (!PyLong_CheckExact(value)) return 0;
+    *out = PyLong_AsUnsignedLongLong(value); /* 2**63 and up */
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
 int pack_int(const ArgSpec *s, PyObject *arg, char *buf) {
-    if (!PyLong_CheckExact(arg)) return 0;
+    if (s->code == '?' && PyBool_Check(arg)) /* a bool member: True / False, or the ints 0 and 1 */
+        return put_unsigned(buf, s->offset, s->code, arg == Py_True);
     if (s->lo < 0) {
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-        if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-        if (v < s->lo || v > (long long)s->hi) return 0;
+        long long v;
+        if (!exact_int(arg, &v) || v < s->lo || v > (long long)s->hi) return 0;
         return put_int(buf, s->offset, s->code, v, (unsigned long long)v, v < 0);
     }
-    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-    if (v < (unsigned long long)s->lo || v > s->hi) return 0;
+    unsigned long long v;
+    if (!exact_u64(arg, &v) || v < (unsigned long long)s->lo || v > s->hi) return 0;
     return put_unsigned(buf, s->offset, s->code, v);
 }
 
@@ -104,13 +114,23 @@ int pack_float(const ArgSpec *s, PyObject *arg, char *buf) {
     if (!PyFloat_CheckExact(arg)) return 0;
     double v = PyFloat_AS_DOUBLE(arg);
     if (!(-s->limit <= v && v <= s->limit)) return 0; /* NaN fails too */
-    if (s->code == 'f') {
-        float f = (float)v;
-        memcpy(buf + s->offset, &f, 4);
-    } else {
-        memcpy(buf + s->offset, &v, 8);
+    char *at = buf + s->offset;
+    float f = (float)v;
+    uint32_t bits;
+    switch (s->code) {
+    case 'f': memcpy(at, &f, 4); return 1;
+    case 'd': memcpy(at, &v, 8); return 1;
+    case 'e': /* struct.pack("<e"), rounded once; the limit leaves it nothing to overflow */
+        if (PyFloat_Pack2(v, at, 1) == 0) return 1;
+        PyErr_Clear();
+        return 0;
+    case 'E': /* bf16: values.py bf16_bits, binary32 rounded to nearest even */
+        memcpy(&bits, &f, 4);
+        bits = (uint32_t)(((uint64_t)bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+        memcpy(at, &bits, 2);
+        return 1;
+    default: return 0;
     }
-    return 1;
 }
 
 static int is_tensor(int kind) {
@@ -130,6 +150,8 @@ static int pack(const Plan *plan, PyObject *const *argv, Py_ssize_t nargs, char 
         int ok = is_tensor(s->kind) ? pack_tensor(s, arg, buf, range, plan->pointer_attribute_fn, stream)
                : s->kind == PTXB_ARG_INT ? pack_int(s, arg, buf)
                : s->kind == PTXB_ARG_FLOAT ? pack_float(s, arg, buf)
+               : s->kind == PTXB_ARG_PREFIX ? pack_prefix(s, arg, buf, range, plan->pointer_attribute_fn, stream)
+               : s->kind == PTXB_ARG_FIELDS ? pack_fields(s, arg, buf)
                : pack_record(s, arg, buf, ranges, plan->pointer_attribute_fn, stream);
         if (!ok) return 0;
     }
@@ -147,6 +169,8 @@ int read_spec(ArgSpec *s, PyObject *item) {
     s->alias_slot = -1;
     if (is_tensor(s->kind)) return read_tensor_spec(s, item);
     if (s->kind == PTXB_ARG_RECORD) return read_record_spec(s, item);
+    if (s->kind == PTXB_ARG_PREFIX) return read_prefix_spec(s, item);
+    if (s->kind == PTXB_ARG_FIELDS) return read_fields_spec(s, item);
     if (s->kind == PTXB_ARG_INT) {
         if (!PyArg_ParseTuple(item, "iiiLK", &s->kind, &s->offset, &s->code, &s->lo, &hi)) return 0;
         s->hi = hi;
@@ -154,7 +178,7 @@ int read_spec(ArgSpec *s, PyObject *item) {
     }
     if (s->kind == PTXB_ARG_FLOAT) {
         if (!PyArg_ParseTuple(item, "iiid", &s->kind, &s->offset, &s->code, &s->limit)) return 0;
-        if (s->code != 'f' && s->code != 'd') goto bad;
+        if (s->code != 'f' && s->code != 'd' && s->code != 'e' && s->code != 'E') goto bad;
         return 1;
     }
 bad:
@@ -163,14 +187,16 @@ bad:
 }
 
 static int place_fits(int offset, int code, int size) {
-    static const char codes[] = "bBhHiIqQfd";
-    static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
+    static const char codes[] = "bBhHiIqQfd?eE";
+    static const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 1, 2, 2};
     const char *found = code > 0 ? strchr(codes, code) : NULL;
     return found != NULL && offset >= 0 && offset + sizes[found - codes] <= size;
 }
 
 int check_place(const ArgSpec *s, int size) {
     if (s->kind == PTXB_ARG_RECORD) return record_fits(s, size);
+    if (s->kind == PTXB_ARG_PREFIX) return check_place(s->members, size);
+    if (s->kind == PTXB_ARG_FIELDS) return fields_fit(s, size);
     if (!is_tensor(s->kind)) return place_fits(s->offset, s->code, size);
     for (int k = 0; k < s->nplaces; ++k)
         if (!place_fits(s->places[k][0], s->places[k][1], size)) return 0;
@@ -194,7 +220,8 @@ static ArgSpec *spec_at(Plan *self, PyObject *path) {
         s = k == 0 ? (at >= 0 && at < self->nargs ? &self->args[at] : NULL) : record_member(s, at);
         if (s == NULL) return NULL;
     }
-    return s != NULL && (is_tensor(s->kind) || s->kind == PTXB_ARG_ADDRESS) ? s : NULL;
+    return s != NULL && (is_tensor(s->kind) || s->kind == PTXB_ARG_ADDRESS || s->kind == PTXB_ARG_PREFIX) ? s
+                                                                                                         : NULL;
 }
 
 /* alias_pairs: ((path, path), ...) of tensors whose byte ranges must not overlap, each path as spec_at
@@ -404,12 +431,8 @@ int parse_dim(PyObject *value, unsigned out[3]) {
     if (n < 1 || n > 3) return 0;
     out[0] = out[1] = out[2] = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        if (!PyLong_CheckExact(items[i])) return 0;
-        long x = PyLong_AsLong(items[i]);
-        if (x <= 0 || x > 0x7fffffffL) { /* -1 with an overflow error lands here too */
-            PyErr_Clear();
-            return 0;
-        }
+        long long x;
+        if (!exact_int(items[i], &x) || x <= 0 || x > 0x7fffffffL) return 0;
         out[i] = (unsigned)x;
     }
     return 1;
@@ -441,19 +464,17 @@ int plan_run(PyObject *plan, PyObject *const *argv, Py_ssize_t nargs, const unsi
         PyObject *device = PyLong_FromLong(self->device_id);
         PyObject *handle = device == NULL ? NULL : PyObject_CallOneArg(self->default_stream, device);
         Py_XDECREF(device);
-        unsigned long long value = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsUnsignedLongLong(handle)
-                                                                                : (unsigned long long)-1;
+        unsigned long long value;
+        int ok = handle != NULL && exact_u64(handle, &value);
         Py_XDECREF(handle);
-        if (value == (unsigned long long)-1) { PyErr_Clear(); return 0; }
+        if (!ok) { PyErr_Clear(); return 0; }
         stream = (void *)(uintptr_t)value;
     } else if (stream_arg == Py_None) {
         stream = NULL; /* no framework names a current stream: the legacy default stream, as Kernel's stream_of */
-    } else if (PyLong_CheckExact(stream_arg)) {
-        unsigned long long handle = PyLong_AsUnsignedLongLong(stream_arg);
-        if (handle == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
-        stream = (void *)(uintptr_t)handle;
     } else {
-        return 0;
+        unsigned long long handle;
+        if (!exact_u64(stream_arg, &handle)) return 0;
+        stream = (void *)(uintptr_t)handle;
     }
     ParamBuffer b;
     void *stack_params[STACK_SLOTS];
@@ -555,7 +576,8 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_max_shared = PyUnicode_InternFromString("max_dynamic_shared");
-    if (str_max_shared == NULL || !tensors_ready() || PyType_Ready(&PlanType) < 0 || !launcher_ready())
+    if (str_max_shared == NULL || !tensors_ready() || !records_ready() || PyType_Ready(&PlanType) < 0
+        || !launcher_ready())
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
@@ -568,10 +590,13 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         || PyModule_AddIntConstant(module, "ARG_RECORD", PTXB_ARG_RECORD) < 0
         || PyModule_AddIntConstant(module, "ARG_ADDRESS", PTXB_ARG_ADDRESS) < 0
         || PyModule_AddIntConstant(module, "ARG_CAPSULE", PTXB_ARG_CAPSULE) < 0
+        || PyModule_AddIntConstant(module, "ARG_PREFIX", PTXB_ARG_PREFIX) < 0
+        || PyModule_AddIntConstant(module, "ARG_FIELDS", PTXB_ARG_FIELDS) < 0
         || PyModule_AddIntConstant(module, "FORM_POINTER", PTXB_FORM_POINTER) < 0
         || PyModule_AddIntConstant(module, "FORM_SLICE", PTXB_FORM_SLICE) < 0
         || PyModule_AddIntConstant(module, "FORM_NUMBA", PTXB_FORM_NUMBA) < 0
         || PyModule_AddIntConstant(module, "FORM_TILE", PTXB_FORM_TILE) < 0
+        || PyModule_AddIntConstant(module, "FORM_ROWS", PTXB_FORM_ROWS) < 0
         || PyModule_AddIntConstant(module, "MAX_NDIM", PTXB_MAX_NDIM) < 0
         || PyModule_AddObjectRef(module, "Plan", (PyObject *)&PlanType) < 0
         || PyModule_AddObjectRef(module, "Launcher", (PyObject *)&LauncherType) < 0) {

@@ -32,6 +32,9 @@ typedef struct {
     int has_block;
     unsigned block[3];         /* the default block (.reqntid) when has_block */
     PyObject *stream_handle;   /* callable: a stream object -> int handle (NULL until configured) */
+    PyObject *kwnames;         /* the keyword names of the last call that used only the four (a call
+                                  site's constant tuple: the same object each time), and ... */
+    signed char kw_slot[4];    /* ... which of the four each one is */
 } Launcher;
 
 static PyObject *str_call_python, *str_call_keywords, *keyword_names[4]; /* grid, block, shared_mem, stream */
@@ -76,14 +79,24 @@ static int keyword_index(PyObject *name) {
 }
 
 /* 1: every keyword is one of the four (each NULL when absent); 0: another keyword. */
-static int read_keywords(PyObject *const *values, PyObject *kwnames, Keywords *out) {
+static int read_keywords(Launcher *self, PyObject *const *values, PyObject *kwnames, Keywords *out) {
     PyObject **slots[] = {&out->grid, &out->block, &out->shared, &out->stream};
     *out = (Keywords){NULL, NULL, NULL, NULL};
     Py_ssize_t n = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (kwnames != NULL && kwnames == self->kwnames) { /* the call site seen last: its names known */
+        for (Py_ssize_t i = 0; i < n; ++i) *slots[self->kw_slot[i]] = values[i];
+        return 1;
+    }
+    signed char found[4];
     for (Py_ssize_t i = 0; i < n; ++i) {
         int k = keyword_index(PyTuple_GET_ITEM(kwnames, i));
-        if (k < 0) return 0;
+        if (k < 0 || *slots[k] != NULL) return 0; /* a repeated name (a hand-built call): Python judges */
         *slots[k] = values[i];
+        found[i] = (signed char)k;
+    }
+    if (n > 0) {
+        Py_XSETREF(self->kwnames, Py_NewRef(kwnames));
+        memcpy(self->kw_slot, found, (size_t)n);
     }
     return 1;
 }
@@ -134,7 +147,7 @@ static PyObject *launcher_call(PyObject *callable, PyObject *const *args, size_t
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Keywords kw;
     PyObject *plan;
-    if (!read_keywords(args + nargs, kwnames, &kw) || kw.grid == NULL)
+    if (!read_keywords(self, args + nargs, kwnames, &kw) || kw.grid == NULL)
         return fallback(callable, str_call_keywords, args, nargsf, kwnames);
     if ((plan = lookup(self, args, nargs)) == NULL) return fallback(callable, str_call_python, args, nargsf, kwnames);
     unsigned grid[3], block[3];
@@ -227,12 +240,14 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
         Py_VISIT(self->cache[i].plan);
     }
     Py_VISIT(self->stream_handle);
+    Py_VISIT(self->kwnames);
     return 0;
 }
 
 static int launcher_clear(Launcher *self) {
     forget(self);
     Py_CLEAR(self->stream_handle);
+    Py_CLEAR(self->kwnames);
     return 0;
 }
 

@@ -5,8 +5,9 @@
  * cupy.ndarray's own attributes (its interface dict costs more than the launch).  Then it is checked as
  * the Python path checks it (bridge/launch/args.py _check_tensor, abi/tensor_rules.py): dtype, device,
  * read-only data on a parameter the kernel writes, element alignment, and the layout its form needs
- * (PTXB_FORM_*: contiguous for pointers and slices; C / F / any for numba arrays of the compiled ndim;
- * a cuTile array's compiled promises),
+ * (PTXB_FORM_*: contiguous for pointers, slices and rows, slices of non-numbers counted in whole
+ * elements of their alignment; C / F / any for numba arrays of the compiled ndim; a cuTile array's
+ * compiled promises),
  * and its flat values are written at their places.  Anything else declines (returns 0, no error set):
  * the Python path then accepts it or raises the house-format error.
  */
@@ -75,21 +76,28 @@ static int read_ints(PyObject *tuple, int64_t *out, int32_t *n) {
     *n = (int32_t)PyTuple_GET_SIZE(tuple);
     for (int32_t k = 0; k < *n; ++k) {
         PyObject *item = PyTuple_GET_ITEM(tuple, k);
-        int overflow;
-        if (!PyLong_CheckExact(item)) return 0;
-        out[k] = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || (out[k] == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        long long value;
+        if (!exact_int(item, &value)) return 0;
+        out[k] = value;
     }
     return 1;
+}
+
+/* An address is a multiple of n > 0; a mask for powers of two (alignments): a 64-bit division costs
+ * tens of cycles, one or more per tensor per launch (strides are divided the same way below). */
+static inline int multiple_of(uint64_t value, uint64_t n) {
+    return (n & (n - 1)) == 0 ? (value & (n - 1)) == 0 : value % n == 0;
 }
 
 /* Byte strides -> element strides; 0 when one is not a multiple of the item size (the Python path says so). */
 static int element_strides(PyObject *tuple, Tensor *t, int64_t itemsize) {
     int32_t n;
     if (!read_ints(tuple, t->strides, &n) || n != t->ndim) return 0;
+    int pow2 = (itemsize & (itemsize - 1)) == 0, shift = __builtin_ctzll((uint64_t)itemsize);
     for (int32_t k = 0; k < n; ++k) {
-        if (t->strides[k] % itemsize) return 0;
-        t->strides[k] /= itemsize;
+        int64_t stride = t->strides[k];
+        if (pow2 ? (stride & (itemsize - 1)) != 0 : stride % itemsize != 0) return 0;
+        t->strides[k] = pow2 ? stride >> shift : stride / itemsize; /* exact: the shift rounds nothing */
     }
     return 1;
 }
@@ -111,12 +119,13 @@ static int read_view(const ArgSpec *s, const DLView *v, Tensor *t) {
     t->address = (uint64_t)(uintptr_t)view.data + view.byte_offset;
     t->ndim = view.ndim;
     t->readonly = 0; /* as the Python path reads torch tensors */
-    for (int32_t k = 0; k < t->ndim; ++k) {
+    for (int32_t k = 0; k < t->ndim; ++k) { /* one loop: a memcpy of the strides is a `rep movsq` here,
+                                                  whose start-up cost is a fifth of a launch's */
         if (view.shape[k] < 0) return 0;
         t->shape[k] = view.shape[k];
+        if (view.strides != NULL) t->strides[k] = view.strides[k];
     }
     if (view.strides == NULL) compact_strides(t);
-    else memcpy(t->strides, view.strides, (size_t)t->ndim * sizeof *t->strides);
     return 1;
 }
 
@@ -176,9 +185,9 @@ static int read_cai_dict(const ArgSpec *s, PyObject *cai, Tensor *t, PointerAttr
     if (ptr == Py_None) {
         t->address = 0;
     } else {
-        if (!PyLong_CheckExact(ptr)) return 0;
-        t->address = PyLong_AsUnsignedLongLong(ptr);
-        if (t->address == (uint64_t)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        unsigned long long address;
+        if (!exact_u64(ptr, &address)) return 0;
+        t->address = address;
     }
     if ((t->readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) < 0) { PyErr_Clear(); return 0; }
     if (!read_shape(PyDict_GetItemWithError(cai, str_shape), t)) { PyErr_Clear(); return 0; }
@@ -224,8 +233,10 @@ void free_cupy_attrs(struct CupyAttrs *c) {
  * a pointer or slice neither tuple is read (CuPy builds both per read): as the Python path's inline
  * read (fastpath.py _inline), CuPy's own C-contiguity flag decides, and size is the extent.  Nor for a
  * 1-d array of more than one element whose flag says C-contiguous, where the stride is the item size
- * (cupy/_core/internal.pyx get_c_contiguity). */
-static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
+ * (cupy/_core/internal.pyx get_c_contiguity).  Nor the size for a pointer without a byte range
+ * (!sized): the array is read as its first element (ndim 0), so its alignment is checked even when it
+ * is empty, which then declines to the Python path. */
+static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t, int sized) {
     AttrCache *array = &s->cupy->array;
     PyObject *dtype = cached_attr(array, arg, CUPY_DTYPE);
     Py_XDECREF(dtype);
@@ -242,6 +253,10 @@ static int read_cupy(const ArgSpec *s, PyObject *arg, Tensor *t) {
     if (flat || (s->ndim == 1 && cached_int(array, arg, CUPY_NDIM, &ndim) && ndim == 1)) {
         PyObject *contiguous = cached_attr(array, arg, CUPY_C_CONTIGUOUS);
         Py_XDECREF(contiguous);
+        if (contiguous == Py_True && !sized && s->form == PTXB_FORM_POINTER) {
+            t->ndim = 0;
+            return 1;
+        }
         ok = contiguous == Py_True && cached_int(array, arg, CUPY_SIZE, &size) && size >= 0;
         if (ok && (flat || size > 1)) {
             t->ndim = 1;
@@ -328,7 +343,7 @@ static void put64(char *buf, int offset, uint64_t value) {
  * the index range; values written masked to the index width. */
 static int pack_tile(const ArgSpec *s, const Tensor *t, char *buf) {
     const struct TilePromises *p = s->tile;
-    if (t->ndim != s->ndim || (p->base_align > 1 && t->address % (uint64_t)p->base_align)) return 0;
+    if (t->ndim != s->ndim || (p->base_align > 1 && !multiple_of(t->address, (uint64_t)p->base_align))) return 0;
     for (int32_t k = 0; k < t->ndim; ++k) {
         int64_t extent = t->shape[k], stride = t->strides[k];
         if ((p->shape_divisor[k] > 1 && extent % p->shape_divisor[k])
@@ -355,19 +370,31 @@ int pack_tensor(const ArgSpec *s, PyObject *arg, char *buf, uint64_t *range, Poi
     if (Py_TYPE(arg) != s->type) return 0;
     int ok = s->kind == PTXB_ARG_TENSOR ? read_dlpack(s, arg, &t)
            : s->kind == PTXB_ARG_CAI ? read_cai(s, arg, &t, pointer_attribute)
-           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream) : read_cupy(s, arg, &t);
+           : s->kind == PTXB_ARG_CAPSULE ? read_capsule(s, arg, &t, stream)
+           : read_cupy(s, arg, &t, range != NULL || s->distinct);
     if (!ok || (t.readonly && s->refuses_readonly)) return 0;
     uint64_t numel = 1;
     for (int32_t k = 0; k < t.ndim; ++k)
         if (__builtin_mul_overflow(numel, (uint64_t)t.shape[k], &numel)) return 0;
-    if (t.address != 0 && numel != 0 && t.address % (uint64_t)s->align) return 0;
+    if ((t.address != 0 && numel != 0 && !multiple_of(t.address, (uint64_t)s->align))
+        || (s->element_align > 1 && !multiple_of(t.address, (uint64_t)s->element_align)))
+        return 0;
     if (range != NULL && !span(&t, numel, s->itemsize, range)) return 0;
     if (s->distinct && numel > 1 && !distinct_elements(&t)) return 0;
     if (s->form == PTXB_FORM_TILE) return pack_tile(s, &t, buf);
-    if (s->form != PTXB_FORM_NUMBA) {
+    if (s->form != PTXB_FORM_NUMBA) { /* a pointer, slice or rows: contiguous, counted in whole elements */
         if (!contiguous(&t, numel, 0) || !put_unsigned(buf, s->places[0][0], s->places[0][1], t.address))
             return 0;
-        return s->form == PTXB_FORM_POINTER || put_unsigned(buf, s->places[1][0], s->places[1][1], numel);
+        if (s->form == PTXB_FORM_POINTER) return 1;
+        uint64_t per = (uint64_t)s->per, count = numel, width = t.ndim == 2 ? (uint64_t)t.shape[1] : 0;
+        if (per > 1) { /* a division: only for slices of non-numbers */
+            if (numel % per || width % per) return 0;
+            count /= per;
+            width /= per;
+        }
+        if (!put_unsigned(buf, s->places[1][0], s->places[1][1], count)) return 0;
+        if (s->form == PTXB_FORM_SLICE) return 1;
+        return t.ndim == 2 && put_unsigned(buf, s->places[2][0], s->places[2][1], width); /* 'I': <= u32 */
     }
     if (t.ndim != s->ndim || (s->layout == 'C' && !contiguous(&t, numel, 0))
         || (s->layout == 'F' && !contiguous(&t, numel, 1)))
@@ -403,20 +430,20 @@ static int read_tile(ArgSpec *s, PyObject *tile) {
 }
 
 /* (kind, type, source, dl_code, dl_bits, device_type, device_id, form, ndim, layout, align, refuses_readonly,
- *  places[, tile]): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the
+ *  per, element_align, places[, tile]): source is the DLPack exchange API capsule, the __cuda_array_interface__ typestr, or the
  *  NumPy dtype of a cupy.ndarray; places ((offset, struct code), ...) the form's flat values; tile the
  *  promises of a PTXB_FORM_TILE array (read_tile).  1, or 0 with an error set. */
 int read_tensor_spec(ArgSpec *s, PyObject *item) {
     PyObject *type, *places, *tile = Py_None;
     int dl_code, dl_bits, form_places;
-    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiO!|O", &s->kind, &type, &s->source, &dl_code, &dl_bits,
+    if (!PyArg_ParseTuple(item, "iOOiiiiiiiiiiiO!|O", &s->kind, &type, &s->source, &dl_code, &dl_bits,
                           &s->device_type, &s->device_id, &s->form, &s->ndim, &s->layout, &s->align,
-                          &s->refuses_readonly, &PyTuple_Type, &places, &tile))
+                          &s->refuses_readonly, &s->per, &s->element_align, &PyTuple_Type, &places, &tile))
         return 0;
     form_places = s->form == PTXB_FORM_POINTER ? 1 : s->form == PTXB_FORM_SLICE ? 2
-                : s->form == PTXB_FORM_TILE ? 1 + 2 * s->ndim : 5 + 2 * s->ndim;
-    if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->form < 0
-        || s->form > PTXB_FORM_TILE || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
+                : s->form == PTXB_FORM_ROWS ? 3 : s->form == PTXB_FORM_TILE ? 1 + 2 * s->ndim : 5 + 2 * s->ndim;
+    if (!PyType_Check(type) || dl_bits <= 0 || dl_bits % 8 || s->align <= 0 || s->per <= 0
+        || s->element_align <= 0 || s->form < 0 || s->form > PTXB_FORM_ROWS || s->ndim < 0 || s->ndim > MAX_NDIM || PyTuple_GET_SIZE(places) != form_places
         || (s->kind == PTXB_ARG_CAI && !PyUnicode_CheckExact(s->source))
         || ((s->form == PTXB_FORM_TILE) != (tile != Py_None))) {
         PyErr_SetString(PyExc_ValueError, "malformed tensor argument spec");

@@ -24,7 +24,7 @@ from typing import Any
 import numpy
 
 from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
-from ptxbridge.abi.dtypes import KDL_COMPLEX
+from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
@@ -42,6 +42,7 @@ from ptxbridge.launch.dlpack import (
 from ptxbridge.launch.members import members, read, tensor_of
 from ptxbridge.launch.native_args import (
     NativeItems,
+    NativePrefix,
     NativeRecord,
     NativeTensor,
     native_record,
@@ -118,14 +119,15 @@ class Binder:
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
     ``("int", lo, hi)`` or ``("float", limit)``.  ``native``: for tensors, structs and tuples the
-    C plan can read, what it reads and checks (:mod:`.native_args`).
+    C plan can read, what it reads and checks (:mod:`.native_args`); for a bool, f16 or bf16 scalar its
+    DType (packed as a struct member of it is).
     """
 
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
     inline: tuple | None = None
-    native: NativeTensor | NativeRecord | NativeItems | None = None
+    native: NativeTensor | NativeRecord | NativeItems | NativePrefix | DType | None = None
 
 
 class _Where:
@@ -207,23 +209,23 @@ def _slice_dict_binder(ctx: BindContext, where: _Where) -> Binder:
     """A slice given as ``{"ptr": tensor, "len": n}`` (:func:`_slice_prefix`)."""
     cache: dict[type, Binder] = {}
 
-    def binder(tensor: Any) -> Binder:
-        found = cache.get(type(tensor))
+    def binder(arg_type: type) -> Binder:
+        found = cache.get(arg_type)
         if found is None:
-            found = cache[type(tensor)] = _tensor_binder(ctx, where, type(tensor))
+            found = cache[arg_type] = _tensor_binder(ctx, where, arg_type)
         return found
 
     def values(arg: Any, stream: Any) -> tuple:
         try:
-            return _slice_prefix(arg, lambda tensor: binder(tensor).values(tensor, stream))
+            return _slice_prefix(arg, lambda tensor: binder(type(tensor)).values(tensor, stream))
         except ValueProblem as problem:
             raise where.fail(str(problem)) from None
 
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         tensor = arg["ptr"]
-        found = binder(tensor).buffers
+        found = binder(type(tensor)).buffers
         return found(tensor, stream) if found else ()
-    return Binder(values, buffers=buffers)
+    return Binder(values, buffers=buffers, native=NativePrefix(lambda arg_type: binder(arg_type).native))
 
 
 def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
@@ -351,7 +353,9 @@ def _scalar_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
                            else (0, (1 << dt.bits) - 1)))
     elif plain and dt.name in ("f32", "f64") and arg_type is float:
         inline = ("float", F32_MAX if dt.name == "f32" else float("inf"))
-    return Binder(scalar, inline=inline)
+    # bool, f16 and bf16 in one value (plain or a 2-byte blob): packed in C as inside structs
+    native = dt if len(flat) == 1 and dt.name in ("bool", "f16", "bf16") else None
+    return Binder(scalar, inline=inline, native=native)
 
 
 def _pointer_resolver(ctx: BindContext, where: _Where) -> Callable[[Any, ParamType], tuple[int, ...]]:

@@ -9,8 +9,10 @@ the loader's launch.  Generated code only ever names values from the
 binders; nothing from the arguments reaches the source text.
 
 When the optional C extension ``ptxbridge.launch._fastlaunch`` is built, plans whose
-arguments are all tensors the C plan reads (``Binder.native``: torch, CuPy and
-``__cuda_array_interface__`` producers on pointers, slices and numba arrays) and plain
+arguments are all what the C plan reads (``Binder.native``: tensors of torch, CuPy,
+``__cuda_array_interface__`` and ``__dlpack__`` producers on pointers, slices -- also
+``{"ptr", "len"}`` dicts --, DisjointSlice(2d), numba and cuTile arrays; by-value structs as
+dicts, dataclasses or NumPy structured scalars, and tuples; numba / cuTile tuples) and plain
 int/float scalars also get a C plan (:func:`native_specs`): it reads and checks the
 tensors, checks the byte ranges of tensors the signature promises not to overlap
 (:mod:`.aliasing`), packs on the stack and calls the driver; on any check failure it
@@ -33,8 +35,8 @@ from ptxbridge.abi.errors import ArgumentError
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
-from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativeRecord, NativeTensor
-from ptxbridge.launch.values import F32_MAX
+from ptxbridge.launch.native_args import NativeAddress, NativeItems, NativePrefix, NativeRecord, NativeTensor
+from ptxbridge.launch.values import BF16_MAX, F16_MAX, F32_MAX
 
 try:
     from ptxbridge.launch import _fastlaunch
@@ -47,8 +49,12 @@ __all__ = ["compile_launch", "native_specs", "native_available"]
 # bridge/launch/launch_abi.h defines them: the extension exports them.
 _INT, _FLOAT = (_fastlaunch.ARG_INT, _fastlaunch.ARG_FLOAT) if _fastlaunch is not None else (None, None)
 _FORMS = ({"pointer": (_fastlaunch.FORM_POINTER, 1), "slice": (_fastlaunch.FORM_SLICE, 2),
-           "numba": (_fastlaunch.FORM_NUMBA, 0), "tile": (_fastlaunch.FORM_TILE, 0)}
+           "rows": (_fastlaunch.FORM_ROWS, 3), "numba": (_fastlaunch.FORM_NUMBA, 0),
+           "tile": (_fastlaunch.FORM_TILE, 0)}
           if _fastlaunch is not None else {})
+
+
+_HALVES = {"f16": ("e", F16_MAX), "bf16": ("E", BF16_MAX)}  # the C plan's codes and finite ranges
 
 
 def native_available() -> bool:
@@ -79,12 +85,19 @@ def _tensor_spec(native: NativeTensor, arg_type: type, places: list[tuple[int, i
         kind, source = (_fastlaunch.ARG_CUPY, dtype) if cupy else (_fastlaunch.ARG_CAI, dtype.str)
     where = (DLPACK_CUDA, native.device_id) if native.device_id >= 0 else (DLPACK_CPU, 0)
     return (kind, arg_type, source, want.code, want.bits, *where, _FORMS[native.form][0], native.ndim,
-            ord(native.layout), want.itemsize, int(native.refuses_readonly), tuple(places),
+            ord(native.layout), want.itemsize, int(native.refuses_readonly), native.per, native.element_align,
+            tuple(places),
             *(() if native.tile is None else (native.tile,)))
 
 
 def _scalar_spec(dt: DType, offset: int) -> tuple:
-    """An int or float member of a record at ``offset``, range-checked as values.py checks it."""
+    """An int, bool or float member of a record at ``offset``, range-checked as values.py checks it
+    (bool: True, False, 0 or 1; f16 and bf16 as values.py rounds them, 'E' standing for bf16)."""
+    if dt.name == "bool":
+        return (_INT, offset, ord("?"), 0, 1)
+    if dt.name in _HALVES:
+        code, limit = _HALVES[dt.name]
+        return (_FLOAT, offset, ord(code), limit)
     if dt.is_integer:
         top = 1 << (dt.bits - 1)
         lo, hi = (-top, top - 1) if dt.is_signed else (0, 2 * top - 1)
@@ -93,23 +106,40 @@ def _scalar_spec(dt: DType, offset: int) -> tuple:
     return (_FLOAT, offset, ord("f" if dt.bits == 32 else "d"), F32_MAX if dt.bits == 32 else float("inf"))
 
 
-def _member(value: Any, keys: tuple[str, ...] | None, k: int) -> Any:
-    return value.get(keys[k]) if keys is not None else value[k]
+# how _records.c finds a record's members: by position (a tuple / list), key (a dict), attribute (a dataclass)
+_BY_POSITION, _BY_KEY, _BY_ATTRIBUTE = range(3)
+
+
+def _container(value: Any, keys: tuple[str, ...] | None, count: int) -> int | None:
+    """How the C plan reads the members of ``value`` (``_BY_*``), or None where it does not (a NumPy
+    record, a container of another length)."""
+    kind = type(value)
+    if keys is None:
+        return _BY_POSITION if kind in (tuple, list) and len(value) == count else None
+    if kind is dict:
+        return _BY_KEY if len(value) == count else None
+    return _BY_ATTRIBUTE if hasattr(kind, "__dataclass_fields__") else None
+
+
+def _member(value: Any, by: int, keys: tuple[str, ...] | None, k: int) -> Any:
+    return (value[k] if by == _BY_POSITION else value.get(keys[k]) if by == _BY_KEY
+            else getattr(value, keys[k], None))
 
 
 def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
     """The C plan's spec of a by-value struct or tuple whose blob starts at byte ``base``
     (bridge/launch/_records.c read_record_spec), its tensor members read as in ``value`` (the call
-    that builds the plan): None when ``value`` is a container the C plan does not read (a dataclass,
-    a NumPy record), as it would then decline every call of these argument types."""
+    that builds the plan): None when ``value`` is a container the C plan does not read (a NumPy
+    record), as it would then decline every call of these argument types."""
     keys = native.keys
-    if (type(value) is not dict) if keys is not None else (type(value) not in (tuple, list)):
-        return None
-    if len(value) != len(native.members):
+    if type(value) is numpy.void:
+        return _fields_spec(native, base, value.dtype)
+    by = _container(value, keys, len(native.members))
+    if by is None:
         return None
     members = []
     for k, (offset, what) in enumerate(native.members):
-        at, member = base + offset, _member(value, keys, k)
+        at, member = base + offset, _member(value, by, keys, k)
         if isinstance(what, DType):
             members.append(_scalar_spec(what, at))
         elif isinstance(what, NativeRecord):
@@ -119,7 +149,39 @@ def _record_spec(native: NativeRecord, base: int, value: Any) -> tuple | None:
             members.append(nested)
         else:
             members.append(_address_spec(what, base, member))
-    return (_fastlaunch.ARG_RECORD, int(keys is not None), keys, tuple(members))
+    container = (type(value),) if by == _BY_ATTRIBUTE else ()
+    return (_fastlaunch.ARG_RECORD, by, keys, tuple(members), *container)
+
+
+# per scalar member dtype, what _records.c checks of a field copied as it is: NaN (its payload is not
+# what values.py writes), a bool byte other than 0 and 1
+_FIELD_CHECKS = {"f16": ord("e"), "f32": ord("f"), "f64": ord("d"), "bool": ord("?")}
+
+
+def _fields_spec(native: NativeRecord, base: int, dtype: numpy.dtype) -> tuple | None:
+    """A struct given as a NumPy structured scalar of ``dtype`` (bridge/launch/_records.c pack_fields):
+    None unless its fields are the struct's, in order, each of its member's own NumPy dtype (nested
+    structs: nested structured fields), so that copying a field's bytes is what values.py writes."""
+    copies = _field_copies(native, base, dtype, 0)
+    return None if copies is None else (_fastlaunch.ARG_FIELDS, numpy.void, dtype, dtype.itemsize, copies)
+
+
+def _field_copies(native: NativeRecord, base: int, dtype: numpy.dtype, start: int) -> tuple | None:
+    if native.keys is None or dtype.names is None or tuple(dtype.names) != native.keys:
+        return None
+    copies: list[tuple[int, int, int, int]] = []
+    for (offset, what), name in zip(native.members, dtype.names, strict=True):
+        field, at = dtype.fields[name][:2]
+        if isinstance(what, NativeRecord):
+            nested = _field_copies(what, base + offset, field, start + at)
+            if nested is None:
+                return None
+            copies += nested
+        elif isinstance(what, DType) and what.numpy_name and field == numpy.dtype(what.numpy_name):
+            copies.append((base + offset, start + at, field.itemsize, _FIELD_CHECKS.get(what.name, 0)))
+        else:
+            return None
+    return tuple(copies)
 
 
 def _address_spec(address: NativeAddress, base: int, value: Any) -> tuple:
@@ -152,6 +214,21 @@ def native_specs(binders: Sequence[Binder], args: Sequence[Any], layout: Layout)
 def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple | None:
     """One argument's spec, its flat parameters taken from ``layout`` at ``cursor[0]`` on."""
     native, hint = binder.native, binder.inline
+    if isinstance(native, DType):  # a bool / f16 / bf16 scalar: one value, plain or a blob
+        at = cursor[0]
+        cursor[0] += 1
+        return _scalar_spec(native, layout.params[at].offset) if at < len(layout.params) else None
+    if isinstance(native, NativePrefix):
+        if type(arg) is not dict or arg.keys() != {"ptr", "len"}:
+            return None
+        try:
+            native = native.tensor(type(arg["ptr"]))
+        except ArgumentError:  # the Python path says so
+            return None
+        if native is None or native.form != "slice":
+            return None
+        spec = _spec(Binder(binder.values, native=native), arg["ptr"], layout, cursor)
+        return None if spec is None else (_fastlaunch.ARG_PREFIX, spec)
     if isinstance(native, NativeRecord):
         at = cursor[0]
         if at >= len(layout.params) or not layout.params[at].param.aggregate:
@@ -171,7 +248,7 @@ def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple 
             if spec is None:
                 return None
             items.append(spec)
-        return (_fastlaunch.ARG_RECORD, 0, None, tuple(items))
+        return (_fastlaunch.ARG_RECORD, _BY_POSITION, None, tuple(items))
     if native is not None:
         if native.ndim > _fastlaunch.MAX_NDIM:
             return None
@@ -211,7 +288,7 @@ def _positions(specs: tuple, path: tuple) -> tuple[int, ...] | None:
     for step in steps:
         if spec[0] != _fastlaunch.ARG_RECORD:
             return None
-        _, by_name, keys, members = spec
+        _, by_name, keys, members, *_ = spec
         position = (keys.index(step) if step in keys else None) if by_name else step
         if not isinstance(position, int) or not 0 <= position < len(members):
             return None

@@ -77,12 +77,14 @@ enum {
     PTXB_ARG_ADDRESS = 6, /* a pointer or slice member of a record: a tensor; a raw pointer's also None or an
                              int address */
     PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
+    PTXB_ARG_PREFIX = 8,  /* a slice given as {"ptr": tensor, "len": n}: the tensor's first n elements */
+    PTXB_ARG_FIELDS = 9,  /* a by-value struct given as a NumPy structured scalar: its fields' bytes copied */
 };
 
 /* What a tensor argument's flat values are (abi/tensor_rules.py): its address; address and element
  * count (a slice); or numba's array struct (meminfo, parent, nitems, itemsize, data, shape[n], strides[n]
- * in bytes). */
-enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2, PTXB_FORM_TILE = 3 };
+ * in bytes); a DisjointSlice2d's address, element count and u32 row width (a 2-d tensor's). */
+enum { PTXB_FORM_POINTER = 0, PTXB_FORM_SLICE = 1, PTXB_FORM_NUMBA = 2, PTXB_FORM_TILE = 3, PTXB_FORM_ROWS = 4 };
 /* PTXB_FORM_TILE: a cuTile array, its address then shape[n] and strides[n] in elements at the index width
  * (abi/tensor_rules.py tile_array), under the promises it was compiled with. */
 #define PTXB_MAX_NDIM 32 /* tensors of more axes: the Python path */

@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import numpy
+
 from ptxbridge.abi.cxx_names import find_symbol
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.errors import AbiMismatchError, ArgumentError, PtxBridgeError
@@ -86,13 +88,19 @@ def dim3(value: Any, what: str, kernel: str) -> Dim3:
 
 
 def _member_types(arg: Any) -> Any:
-    """``arg``'s type, and for a struct (dict) or tuple (tuple, list) its members' too: a plan learns the
-    producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get their own."""
+    """``arg``'s type, and for a struct (dict, dataclass) or tuple (tuple, list) its members' too: a plan
+    learns the producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get
+    their own; a NumPy structured scalar's dtype (its C plan copies fields of that dtype)."""
     kind = type(arg)
+    if kind is numpy.void:
+        return kind, arg.dtype
     if kind is dict:
         return kind, tuple((name, _member_types(value)) for name, value in arg.items())
     if kind is tuple or kind is list:
         return kind, tuple(map(_member_types, arg))
+    fields = getattr(kind, "__dataclass_fields__", None)
+    if fields is not None and type(fields) is dict:
+        return kind, tuple((name, _member_types(getattr(arg, name, None))) for name in fields)
     return kind
 
 

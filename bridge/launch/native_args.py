@@ -15,8 +15,9 @@ from typing import Any
 
 from ptxbridge.abi.devices import DLPACK_CUDA
 from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
+from ptxbridge.abi.elements import units_per_element
 from ptxbridge.abi.kind_entries import KINDS
-from ptxbridge.abi.kinds import NumbaArray, ParamType, Struct, StructField, TileArray
+from ptxbridge.abi.kinds import DisjointSlice, NumbaArray, ParamType, Slice, Struct, StructField, TileArray
 from ptxbridge.abi.layout import PACK_CODES
 from ptxbridge.abi.lowering import field_offsets, lower_param
 from ptxbridge.abi.params import Convention
@@ -24,9 +25,10 @@ from ptxbridge.abi.tensor_rules import TILE_INDEX_RANGE
 from ptxbridge.launch.dlpack import producer_of
 from ptxbridge.launch.values import address_fields
 
-__all__ = ["NativeAddress", "NativeItems", "NativeRecord", "NativeTensor", "native_record", "native_tensor"]
+__all__ = ["NativeAddress", "NativeItems", "NativePrefix", "NativeRecord", "NativeTensor", "native_record",
+           "native_tensor"]
 
-_RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64")
+_RECORD_SCALARS = ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64", "bool", "f16", "bf16")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +36,10 @@ class NativeTensor:
     """A tensor argument as the C plan takes it: read through ``producer`` (``"dlpack"``: the DLPack C
     exchange API; ``"capsule"``: a ``__dlpack__`` capsule per launch; ``"cai"``:
     ``__cuda_array_interface__``; ``"cupy"``: a ``cupy.ndarray``'s attributes), checked as the binder
-    checks it, packed as ``form`` (``"pointer"``, ``"slice"``, ``"numba"``: numba's array struct of
-    ``ndim`` axes and ``layout``; ``"tile"``: a cuTile array, ``tile`` its promises as
-    bridge/launch/_tensors.c read_tile takes them)."""
+    checks it, packed as ``form`` (``"pointer"``, ``"slice"``, ``"rows"``: a DisjointSlice2d's 2-d
+    tensor; ``"numba"``: numba's array struct of ``ndim`` axes and ``layout``; ``"tile"``: a cuTile array,
+    ``tile`` its promises as bridge/launch/_tensors.c read_tile takes them).  A slice of non-numbers counts
+    whole elements of ``per`` values each, its address aligned to ``element_align``."""
 
     producer: str
     form: str
@@ -46,6 +49,8 @@ class NativeTensor:
     ndim: int = 0
     layout: str = "A"
     tile: tuple | None = None
+    per: int = 1
+    element_align: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,15 @@ class NativeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NativePrefix:
+    """A slice given as ``{"ptr": tensor, "len": n}`` (args.py ``_slice_prefix``): the C plan reads the
+    tensor as ``tensor(its type)`` says (a slice; it raises ArgumentError for a type no binder takes), then
+    ``n``, from 0 to the tensor's element count, in place of that count."""
+
+    tensor: Callable[[type], NativeTensor | None]
+
+
+@dataclass(frozen=True, slots=True)
 class NativeItems:
     """A numba / cuTile tuple whose items are parameters of their own: the C plan reads a tuple or list of
     ``count`` items, each as ``binder(index, item type).native`` says (the tuple binder's own binders)."""
@@ -103,12 +117,18 @@ def native_tensor(t: ParamType, rule: Any, want: DType | None, refuses_readonly:
     producers (numba device arrays)   the pointer (cuPointerGetAttribute)
     ================================= ======================================= ===========
 
-    Kinds: what the rule reads as a contiguous pointer or slice, numba arrays (any layout) and cuTile
-    arrays of a plain dtype; complex (conjugate views) and sub-byte dtypes take the Python path.
+    Kinds: what the rule reads as a contiguous pointer or slice, slices and DisjointSlices of non-numbers,
+    DisjointSlice2d, numba arrays (any layout) and cuTile arrays of a plain dtype; complex (conjugate
+    views) and sub-byte dtypes take the Python path.
     """
     form = rule.contiguous(t) or ("numba" if isinstance(t, NumbaArray)
                                   else "tile" if isinstance(t, TileArray) else None)
-    if form is None or want is None or want.code == KDL_COMPLEX or want.bits % 8:
+    per, element_align = 1, 1
+    if form is None and isinstance(t, (Slice, DisjointSlice)):  # tensor_rules.slice_ / disjoint_slice
+        form = "rows" if isinstance(t, DisjointSlice) and t.rows_2d else "slice"
+        if t.element is not None:
+            per, element_align = units_per_element(t, KINDS.by_value), KINDS.by_value(t.element)[1]
+    if form is None or want is None or want.code == KDL_COMPLEX or want.bits % 8 or per < 1:
         return None
     on_gpu = device_type == DLPACK_CUDA
     producer = producer_of(arg_type)
@@ -119,8 +139,9 @@ def native_tensor(t: ParamType, rule: Any, want: DType | None, refuses_readonly:
     elif not (on_gpu and want.numpy_name is not None and producer in ("cupy", "cai")):
         return None
     shaped = ((t.ndim, t.layout) if form == "numba" else (t.ndim, "A", _tile_promises(t)) if form == "tile"
-              else ())
-    return NativeTensor(producer, form, want, device_id if on_gpu else -1, refuses_readonly, *shaped)
+              else (2,) if form == "rows" else ())
+    return NativeTensor(producer, form, want, device_id if on_gpu else -1, refuses_readonly, *shaped,
+                        per=per, element_align=element_align)
 
 
 def _tile_promises(t: TileArray) -> tuple:
@@ -156,7 +177,8 @@ def _record(t: ParamType, device_type: int, device_id: int) -> NativeRecord | No
         entry = KINDS.entry_of(member)
         if entry.member == "scalar" and member.dtype.name in _RECORD_SCALARS:
             found.append((offset, member.dtype))
-        elif entry.member == "address" and entry.tensor.contiguous(member) is not None:
+        elif entry.member == "address" and (entry.tensor.contiguous(member) is not None
+                                            or isinstance(member, (Slice, DisjointSlice))):
             places = tuple((offset + at, PACK_CODES[ptx_type]) for at, ptx_type in address_fields(member))
             found.append((offset, NativeAddress(places, entry.tensor.raw_address, member, entry.tensor,
                                                 device_type, device_id)))

@@ -22,11 +22,12 @@ from ptxbridge.abi.layout import PACK_CODES
 from ptxbridge.abi.lowering import FlatParam, field_offsets, lower_param, memory_layout
 from ptxbridge.abi.params import Convention
 
-__all__ = ["F32_MAX", "ValueProblem", "address_fields", "scalar_converter", "encoder", "bf16_bits"]
+__all__ = ["BF16_MAX", "F16_MAX", "F32_MAX", "ValueProblem", "address_fields", "scalar_converter", "encoder",
+           "bf16_bits"]
 
 F32_MAX = 3.4028234663852886e38
-_F16_MAX = 65504.0
-_BF16_MAX = 3.3895313892515355e38  # 0x7F7F: larger values round to infinity
+F16_MAX = 65504.0
+BF16_MAX = 3.3895313892515355e38  # 0x7F7F: larger values round to infinity
 _INT_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
 
 
@@ -111,9 +112,9 @@ def _scalar_bytes(dt: DType, value: Any) -> bytes:
     if dt.name == "f64":
         return struct.pack("<d", _as_float(value, dt, None))
     if dt.name == "f16":
-        return struct.pack("<e", _as_float(value, dt, _F16_MAX))
+        return struct.pack("<e", _as_float(value, dt, F16_MAX))
     if dt.name == "bf16":
-        return struct.pack("<H", bf16_bits(_as_float(value, dt, _BF16_MAX)))
+        return struct.pack("<H", bf16_bits(_as_float(value, dt, BF16_MAX)))
     # fp8: no portable Python conversion; take raw bits.
     return bytes([_as_int(value, DTYPES["u8"])])
 
