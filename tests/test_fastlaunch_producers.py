@@ -493,6 +493,9 @@ def _member_type(rng: random.Random, depth: int = 0):
         return _element_slice(rng)
     if choice < 0.55 and depth < 2:
         return _record_type(rng, f"N{depth}", depth + 1)
+    if choice < 0.6 and depth < 2:  # scalars alone, which a NumPy record may stand for (in a tuple too)
+        return Struct(f"R{depth}", tuple(StructField(f"f{k}", Scalar(dtype(rng.choice(RECORD_SCALARS))))
+                                         for k in range(rng.randint(1, 3))))
     return Scalar(dtype(rng.choice(RECORD_SCALARS)))
 
 
