@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -153,6 +155,9 @@ def test_default_stream_is_decided_by_the_arguments_struct_members_included():
     torch = pytest.importorskip("torch")
     assert callable(default_stream_for((torch.zeros(2), 1)))
     assert callable(default_stream_for(({"data": torch.zeros(2), "len": 2}, (1, [torch.zeros(1)]))))
+    span = dataclasses.make_dataclass("Span", ["data", "len"])
+    assert default_stream_for(((span(np.zeros(2), 2), 1),)) is None
+    assert callable(default_stream_for(((span({"ptr": torch.zeros(2), "len": 1}, 1), 1),)))  # in a tuple
 
 
 def test_device_names():

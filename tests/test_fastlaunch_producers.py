@@ -330,6 +330,14 @@ KIND_CASES = {
     "numba_tuple": (Tuple((NumbaArray(F32, 1, "C"), Scalar(dtype("i64")), NumbaArray(F32, 2, "A"))),
                     Convention.NUMBA, lambda m: (m(_f32(4)), 7, m(_f32(2, 3)))),
     "tile_tuple": (Tuple((TILE, TILE)), Convention.CUTILE, lambda m: [m(_f32(16, 4)), m(_f32(16, 4))]),
+    "dataclass_item": (Tuple((SPAN, Scalar(dtype("f64")))), Convention.C,
+                       lambda m: (_dataclass_of(SPAN)(m(_f32(3)), 3), 2.5)),
+    "record_item": (Tuple((Tuple((SPAN_SCALARS, Slice(F32))), Scalar(dtype("u8")))), Convention.C,
+                    lambda m: ((_as_record({"a": 0.5, "k": next(_RECORDS) % 256},
+                                           _record_dtype(SPAN_SCALARS)), m(_f32(2))), 1)),
+    "prefix_member": (SPAN, Convention.C, lambda m: {"data": {"ptr": m(_f32(5)), "len": 3}, "len": 3}),
+    "prefix_item": (Tuple((Scalar(dtype("i32")), Slice(F32, True))), Convention.OXIDE,
+                    lambda m: (4, {"ptr": m(_f32(5)), "len": 2})),
 }
 
 
@@ -485,6 +493,9 @@ def _member_type(rng: random.Random, depth: int = 0):
         return _element_slice(rng)
     if choice < 0.55 and depth < 2:
         return _record_type(rng, f"N{depth}", depth + 1)
+    if choice < 0.6 and depth < 2:  # scalars alone, which a NumPy record may stand for (in a tuple too)
+        return Struct(f"R{depth}", tuple(StructField(f"f{k}", Scalar(dtype(rng.choice(RECORD_SCALARS))))
+                                         for k in range(rng.randint(1, 3))))
     return Scalar(dtype(rng.choice(RECORD_SCALARS)))
 
 
@@ -504,6 +515,10 @@ def _member_value(t, rng: random.Random, make):
             return None
         if isinstance(t, Pointer) and choice < 0.4:
             return rng.choice((0, 0x7F00_0000_1000, (1 << 64) - 8))  # a raw address
+        if isinstance(t, Slice) and choice < 0.3:  # {"ptr", "len"}: a prefix of whole elements
+            tensor = _slice_tensor(t, rng)
+            count = tensor.size // units_per_element(t, KINDS.by_value)
+            return {"ptr": make(tensor), "len": rng.randint(0, count)}
         if not isinstance(t, Pointer):
             return make(_slice_tensor(t, rng))
         return make(np.zeros(rng.choice((0, 1, 6)), np.dtype(dtype(t.pointee.dtype.name).numpy_name)))
@@ -568,12 +583,18 @@ def _record_value(t, rng: random.Random, make):
     return items if rng.random() < 0.3 else tuple(items)
 
 
+def _is_prefix(value) -> bool:
+    return type(value) is dict and value.keys() == {"ptr", "len"}
+
+
 def _same_containers(value, like):
     """``value`` with the containers of ``like``, and ``like``'s raw address where it had one and ``value``
     a tensor: a plan reads nested types from the call that built it (its tensor type for a pointer that
     held an address there is torch's)."""
     if isinstance(like, np.void):
         return _as_record(value, like.dtype)
+    if _is_prefix(like) != _is_prefix(value):  # a slice given as a tensor or as {"ptr", "len"}
+        return {"ptr": value, "len": 0} if _is_prefix(like) else value["ptr"]
     if isinstance(like, dict) or dataclasses.is_dataclass(like):
         fields, like_fields = _fields(value), _fields(like)
         same = {k: _same_containers(v, like_fields[k]) for k, v in fields.items()}
@@ -598,8 +619,9 @@ def _record_args(signature: Signature, rng: random.Random, make, like: tuple | N
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
 def test_structs_and_tuples_pack_in_c_as_in_python(producer):
-    """Random by-value structs (dicts, dataclasses, NumPy records) and tuples (nested, with raw pointers,
-    slices and DisjointSlices of one producer's tensors, None and raw addresses, bool and half members):
+    """Random by-value structs (dicts, dataclasses, NumPy records) and tuples (nested in each other, with raw
+    pointers, slices -- also ``{"ptr", "len"}`` dicts -- and DisjointSlices of one producer's tensors, None
+    and raw addresses, bool and half members):
     the C plan takes them and packs the Python bytes."""
     device_type, make = PRODUCERS[producer]
     rng = random.Random(f"records-{producer}")
@@ -684,19 +706,32 @@ def test_a_struct_the_python_path_refuses_is_declined_in_c(value, message):
     assert str(info.value).startswith("k: argument 's' (") and message in str(info.value), str(info.value)
 
 
+# where a {"ptr", "len"} slice of type t sits: (the parameter's type, its value around the dict)
+PREFIX_PLACES = {
+    "argument": (lambda t: t, lambda d: d),
+    "member": (lambda t: Struct("S", (StructField("k", Scalar(dtype("u8"))), StructField("data", t))),
+               lambda d: {"k": 7, "data": d}),
+    "item": (lambda t: Tuple((t, Scalar(dtype("f32")))), lambda d: (d, 0.5)),
+}
+
+
+@pytest.mark.parametrize("place", sorted(PREFIX_PLACES))
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
-def test_slice_prefix_dicts_pack_in_c_as_in_python(producer):
-    """``{"ptr": tensor, "len": n}`` for a slice (of numbers or of elements), next to an ``&mut`` slice it
-    must not overlap: the C plan packs the Python bytes for every n up to the tensor's length, and
-    declines a longer one, a bool, a missing key or an overlap, where the Python path raises."""
+def test_slice_prefix_dicts_pack_in_c_as_in_python(producer, place):
+    """``{"ptr": tensor, "len": n}`` for a slice (of numbers or of elements; an argument, a struct member or
+    a tuple item), next to an ``&mut`` slice it must not overlap: the C plan packs the Python bytes for every
+    n up to the tensor's length, and declines a longer one, a bool, a missing key, where the Python path
+    raises naming the argument."""
     device_type, make = PRODUCERS[producer]
+    outer, around = PREFIX_PLACES[place]
     rng = random.Random(f"prefix-{producer}")
     for t in (Slice(F32), slice_of(ELEMENTS[0], False, KINDS.by_value)):
-        sig = Signature("k", (Param("x", t), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+        sig = Signature("k", (Param("x", outer(t)), Param("y", Slice(F32, True))),
+                        convention=Convention.OXIDE)
         per = units_per_element(t, KINDS.by_value)
 
         def call(n: int, per: int = per) -> tuple:
-            return {"ptr": make(_f32(4 * per)), "len": n}, make(_f32(3))
+            return around({"ptr": make(_f32(4 * per)), "len": n}), make(_f32(3))
         plan, python = _plans(sig, call(2), device_type)
         for _ in range(10):
             args = call(rng.randint(0, 4))
@@ -704,22 +739,26 @@ def test_slice_prefix_dicts_pack_in_c_as_in_python(producer):
         shared = make(_f32(4 * per))
         for bad in ({"ptr": shared, "len": 5}, {"ptr": shared, "len": True}, {"ptr": shared, "n": 1},
                     {"ptr": shared, "len": -1}):
-            assert plan.pack((bad, make(_f32(3)))) is False
+            assert plan.pack((around(bad), make(_f32(3)))) is False
             with pytest.raises(ArgumentError, match=r"^k: argument 'x' "):
-                python((bad, make(_f32(3))))
+                python((around(bad), make(_f32(3))))
 
 
-def test_a_slice_prefix_dict_launches_from_c_under_its_no_alias_promise(driver, python_calls):  # noqa: F811
-    """A kernel call with a ``{"ptr", "len"}`` dict next to an ``&mut`` slice runs from C; an overlap of the
-    dict's tensor with the slice declines there and the Python path names both arguments."""
-    sig = Signature("k", (Param("x", Slice(F32)), Param("y", Slice(F32, True))), convention=Convention.OXIDE)
+@pytest.mark.parametrize("place", sorted(PREFIX_PLACES))
+def test_a_slice_prefix_dict_launches_from_c_under_its_no_alias_promise(place, driver, python_calls):  # noqa: F811
+    """A kernel call with a ``{"ptr", "len"}`` dict (an argument, a struct member, a tuple item) next to an
+    ``&mut`` slice runs from C; an overlap of the dict's tensor with the slice declines there and the Python
+    path names both."""
+    outer, around = PREFIX_PLACES[place]
+    sig = Signature("k", (Param("x", outer(Slice(F32))), Param("y", Slice(F32, True))),
+                    convention=Convention.OXIDE)
     kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
     whole = torch.zeros(8)
     for _ in range(3):
-        kernel({"ptr": whole[:4], "len": 2}, whole[4:], grid=1, block=1)
-    assert kernel._cached() == ((dict, torch.Tensor),) and len(python_calls) == 1 and len(driver) == 3
-    with pytest.raises(ArgumentError, match=r"^k: argument 'y' .* overlaps argument 'x'"):
-        kernel({"ptr": whole[:5], "len": 2}, whole[4:], grid=1, block=1)
+        kernel(around({"ptr": whole[:4], "len": 2}), whole[4:], grid=1, block=1)
+    assert len(kernel._cached()) == 1 and len(python_calls) == 1 and len(driver) == 3
+    with pytest.raises(ArgumentError, match=r"^k: argument 'y' .* overlaps argument 'x"):
+        kernel(around({"ptr": whole[:5], "len": 2}), whole[4:], grid=1, block=1)
     assert len(python_calls) == 2 and len(driver) == 3
 
 
@@ -866,3 +905,15 @@ def test_structs_of_another_producer_get_their_own_c_plan(driver, python_calls):
             kernel(makers[producer](), grid=1, block=1)
         assert len(python_calls) == before + 1, f"{producer}: only the first call of a switch runs Python"
     assert kernel._cached() == ((dict,),) and len(driver) == 12  # the Python path launches the C plan too
+
+
+@pytest.mark.parametrize("kind", ["dataclass_item", "record_item", "prefix_member", "prefix_item"])
+def test_structs_and_tuples_of_every_member_kind_launch_from_c(kind, driver, python_calls):  # noqa: F811
+    """Kernel calls with dataclasses and NumPy records inside tuples and ``{"ptr", "len"}`` slices inside
+    structs and tuples: the first call builds the plan in Python, the rest launch from C."""
+    t, convention, value = KIND_CASES[kind]
+    sig = Signature("k", (Param("x", t), Param("n", Scalar(dtype("i32")))), convention=convention)
+    kernel = Module(Image(None, "sm_90", {"k": sig}), _RecordingCpu()).k
+    for _ in range(3):
+        kernel(value(_torch), 5, grid=1, block=1)
+    assert len(python_calls) == 1 and len(driver) == 3

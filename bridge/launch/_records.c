@@ -4,10 +4,11 @@
  * bridge/launch/values.py encodes by-value ones: each member at its offset inside the parameter (padding
  * zero), scalars range-checked, nested structs and tuples in place, and a pointer member is None (null),
  * an int (a raw address, the caller's business) or a tensor checked as a top-level pointer argument is;
- * a slice member is a tensor, its {ptr, len} at the member's offset.  This file reads the same cases
- * -- exact dicts with exactly the field names, instances of the exact dataclass the plan was built for
- * (its fields read with getattr, as values.py reads them), exact tuples / lists of the item count, exact ints and
- * floats, tensors of the type the plan was built for (any producer _tensors.c reads) -- and declines
+ * a slice member is a tensor, its {ptr, len} at the member's offset, or a {"ptr": tensor, "len": n} dict.
+ * This file reads the same cases -- exact dicts with exactly the field names, instances of the exact
+ * dataclass the plan was built for (its fields read with getattr, as values.py reads them), exact tuples /
+ * lists of the item count, exact ints and floats, tensors of the type the plan was built for (any producer
+ * _tensors.c reads), {ptr, len} dicts as top-level ones (pack_prefix, the tensor's stream 0) -- and declines
  * anything else (0, no error set), which the Python path then judges.  A numba / cuTile tuple
  * (bridge/launch/args.py _items_binder) is a record of top-level specs: each item is read as the
  * argument it stands for.
@@ -21,7 +22,7 @@ struct Record {
     PyTypeObject *container; /* BY_ATTRIBUTE: the exact type (a dataclass) whose attributes they are */
     Py_ssize_t count;
     PyObject **keys;   /* by_name: the field names (borrowed from the spec tuple) */
-    ArgSpec *members;  /* PTXB_ARG_INT / PTXB_ARG_FLOAT / PTXB_ARG_ADDRESS, absolute offsets */
+    ArgSpec *members;  /* PTXB_ARG_INT / _FLOAT / _ADDRESS / _PREFIX / _RECORD / _FIELDS, absolute offsets */
 };
 
 /* A pointer or slice member: None -> 0 and an exact int below 2**64 -> itself where raw addresses are
@@ -76,6 +77,7 @@ int pack_record(const ArgSpec *s, PyObject *arg, char *buf, uint64_t (*ranges)[2
                : m->kind == PTXB_ARG_ADDRESS ? pack_address(m, value, buf, range, pointer_attribute)
                : m->kind == PTXB_ARG_RECORD ? pack_record(m, value, buf, ranges, pointer_attribute, stream)
                : m->kind == PTXB_ARG_FIELDS ? pack_fields(m, value, buf)
+               : m->kind == PTXB_ARG_PREFIX ? pack_prefix(m, value, buf, range, pointer_attribute, 0)
                : pack_tensor(m, value, buf, range, pointer_attribute, stream);
         if (r->by_name == BY_ATTRIBUTE) Py_DECREF(value);
         if (!ok) return 0;
@@ -212,9 +214,9 @@ static int read_address(ArgSpec *s, PyObject *item) {
 }
 
 /* (PTXB_ARG_RECORD, by_name, keys, members[, container]): by_name BY_*; keys a tuple of field names
- * (by key or attribute) or None; members the specs of the members, in order: scalars, addresses, nested
- * records, tensors (the items of a numba tuple, each its own parameters); container the dataclass of a
- * record read by attribute (the spec tuple keeps it alive).  1, or 0 with an error set. */
+ * (by key or attribute) or None; members the specs of the members, in order: scalars, addresses, {ptr, len}
+ * slices, nested records, tensors (the items of a numba tuple, each its own parameters); container the
+ * dataclass of a record read by attribute (the spec tuple keeps it alive).  1, or 0 with an error set. */
 int read_record_spec(ArgSpec *s, PyObject *item) {
     PyObject *keys, *members, *container = NULL;
     int by_name;

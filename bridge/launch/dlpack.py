@@ -331,9 +331,13 @@ def stream_handle(stream: Any) -> int:
 
 
 def _leaves(values: Any, depth: int = 4) -> Iterator[Any]:
-    """``values`` and what dicts, tuples and lists among them hold (structs and tuples of arguments)."""
+    """``values`` and what dicts, dataclasses, tuples and lists among them hold (structs and tuples of
+    arguments)."""
     for value in values:
-        if isinstance(value, (dict, tuple, list)) and depth:
+        fields = getattr(type(value), "__dataclass_fields__", None)
+        if depth and fields is not None:
+            yield from _leaves((getattr(value, name, None) for name in fields), depth - 1)
+        elif isinstance(value, (dict, tuple, list)) and depth:
             yield from _leaves(value.values() if isinstance(value, dict) else value, depth - 1)
         else:
             yield value

@@ -32,6 +32,7 @@ import numpy
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType
 from ptxbridge.abi.errors import ArgumentError
+from ptxbridge.abi.kinds import Slice
 from ptxbridge.abi.layout import PACK_CODES, Layout
 from ptxbridge.launch.aliasing import AliasCheck
 from ptxbridge.launch.args import Binder
@@ -184,15 +185,35 @@ def _field_copies(native: NativeRecord, base: int, dtype: numpy.dtype, start: in
     return tuple(copies)
 
 
+def _prefix_spec(arg: Any, tensor: Callable[[type], NativeTensor | None],
+                 spec: Callable[[NativeTensor, Any], tuple | None]) -> tuple | None:
+    """A slice given as ``{"ptr": tensor, "len": n}`` (args.py ``_slice_prefix``), an argument or a
+    member: the tensor read as ``tensor(its type)`` says (a slice; its places as ``spec`` writes them);
+    None where ``arg`` is no such dict or the C plan does not read its tensor."""
+    if type(arg) is not dict or arg.keys() != {"ptr", "len"}:
+        return None
+    try:
+        native = tensor(type(arg["ptr"]))
+    except ArgumentError:  # the Python path says so
+        return None
+    found = None if native is None or native.form != "slice" else spec(native, arg["ptr"])
+    return None if found is None else (_fastlaunch.ARG_PREFIX, found)
+
+
 def _address_spec(address: NativeAddress, base: int, value: Any) -> tuple:
     """A pointer or slice member: a tensor of ``value``'s type read there (for a None or int address in
-    the building call: a torch tensor, when torch is imported), and whether None / ints are taken."""
+    the building call: a torch tensor, when torch is imported), and whether None / ints are taken; a
+    slice's ``{"ptr", "len"}`` dict as a top-level one is read."""
+    places = [(base + at, ord(code)) for at, code in address.places]
+    prefix = None if not isinstance(address.t, Slice) else _prefix_spec(
+        value, address.tensor, lambda native, tensor: _tensor_spec(native, type(tensor), places))
+    if prefix is not None:
+        return prefix
     arg_type = type(value)
     if value is None or arg_type is int:
         torch = sys.modules.get("torch")
         arg_type = torch.Tensor if torch is not None else None
     native = None if arg_type is None else address.tensor(arg_type)
-    places = [(base + at, ord(code)) for at, code in address.places]
     tensor = None if native is None else _tensor_spec(native, arg_type, places)
     return (_fastlaunch.ARG_ADDRESS, places[0][0], ord("Q"), tensor, int(address.raw))
 
@@ -219,16 +240,9 @@ def _spec(binder: Binder, arg: Any, layout: Layout, cursor: list[int]) -> tuple 
         cursor[0] += 1
         return _scalar_spec(native, layout.params[at].offset) if at < len(layout.params) else None
     if isinstance(native, NativePrefix):
-        if type(arg) is not dict or arg.keys() != {"ptr", "len"}:
-            return None
-        try:
-            native = native.tensor(type(arg["ptr"]))
-        except ArgumentError:  # the Python path says so
-            return None
-        if native is None or native.form != "slice":
-            return None
-        spec = _spec(Binder(binder.values, native=native), arg["ptr"], layout, cursor)
-        return None if spec is None else (_fastlaunch.ARG_PREFIX, spec)
+        def tensor_spec(tensor: NativeTensor, value: Any) -> tuple | None:
+            return _spec(Binder(binder.values, native=tensor), value, layout, cursor)
+        return _prefix_spec(arg, native.tensor, tensor_spec)
     if isinstance(native, NativeRecord):
         at = cursor[0]
         if at >= len(layout.params) or not layout.params[at].param.aggregate:

@@ -77,7 +77,8 @@ enum {
     PTXB_ARG_ADDRESS = 6, /* a pointer or slice member of a record: a tensor; a raw pointer's also None or an
                              int address */
     PTXB_ARG_CAPSULE = 7, /* any __dlpack__ producer (JAX...): a fresh capsule per launch, read, released */
-    PTXB_ARG_PREFIX = 8,  /* a slice given as {"ptr": tensor, "len": n}: the tensor's first n elements */
+    PTXB_ARG_PREFIX = 8,  /* a slice (an argument or a record member) given as {"ptr": tensor, "len": n}: the
+                             tensor's first n elements */
     PTXB_ARG_FIELDS = 9,  /* a by-value struct given as a NumPy structured scalar: its fields' bytes copied */
 };
 
