@@ -44,8 +44,8 @@ def watch_globals(fn: Function, blocks: list[tuple[int, int]]) -> str:
 
 def watch_start(e: Emitter, steps: str) -> None:
     """No watch, and the next look ``FIRST_LOOK`` steps after ``steps`` (a fresh or resumed warp)."""
-    e.emit("store i1 false, ptr %watching")
-    e.emit(f"store i64 {WATCH}, ptr %watchlen")
+    _put(e, "i1", "false", "%watching")
+    _put(e, "i64", f"{WATCH}", "%watchlen")
     _look_after(e, steps, FIRST_LOOK)
 
 
@@ -84,52 +84,65 @@ def watch_ir(e: Emitter, count: int, kept: list[str]) -> None:
     e.put_label("look.on")
     writes = e.op(f"load i8, ptr {e.op(f'getelementptr [{count} x i8], ptr @writers, i32 0, i32 {k}')}")
     writing = e.op(f"icmp ne i8 {writes}, 0")
-    e.emit(f"br i1 {e.op('load i1, ptr %watching')}, label %look.watch, label %look.start")
+    e.emit(f"br i1 {_get(e, 'i1', '%watching')}, label %look.watch, label %look.start")
     e.put_label("look.start")
     e.emit(f"br i1 {writing}, label %look.stop, label %look.snap")
     e.put_label("look.snap")  # the state at this block's start, watched for the next steps
     for t, value, offset in _header(e):
-        e.emit(f"store {t} {value}, ptr {e.op(f'getelementptr i8, ptr %snap, i64 {offset}')}, align 4")
+        _put(e, t, value, e.op(f"getelementptr i8, ptr %snap, i64 {offset}"))
     for t, slot, at in _slots(e, kept):
-        e.emit(f"store {t} {e.op(f'load {t}, ptr {slot}')}, ptr {at}, align 8")
-    e.emit(f"store i32 {k}, ptr %snapk")
-    e.emit("store i1 true, ptr %watching")
-    length = e.op("load i64, ptr %watchlen")
-    e.emit(f"store i64 {e.op(f'add i64 {steps}, {length}')}, ptr %until")
+        _put(e, t, e.op(f"load {t}, ptr {slot}"), at)
+    _put(e, "i32", k, "%snapk")
+    _put(e, "i1", "true", "%watching")
+    length = _get(e, "i64", "%watchlen")
+    _put(e, "i64", e.op(f"add i64 {steps}, {length}"), "%until")
     e.emit(f"store i64 {steps}, ptr %checkat")
     e.emit("br label %look.resume")
     e.put_label("look.watch")
     e.emit(f"br i1 {writing}, label %look.stop, label %look.same")
     e.put_label("look.same")
-    snapped = e.op("load i32, ptr %snapk")
+    snapped = _get(e, "i32", "%snapk")
     e.emit(f"br i1 {e.op(f'icmp eq i32 {k}, {snapped}')}, label %look.cmp, label %look.wait")
     e.put_label("look.cmp")
     same = "true"
     for t, value, offset in _header(e):
-        old = e.op(f"load {t}, ptr {e.op(f'getelementptr i8, ptr %snap, i64 {offset}')}, align 4")
+        old = _get(e, t, e.op(f"getelementptr i8, ptr %snap, i64 {offset}"))
         same = _and_equal(e, same, t, value, old)
     for t, slot, at in _slots(e, kept):
-        same = _and_equal(e, same, t, e.op(f"load {t}, ptr {slot}"), e.op(f"load {t}, ptr {at}, align 8"))
+        same = _and_equal(e, same, t, e.op(f"load {t}, ptr {slot}"), _get(e, t, at))
     e.emit(f"br i1 {same}, label %look.hang, label %look.wait")
     e.put_label("look.hang")
     _end(e, k, count, HANG_CODE)
     e.put_label("look.wait")
-    until = e.op("load i64, ptr %until")
+    until = _get(e, "i64", "%until")
     e.emit(f"br i1 {e.op(f'icmp uge i64 {steps}, {until}')}, label %look.grow, label %look.keep")
     e.put_label("look.grow")  # no repeat in this look: the next one watches longer
-    longer = e.op(f"shl i64 {e.op('load i64, ptr %watchlen')}, 1")
-    e.emit(f"store i64 {e.op(f'call i64 @llvm.umin.i64(i64 {longer}, i64 {MAX_WATCH})')}, ptr %watchlen")
+    longer = e.op(f"shl i64 {_get(e, 'i64', '%watchlen')}, 1")
+    _put(e, "i64", e.op(f"call i64 @llvm.umin.i64(i64 {longer}, i64 {MAX_WATCH})"), "%watchlen")
     e.emit("br label %look.stop")
     e.put_label("look.keep")
     e.emit(f"store i64 {steps}, ptr %checkat")
     e.emit("br label %look.resume")
     e.put_label("look.stop")
-    e.emit("store i1 false, ptr %watching")
+    _put(e, "i1", "false", "%watching")
     _look_after(e, steps, INTERVAL)
     e.emit("br label %look.resume")
     e.put_label("look.resume")
     cases = " ".join(f"i32 {b}, label %K{b}" for b in range(count))
     e.emit(f"switch i32 {k}, label %K0 [{cases}]")
+
+
+def _get(e: Emitter, t: str, ptr: str) -> str:
+    """A load of the watch's state, kept in memory (volatile), as :func:`_put` stores it."""
+    return e.op(f"load volatile {t}, ptr {ptr}, align 4")
+
+
+def _put(e: Emitter, t: str, value: str, ptr: str) -> None:
+    """A store to the watch's state (the snapshot, ``%watching``, ``%watchlen``, ``%until``,
+    ``%snapk``), volatile so the optimizer keeps it in memory: promoted to registers it would be
+    carried through every block of the kernel (a phi per field per block), only for ``%look`` to
+    read, which slowed compiles by a sixth and crowded the blocks' registers."""
+    e.emit(f"store volatile {t} {value}, ptr {ptr}, align 4")
 
 
 def _and_equal(e: Emitter, acc: str, t: str, a: str, b: str) -> str:
