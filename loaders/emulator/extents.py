@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ptxbridge.abi.layout import layout_of
@@ -43,10 +44,13 @@ def named_extents(buffers: Sequence[Any]) -> list[Extent]:
             if getattr(b, "name", "")]
 
 
-def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) -> dict[int, Extent]:
+def parameter_extents(
+    signature: Any, params: bytes, extents: Sequence[Extent], words: frozenset[int] | None = None
+) -> dict[int, Extent]:
     """Parameter byte offset -> the extent of the argument buffer its 8-byte value points into
     (the argument's own buffers only, so a short view is not mistaken for the tensor it views); a
-    struct's words too, for its pointer fields."""
+    struct's words too, for its pointer fields.  ``words``: only these offsets (the ones a kernel
+    takes addresses from), so a launch does not test every word of every struct."""
     if signature is None or not extents:
         return {}
     owned: dict[str, list[Extent]] = {}
@@ -54,21 +58,32 @@ def parameter_extents(signature: Any, params: bytes, extents: Sequence[Extent]) 
         if extent.hi > extent.lo:
             owned.setdefault(extent.name, []).append(extent)
     found: dict[int, Extent] = {}
+    for offset, name in _words_of(signature, len(params), words):
+        own = owned.get(name)
+        if own:
+            (value,) = struct.unpack_from("<Q", params, offset)
+            mine = [e for e in own if e.lo <= value <= e.hi]
+            if mine:
+                found[offset] = max(mine, key=lambda e: e.hi - e.lo)
+    return found
+
+
+@lru_cache(maxsize=1024)
+def _words_of(signature: Any, size: int, words: frozenset[int] | None) -> tuple[tuple[int, str], ...]:
+    """(offset, argument name) of every aligned 8-byte word of a ``size``-byte parameter buffer
+    (of ``words`` only, when given): a pointer, or a struct's pointer field.  Cached, as launches
+    repeat signatures; none for a signature that has no layout."""
     try:
         layout = layout_of(signature)
     except Exception:
-        return {}
+        return ()
+    found = []
     for laid in layout.params:
-        own = owned.get(signature.params[laid.param.source].name)
-        if not own:
-            continue
-        start = -(-laid.offset // 8) * 8  # every aligned word: a pointer, or a struct's pointer field
-        words = max(0, (min(laid.end, len(params)) - start) // 8)
-        for k, value in enumerate(struct.unpack_from(f"<{words}Q", params, start)):
-            mine = [e for e in own if e.lo <= value <= e.hi]
-            if mine:
-                found[start + 8 * k] = max(mine, key=lambda e: e.hi - e.lo)
-    return found
+        start = -(-laid.offset // 8) * 8
+        for offset in range(start, min(laid.end, size) - 7, 8):
+            if words is None or offset in words:
+                found.append((offset, signature.params[laid.param.source].name))
+    return tuple(found)
 
 
 def extent_of(by_param: dict[int, Extent], origin: frozenset[int] | None) -> Extent | None:

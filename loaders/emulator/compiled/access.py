@@ -389,7 +389,7 @@ def runtime_ir() -> str:
 HELPERS = "\n".join(
     [
         "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, ptr, ptr)",
-        "declare void @ptxb.span(ptr, i32, i64, ptr)",
+        "declare void @ptxb.span(ptr, i32, i64, ptr) memory(argmem: readwrite) nounwind",
         "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
         "declare i64 @ptxb.admit(ptr, i64, i64, i64, i1, i64, ptr)",
         *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr)"

@@ -124,6 +124,7 @@ class Emitter(DirectMoves):
         self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
+        self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -155,6 +156,10 @@ class Emitter(DirectMoves):
 
     def slot(self, name: str) -> str:
         return f"%R{self.slots[name]}"
+
+    def memo(self, name: str) -> str:
+        """The pointer to register ``name``'s span memo (:meth:`remembered_span`)."""
+        return f"%M{self.slots[name]}"
 
     def reg_type(self, name: str) -> str:
         return vec(int_elem(self.registers[name]))
@@ -240,6 +245,8 @@ class Emitter(DirectMoves):
         if (width == 1) != (ptx_type == "pred"):
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
         self.forget(operand.name)
+        if operand.name in self.memos:  # a new value: its lanes' span is not known
+            self.emit(f"store i64 0, ptr {self.memo(operand.name)}")
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if operand.name in self.uniform:  # every lane computed the same value
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
@@ -361,15 +368,7 @@ class Emitter(DirectMoves):
         name, value, offset = self.base  # type: ignore[misc]
         key = (name, mask, bits // 8)
         if key not in self.spans:
-            self.emit(f"store {vec('i64')} {value}, ptr %spanin")
-            self.emit(
-                f"call void @ptxb.span(ptr %spanin, i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, "
-                f"i64 {bits // 8}, ptr %spanout)"
-            )
-            self.spans[key] = tuple(
-                self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
-                for k in range(4)
-            )
+            self.spans[key] = self.remembered_span(name, value, mask, bits // 8)
         lo, hi, bits_or, pattern = self.spans[key]
         group = (name, mask, whole, kind, window, self.extent())
         if group not in self.deltas:  # one check for every access of the group: the offsets' span
@@ -401,6 +400,31 @@ class Emitter(DirectMoves):
             arrived.append((self.block, self._from_buffer(kind, bits, count)))
         self.emit(f"br label %{done}")
         self.put_label(slow)
+
+    def remembered_span(self, name: str, value: str, mask: str, size: int) -> tuple[str, ...]:
+        """``@ptxb.span``'s four words for base register ``name`` (lanes ``value``) under ``mask``
+        and element ``size``: from the register's memo in the warp's state when it holds them for
+        that mask and size, else computed and remembered.  Every write of the register clears the
+        memo, and the state keeps it across barriers, so a loop's base that does not change (a row
+        of a shared tile) is classified once per warp, not once per pass."""
+        memo = self.memo(name)
+        lanes = self.op(f"zext i32 {self.op(f'bitcast {_MASK} {mask} to i32')} to i64")
+        key = self.op(f"or i64 {lanes}, {(size << 32) | (1 << 48)}")  # never 0, the cleared memo
+        known = self.op(f"icmp eq i64 {self.op(f'load i64, ptr {memo}')}, {key}")
+        fresh, joined = self.label("classify"), self.label("classified")
+        self.emit(f"br i1 {known}, label %{joined}, label %{fresh}")
+        self.put_label(fresh)
+        self.emit(f"store {vec('i64')} {value}, ptr %spanin")
+        self.emit(f"call void @ptxb.span(ptr %spanin, i32 {self.op(f'trunc i64 {lanes} to i32')}, "
+                  f"i64 {size}, ptr %spanout)")
+        for k in range(4):
+            word = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
+            self.emit(f"store i64 {word}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k + 1}')}")
+        self.emit(f"store i64 {key}, ptr {memo}")
+        self.emit(f"br label %{joined}")
+        self.put_label(joined)
+        words = (self.op(f"getelementptr i64, ptr {memo}, i64 {k + 1}") for k in range(4))
+        return tuple(self.op(f"load i64, ptr {word}") for word in words)
 
     def _to_buffer(self, values: list[str] | None, bits: int) -> None:
         """A store's values into ``%val``, where the helpers take them from."""

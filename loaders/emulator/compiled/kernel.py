@@ -29,13 +29,14 @@ from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
 from .watch import watch_globals, watch_ir, watch_start
 
-__all__ = ["kernel_ir", "extent_origins", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
+__all__ = ["kernel_ir", "extent_origins", "state_bytes", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 
 SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
-_LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
+MEMO = 64  # bytes per register after the slots: its remembered span (key, then @ptxb.span's words)
+_LIVE_AT, _STEPS_AT, _PARKED_AT = 128, 136, 144  # the header's live mask, watchdog steps, parked block
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
 _M, _I32 = vec("i1"), vec("i32")
@@ -46,6 +47,11 @@ def extent_origins(fn: Function) -> list[frozenset[int]]:
     (:mod:`..provenance`), in order: row ``k + 1`` of a launch's extent table is the extent of the
     argument the ``k``-th one points into (row 0: no check)."""
     return list(dict.fromkeys(o for o in fn.origins if o is not None))
+
+
+def state_bytes(registers: int) -> int:
+    """Bytes of one warp's state: the header, a slot per register, then a span memo per register."""
+    return STATE_HEADER + (SLOT + MEMO) * max(registers, 1)
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
@@ -79,6 +85,8 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.uniform = uniform_registers(fn, blocks[0], e.local)
     e.saved = barrier_live(fn, blocks)
+    memos_at = STATE_HEADER + SLOT * max(len(registers), 1)
+    e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
     _entry(e, blocks)
@@ -88,7 +96,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     watch_ir(e, len(blocks), _kept(e))
     body = "\n".join(e.lines)
     params = "ptr %ctx, ptr noalias %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
-    state = STATE_HEADER + SLOT * max(len(registers), 1)
+    state = state_bytes(len(registers))
     return "\n".join(
         [
             *sorted(e.declarations | DECLARATIONS),
@@ -130,10 +138,13 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%until", "i64"),
         ("%snapk", "i32"),
         ("%at", "i32"),
+        ("%parked", "i32"),
         ("%snap", f"[{256 * (len(_kept(e)) + 1)} x i8]"),
     ):
         e.emit(f"{name} = alloca {t}")
     e.emit("store i64 0, ptr %tsteps")
+    for name in e.memos:
+        e.emit(f"{e.memo(name)} = getelementptr i8, ptr %st, i64 {e.memos[name]}")
     scalars = {}
     fields = ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps", "max_steps", "param", "tids", "sites")
     for field in fields:
@@ -167,10 +178,13 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     for name in SPECIALS:
         e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
     live = e.op(f"icmp ult {vec('i32')} %lin, {e.spread(small['threads'], 'i32')}")
+    e.emit("store i32 -1, ptr %parked")
     e.emit("br i1 %resume, label %restore, label %fresh")
     e.put_label("fresh")
     for name in _kept(e):
         e.emit(f"store {e.slot_type(name)} zeroinitializer, ptr {e.slot(name)}")
+    for name in e.memos:  # the state's memory is not cleared: nothing remembered yet
+        e.emit(f"store i64 0, ptr {e.memo(name)}")
     for name, value in (("%live", live), ("%mask", live)):
         e.emit(f"store {vec('i1')} {value}, ptr {name}")
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
@@ -188,7 +202,19 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit(f"store i64 {resumed}, ptr %steps")
     watch_start(e, resumed)
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
-    e.emit("br label %sched")
+    e.emit(f"%parked.at = load i32, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_PARKED_AT}')}, align 8")
+    e.emit(f"br i1 {e.op('icmp slt i32 %parked.at, 0')}, label %sched, label %unpark")
+    e.put_label("unpark")  # every live lane waited at one barrier: they go on together, as %pick would
+    e.emit(f"store {_M} {e.op(f'load {_M}, ptr %live')}, ptr %mask")
+    e.emit("store i1 true, ptr %conv")
+    e.emit("br label %dispatch")
+
+
+def _bases(instructions: list[Instruction]) -> list[str]:
+    """The registers some load or store takes its address from (their spans are remembered)."""
+    operands = (op for ins in instructions for op in ins.operands)
+    bases = (op.base.name for op in operands if isinstance(op, Mem) and isinstance(op.base, Reg))
+    return list(dict.fromkeys(bases))
 
 
 def _kept(e: Emitter) -> list[str]:
@@ -261,7 +287,14 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         _set_pcs(e, m, following)
         blocked = e.op(f"load {vec('i1')}, ptr %blocked")
         e.emit(f"store {vec('i1')} {e.op(f'or {_M} {blocked}, {arriving}')}, ptr %blocked")
-        e.emit("br label %sched")
+        live = e.op(f"bitcast {_M} {e.op(f'load {_M}, ptr %live')} to i32")
+        every = e.op(f"icmp eq i32 {e.op(f'bitcast {_M} {arriving} to i32')}, {live}")
+        park = e.label("park")  # a converged warp whose every live lane waits here: no lane can run
+        together = e.op(f"and i1 {e.op('load i1, ptr %conv')}, {every}")
+        e.emit(f"br i1 {together}, label %{park}, label %sched")
+        e.put_label(park)
+        e.emit(f"store i32 {following}, ptr %parked")
+        e.emit("br label %save")
     else:  # trap: the interpreter re-runs the launch and reports it
         trapping = e.guard(last.ins)
         stop, on = e.label("trap"), e.label("untrapped")
@@ -330,8 +363,11 @@ def _scheduler(e: Emitter, count: int) -> None:
     )
     same = e.op(f"icmp eq i32 {here_bits}, {runnable_bits}")
     e.emit(f"store i1 {same}, ptr %conv")
+    e.emit("br label %dispatch")
+    e.put_label("dispatch")  # one switch into the blocks, for %pick and %unpark
+    at = e.op(f"phi i32 [{lowest}, %pick], [%parked.at, %unpark]")
     cases = " ".join(f"i32 {k}, label %B{k}" for k in range(count))
-    e.emit(f"switch i32 {lowest}, label %B{count} [{cases}]")
+    e.emit(f"switch i32 {at}, label %B{count} [{cases}]")
     e.put_label(f"B{count}")  # past the last instruction: an implicit return
     gone = e.op(f"load {mask}, ptr %mask")
     still, staying = e.op(f"load {mask}, ptr %live"), e.op(f"xor {mask} {gone}, splat (i1 true)")
@@ -341,9 +377,12 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
     e.put_label("save")
     e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
-    e.emit(f"store {mask} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
+    waiting = e.op(f"load {mask}, ptr %live")  # reached from %idle and from a barrier's %park
+    e.emit(f"store {mask} {waiting}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
     steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
     e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {steps_at}, align 8")
+    parked_at = e.op(f"getelementptr i8, ptr %st, i64 {_PARKED_AT}")
+    e.emit(f"store i32 {e.op('load i32, ptr %parked')}, ptr {parked_at}, align 8")
     e.emit("store i32 1, ptr %rc")
     e.emit("br label %exit")
     e.put_label("done")

@@ -40,7 +40,7 @@ from .access import runtime_ir
 from .direct import SITE_WORDS
 from .emit import CTX, HANG_CODE, STEPS_CODE
 from .jit import Compiled, compile_ir
-from .kernel import SLOT, STATE_HEADER, extent_origins, kernel_ir
+from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
 from .runtime import REASONS
 from .values import Unsupported
 
@@ -139,7 +139,7 @@ class CompiledTier:
             np.uint64,
         )
         tids = _thread_indices(block)
-        state = _aligned(warps * (STATE_HEADER + SLOT * max(len(fn.zeros), 1)))
+        state = _aligned(warps * state_bytes(len(fn.zeros)))
         sites = _empty_sites(len(fn.steps))
         ctx = np.zeros(len(CTX), np.uint64)
         fields = {
@@ -211,7 +211,8 @@ class CompiledTier:
         origins = self.origins.get(name)
         if origins is None:
             origins = self.origins[name] = extent_origins(self.program.functions[name])
-        by_param = parameter_extents(signature, params, named_extents(buffers)) if origins else {}
+        words = frozenset().union(*origins)
+        by_param = parameter_extents(signature, params, named_extents(buffers), words) if origins else {}
         rows: list[Extent | None] = [None, *(extent_of(by_param, origin) for origin in origins)]
         table = np.zeros((len(rows), 4), np.uint64)
         for k, extent in enumerate(rows):
