@@ -641,3 +641,60 @@ def test_vector_loads_of_every_lane_pattern_match_the_interpreter(groups, past):
     assert results[0] == results[1]
     if past is not None:
         assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]
+
+
+ROWS = r'''
+// each thread sums four neighbours through a pointer into a shared tile that it keeps across
+// barriers and that some threads move between passes (the others keep theirs)
+extern "C" __global__ void rows(const int* moves, const float* in, float* out, int* moved, int passes) {
+  __shared__ float tile[512];
+  int t = threadIdx.x;
+  for (int i = t; i < 512; i += blockDim.x) tile[i] = in[blockIdx.x * 512 + i];
+  __syncthreads();
+  const float* row = &tile[t % 32];
+  float acc = 0.0f;
+  #pragma unroll 1
+  for (int p = 0; p < passes; ++p) {
+    acc = acc * 0.5f + row[0] + 2.0f * row[1] + 3.0f * row[2] + 4.0f * row[3];
+    __syncthreads();
+    int to = moves[p * blockDim.x + t];
+    if (to >= 0) {
+      row = &tile[to];
+      moved[blockIdx.x * blockDim.x + t] += 1;
+    }
+    __syncthreads();
+  }
+  out[blockIdx.x * blockDim.x + t] = acc;
+}
+'''
+_MOVE = st.one_of(  # where eight threads' pointers go next: nowhere, together, side by side, anywhere
+    st.just([-1] * 8),
+    st.integers(0, 508).map(lambda at: [at] * 8),
+    st.integers(0, 500).map(lambda first: list(range(first, first + 8))),
+    st.lists(st.integers(-1, 508), min_size=8, max_size=8),
+)
+
+
+@pytest.fixture(scope="module")
+def rows_modules():
+    return _cuda(ROWS)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(_MOVE, min_size=8, max_size=8), min_size=1, max_size=4))
+def test_pointers_kept_across_barriers_and_moved_by_some_threads_read_what_the_interpreter_reads(
+    rows_modules, passes
+):
+    """A pointer that lives across barriers (first at a warp's 32 consecutive elements) is read in
+    every pass; between passes each group of eight threads leaves it, or moves it to one element,
+    to consecutive ones or anywhere (a write of some lanes, in a branch): the
+    compiled tier, which remembers the lanes' layout while the pointer does not change, reads the
+    interpreter's values in every pass (two blocks of 64 threads)."""
+    moves = np.array([at for one in passes for group in one for at in group], np.int32)
+    data = np.random.default_rng(len(moves)).random(1024, np.float32)
+    got, want = _both(
+        rows_modules, "rows",
+        lambda: [moves, data, np.zeros(128, np.float32), np.zeros(128, np.int32), len(passes)],
+        grid=2, block=64,
+    )
+    _same(got, want)

@@ -11,12 +11,12 @@ access that cannot be admitted takes the full check of ``@resolve``, which repor
 its own table (every row empty), so what one launch admitted never reaches another.
 
 When all 32 lanes are active and point at consecutive elements, a single-element access is one
-vector load or store (:func:`direct`).  Loads of 32- and 64-bit elements through a base register
-classify the register's lanes once per block (``@ptxb.span``: per group of eight lanes,
-consecutive, one address or neither) and then move each group with a vector load, a scalar load
-and a broadcast, or a gather per element (:func:`patterned`), the classes ``@ptxb.fetch`` works
-out per access.  ``DirectMoves`` is a part of the emitter, kept here so that the emitter's own
-module stays about registers and operands.
+vector load or store (:func:`direct`). Loads of 32- and 64-bit elements through a base register
+classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
+lanes, consecutive, one address or neither; remembered in the warp's state, cleared by a write) and
+then move each group with a vector load, a scalar load and a broadcast, or a gather per element
+(:func:`patterned`), the classes ``@ptxb.fetch`` works out per access. ``DirectMoves`` is a part of
+the emitter, kept here so that the emitter's own module stays about registers and operands.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """One kernel -> one LLVM module: a warp function over basic blocks, scheduled as the interpreter does.
 
-The warp's 32 lanes run together under an execution mask.  While every runnable lane is at the
-same block (*converged*), a branch all active lanes agree on jumps straight to its target; a
-branch that splits them writes each lane's program counter (its block) and enters the scheduler,
-which picks the lowest block any runnable lane is at and runs it for the lanes there: the
-interpreter's min-PC policy (:mod:`..machine`), which reconverges structured control flow at its
-join points.  ``bar.sync`` parks the lanes that reach it; when no lane can run the warp saves its
-program counters and returns to the driver, which resumes it once every warp of the block waits
-(:mod:`.runtime`).  The registers live where a barrier resumes are kept in the warp's state (its
-slot in the launch's state buffer) rather than on the stack, so waiting and resuming copy none.
-Blocks count the watchdog's steps (``max_steps`` per warp) and the thread-instructions the
-interpreter reports.
+The warp's 32 lanes run together under an execution mask. While every runnable lane is at the same
+block (*converged*), a branch all active lanes agree on jumps straight to its target; a branch that
+splits them writes each lane's program counter (its block) and enters the scheduler, which picks
+the lowest block any runnable lane is at and runs it for the lanes there: the interpreter's min-PC
+policy (:mod:`..machine`), which reconverges structured control flow at its join points.
+``bar.sync`` parks the lanes that reach it; when no lane can run the warp saves its program
+counters and returns to the driver, which resumes it once every warp of the block waits
+(:mod:`.runtime`); a converged warp whose every live lane reached the barrier also saves the block
+after it, and resumes there without the scheduler's pick. The registers live where a barrier
+resumes are kept in the warp's state (its slot in the launch's state buffer) rather than on the
+stack, so waiting and resuming copy none. Blocks count the watchdog's steps (``max_steps`` per
+warp) and the thread-instructions the interpreter reports.
 """
 
 from __future__ import annotations
