@@ -1,7 +1,8 @@
 """The inline fast paths of a warp's loads and stores: remembered checks, direct and patterned moves.
 
 Every access instruction has a *site* in the launch's site table (four words: the lowest address,
-the highest first address and the pointer offset of a span its check admitted, and one unused).
+the highest first address and the pointer offset of a span its check admitted, one unused, and
+lane 0's address at the instruction's last execution and its stride from the one before).
 The full check of an aligned span that lies in one region (:func:`admitted`) remembers there the
 addresses any later access of that instruction may span with the same offset: the region cut to
 the extent of the argument the address comes from, when the region is neither read-only for a
@@ -27,7 +28,8 @@ from .values import vec
 
 __all__ = ["DirectMoves", "SITE_WORDS", "WHOLE"]
 
-SITE_WORDS = 4  # words per site: lowest address, highest first address, pointer offset, unused
+SITE_WORDS = 6  # per site: lowest address, highest first address, pointer offset, unused, last, stride
+AHEAD = 8  # how many executions of a global load ahead its stride is prefetched
 WHOLE = -1  # ``@ptxb.span``'s pattern: every lane active, the lanes' elements consecutive
 _I64 = vec("i64")
 
@@ -73,6 +75,32 @@ class DirectMoves:
         self.put_label(done)
         return self.op(f"phi i64 [{remembered}, %{hit}], [-1, %{miss}], [{checked}, %{admit}]")
 
+
+    def prefetch_ahead(self, address: str) -> None:
+        """Prefetch what a global load will read :data:`AHEAD` executions on, when lane 0's address
+        moved by the same stride twice in a row (the first and last lanes' lines).  The warps of a
+        block run one after the other, so a load in a loop is executed by warp after warp: a tile's
+        rows of a matrix, rows apart, a stride the CPU's prefetchers do not follow across pages."""
+        site = self.op(f"getelementptr i64, ptr %sites, i64 {SITE_WORDS * self.insn + 3}")
+        stride_at = self.op(f"getelementptr i64, ptr {site}, i64 1")
+        last, before = self.op(f"load i64, ptr {site}"), self.op(f"load i64, ptr {stride_at}")
+        lead = self.op(f"extractelement {_I64} {address}, i32 0")
+        stride = self.op(f"sub i64 {lead}, {last}")
+        self.emit(f"store i64 {lead}, ptr {site}")
+        self.emit(f"store i64 {stride}, ptr {stride_at}")
+        repeated, moved = self.op(f"icmp eq i64 {stride}, {before}"), self.op(f"icmp ne i64 {stride}, 0")
+        steady = self.op(f"and i1 {repeated}, {moved}")
+        fetch, on = self.label("prefetch"), self.label("fetched")
+        self.emit(f"br i1 {steady}, label %{fetch}, label %{on}")
+        self.put_label(fetch)
+        self.intrinsic("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
+        offset = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {site}, i64 -1')}")  # host - guest
+        shift = self.op(f"add i64 {offset}, {self.op(f'mul i64 {stride}, {AHEAD}')}")
+        for lane in (lead, self.op(f"extractelement {_I64} {address}, i32 31")):
+            at = self.op(f"inttoptr i64 {self.op(f'add i64 {lane}, {shift}')} to ptr")
+            self.emit(f"call void @llvm.prefetch.p0(ptr {at}, i32 0, i32 3, i32 1)")
+        self.emit(f"br label %{on}")
+        self.put_label(on)
 
     def direct(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
         """Check an access of one ``bits``-wide element per lane at ``address`` for the inline path:

@@ -125,6 +125,7 @@ class Emitter(DirectMoves):
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
+        self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -325,6 +326,8 @@ class Emitter(DirectMoves):
         t = vec(int_elem(bits))
         based = self.base is not None and self.base[2] % whole == 0
         shared = based and self.base[0] in self.reused  # type: ignore[index]
+        if kind == "load" and space == "global" and self.looping:  # a load warp after warp runs
+            self.prefetch_ahead(address)
         if count == 1 and not shared:
             ok, pointer = self.direct(address, mask, bits, kind == "store")
             fast, slow = self.label("direct"), self.label("checked")

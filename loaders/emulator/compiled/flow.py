@@ -14,7 +14,7 @@ from typing import Any
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 
-__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live"]
+__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live", "looping"]
 
 _STORES = frozenset(("st", "red"))
 
@@ -160,7 +160,8 @@ def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
     """Registers live at the start of a block some barrier resumes at (what a waiting warp keeps)."""
     steps = fn.steps
     index = {start: k for k, (start, _) in enumerate(blocks)}
-    uses, defs, successors = [], [], []
+    successors = _successors(fn, blocks)
+    uses, defs = [], []
     for start, end in blocks:
         used: set[str] = set()
         defined: set[str] = set()
@@ -169,14 +170,6 @@ def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
             defined.update(_defined(step.ins) if step.kind == PLAIN else [])
         uses.append(used)
         defs.append(defined)
-        last = steps[end - 1]
-        after = [index[end]] if end in index else []
-        if last.kind == BRA:
-            successors.append([index[last.target], *(after if last.ins.guard is not None else [])])
-        elif last.kind in (RET, EXIT, TRAP):
-            successors.append(after if last.ins.guard is not None else [])
-        else:
-            successors.append(after)
     live: list[set[str]] = [set() for _ in blocks]
     changed = True
     while changed:
@@ -188,3 +181,35 @@ def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
                 live[k], changed = new, True
     resumes = {index[end] for start, end in blocks if steps[end - 1].kind == BAR and end in index}
     return frozenset().union(*(live[k] for k in resumes)) if resumes else frozenset()
+
+
+def _successors(fn: Function, blocks: list[tuple[int, int]]) -> list[list[int]]:
+    """The blocks each block may go on to (by index)."""
+    index = {start: k for k, (start, _) in enumerate(blocks)}
+    successors = []
+    for _, end in blocks:
+        last = fn.steps[end - 1]
+        after = [index[end]] if end in index else []
+        if last.kind == BRA:
+            successors.append([index[last.target], *(after if last.ins.guard is not None else [])])
+        elif last.kind in (RET, EXIT, TRAP):
+            successors.append(after if last.ins.guard is not None else [])
+        else:
+            successors.append(after)
+    return successors
+
+
+def looping(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[int]:
+    """The blocks on some cycle of the control flow (a loop's body), by index."""
+    successors = _successors(fn, blocks)
+    found = set()
+    for k in range(len(blocks)):
+        seen, todo = set(), list(successors[k])
+        while todo and k not in seen:
+            j = todo.pop()
+            if j not in seen:
+                seen.add(j)
+                todo.extend(successors[j])
+        if k in seen:
+            found.add(k)
+    return frozenset(found)

@@ -7,11 +7,10 @@ the lowest block any runnable lane is at and runs it for the lanes there: the in
 policy (:mod:`..machine`), which reconverges structured control flow at its join points.
 ``bar.sync`` parks the lanes that reach it; when no lane can run the warp saves its program
 counters and returns to the driver, which resumes it once every warp of the block waits
-(:mod:`.runtime`); a converged warp whose every live lane reached the barrier also saves the block
-after it, and resumes there without the scheduler's pick. The registers live where a barrier
-resumes are kept in the warp's state (its slot in the launch's state buffer) rather than on the
-stack, so waiting and resuming copy none. Blocks count the watchdog's steps (``max_steps`` per
-warp) and the thread-instructions the interpreter reports.
+(:mod:`.runtime`). The registers live where a barrier resumes are kept in the warp's state (its
+slot in the launch's state buffer) rather than on the stack, so waiting and resuming copy none.
+Blocks count the watchdog's steps (``max_steps`` per warp) and the thread-instructions the
+interpreter reports.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from ..parse import Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
-from .flow import barrier_live, blocks_of, read_registers, uniform_registers
+from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers
 from .ops import LOWER
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
@@ -37,7 +36,7 @@ MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the inte
 SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
 MEMO = 64  # bytes per register after the slots: its remembered span (key, then @ptxb.span's words)
-_LIVE_AT, _STEPS_AT, _PARKED_AT = 128, 136, 144  # the header's live mask, watchdog steps, parked block
+_LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
 _M, _I32 = vec("i1"), vec("i32")
@@ -90,8 +89,10 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
+    loops = looping(fn, blocks)
     _entry(e, blocks)
     for k, (start, end) in enumerate(blocks):
+        e.looping = k in loops
         _block(e, fn, k, start, end, block_of)
     _scheduler(e, len(blocks))
     watch_ir(e, len(blocks), _kept(e))
@@ -139,7 +140,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%until", "i64"),
         ("%snapk", "i32"),
         ("%at", "i32"),
-        ("%parked", "i32"),
         ("%snap", f"[{256 * (len(_kept(e)) + 1)} x i8]"),
     ):
         e.emit(f"{name} = alloca {t}")
@@ -179,7 +179,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     for name in SPECIALS:
         e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
     live = e.op(f"icmp ult {vec('i32')} %lin, {e.spread(small['threads'], 'i32')}")
-    e.emit("store i32 -1, ptr %parked")
     e.emit("br i1 %resume, label %restore, label %fresh")
     e.put_label("fresh")
     for name in _kept(e):
@@ -203,12 +202,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit(f"store i64 {resumed}, ptr %steps")
     watch_start(e, resumed)
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
-    e.emit(f"%parked.at = load i32, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_PARKED_AT}')}, align 8")
-    e.emit(f"br i1 {e.op('icmp slt i32 %parked.at, 0')}, label %sched, label %unpark")
-    e.put_label("unpark")  # every live lane waited at one barrier: they go on together, as %pick would
-    e.emit(f"store {_M} {e.op(f'load {_M}, ptr %live')}, ptr %mask")
-    e.emit("store i1 true, ptr %conv")
-    e.emit("br label %dispatch")
+    e.emit("br label %sched")
 
 
 def _bases(instructions: list[Instruction]) -> list[str]:
@@ -288,14 +282,7 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         _set_pcs(e, m, following)
         blocked = e.op(f"load {vec('i1')}, ptr %blocked")
         e.emit(f"store {vec('i1')} {e.op(f'or {_M} {blocked}, {arriving}')}, ptr %blocked")
-        live = e.op(f"bitcast {_M} {e.op(f'load {_M}, ptr %live')} to i32")
-        every = e.op(f"icmp eq i32 {e.op(f'bitcast {_M} {arriving} to i32')}, {live}")
-        park = e.label("park")  # a converged warp whose every live lane waits here: no lane can run
-        together = e.op(f"and i1 {e.op('load i1, ptr %conv')}, {every}")
-        e.emit(f"br i1 {together}, label %{park}, label %sched")
-        e.put_label(park)
-        e.emit(f"store i32 {following}, ptr %parked")
-        e.emit("br label %save")
+        e.emit("br label %sched")
     else:  # trap: the interpreter re-runs the launch and reports it
         trapping = e.guard(last.ins)
         stop, on = e.label("trap"), e.label("untrapped")
@@ -364,11 +351,8 @@ def _scheduler(e: Emitter, count: int) -> None:
     )
     same = e.op(f"icmp eq i32 {here_bits}, {runnable_bits}")
     e.emit(f"store i1 {same}, ptr %conv")
-    e.emit("br label %dispatch")
-    e.put_label("dispatch")  # one switch into the blocks, for %pick and %unpark
-    at = e.op(f"phi i32 [{lowest}, %pick], [%parked.at, %unpark]")
     cases = " ".join(f"i32 {k}, label %B{k}" for k in range(count))
-    e.emit(f"switch i32 {at}, label %B{count} [{cases}]")
+    e.emit(f"switch i32 {lowest}, label %B{count} [{cases}]")
     e.put_label(f"B{count}")  # past the last instruction: an implicit return
     gone = e.op(f"load {mask}, ptr %mask")
     still, staying = e.op(f"load {mask}, ptr %live"), e.op(f"xor {mask} {gone}, splat (i1 true)")
@@ -378,12 +362,9 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
     e.put_label("save")
     e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
-    waiting = e.op(f"load {mask}, ptr %live")  # reached from %idle and from a barrier's %park
-    e.emit(f"store {mask} {waiting}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
+    e.emit(f"store {mask} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
     steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
     e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {steps_at}, align 8")
-    parked_at = e.op(f"getelementptr i8, ptr %st, i64 {_PARKED_AT}")
-    e.emit(f"store i32 {e.op('load i32, ptr %parked')}, ptr {parked_at}, align 8")
     e.emit("store i32 1, ptr %rc")
     e.emit("br label %exit")
     e.put_label("done")
