@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 import ptxbridge
 from ptxbridge import nvrtc
 from ptxbridge.abi.errors import ArgumentError, EmulatorError, MemoryAccessError
+from ptxbridge.loaders.emulator.compiled import tier as compiled_tier
+from ptxbridge.loaders.emulator.compiled.jit import has_permutes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import emulator_kernels as fx  # the benchmark's CUDA C++ kernels: matmul, histogram, Collatz
@@ -470,8 +473,12 @@ def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, va
     assert outs[0].tobytes() == outs[1].tobytes()
 
 
-GATHER = kernel_ptx(
-    """
+def _gather(bits: int) -> str:
+    """Lane ``i`` adds ``x[idx[i]]``, ``x[idx[i] + 1]`` and 7 ``x[idx[i] ^ 1]`` of ``bits``-wide
+    elements into ``out[i]``, where ``on[i]``."""
+    size = bits // 8
+    return kernel_ptx(
+        f"""
 mov.u32 %r1, %tid.x;
 mul.wide.u32 %rd2, %r1, 4;
 ld.param.u64 %rd1, [idx];
@@ -483,25 +490,36 @@ ld.global.u32 %r3, [%rd4];
 setp.eq.u32 %p1, %r3, 0;
 @%p1 bra DONE;
 ld.param.u64 %rd5, [x];
-mul.wide.s32 %rd6, %r2, 4;
+mul.wide.s32 %rd6, %r2, {size};
 add.s64 %rd7, %rd5, %rd6;
-ld.global.u32 %r4, [%rd7];
-ld.global.u32 %r5, [%rd7+4];
+ld.global.u{bits} %v1, [%rd7];
+ld.global.u{bits} %v2, [%rd7+{size}];
 xor.b32 %r7, %r2, 1;
-mul.wide.s32 %rd10, %r7, 4;
+mul.wide.s32 %rd10, %r7, {size};
 add.s64 %rd11, %rd5, %rd10;
-ld.global.u32 %r8, [%rd11];
+ld.global.u{bits} %v3, [%rd11];
 ld.param.u64 %rd8, [out];
-add.s64 %rd9, %rd8, %rd2;
-mul.lo.u32 %r8, %r8, 7;
-add.u32 %r6, %r4, %r5;
-add.u32 %r6, %r6, %r8;
-st.global.u32 [%rd9], %r6;
+mul.wide.u32 %rd12, %r1, {size};
+add.s64 %rd9, %rd8, %rd12;
+mul.lo.u{bits} %v3, %v3, 7;
+add.u{bits} %v4, %v1, %v2;
+add.u{bits} %v4, %v4, %v3;
+st.global.u{bits} [%rd9], %v4;
 DONE:
 ret;""",
-    params=".param .u64 idx, .param .u64 on, .param .u64 x, .param .u64 out",
-    regs=".reg .pred %p1;\n.reg .b32 %r<9>;\n.reg .b64 %rd<12>;",
-)
+        params=".param .u64 idx, .param .u64 on, .param .u64 x, .param .u64 out",
+        regs=f".reg .pred %p1;\n.reg .b32 %r<9>;\n.reg .b{bits} %v<5>;\n.reg .b64 %rd<13>;",
+    )
+
+
+GATHER = {bits: _gather(bits) for bits in (32, 64)}
+
+
+def _permute_choices() -> tuple[bool, ...]:
+    """Both ways to load a window of lanes where the host has AVX-512's permutes, else the one."""
+    return (True, False) if has_permutes() else (False,)
+
+
 _group = st.one_of(  # the element indices of eight lanes: consecutive, one, or anything
     st.integers(0, 56).map(lambda first: list(range(first, first + 8))),
     st.integers(0, 62).map(lambda one: [one] * 8),
@@ -509,35 +527,39 @@ _group = st.one_of(  # the element indices of eight lanes: consecutive, one, or 
 )
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.parametrize("bits", [32, 64])
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(_group, min_size=8, max_size=8),
     st.lists(st.integers(0, 1), min_size=64, max_size=64) | st.just([1] * 64),
     st.sampled_from([None, (0, 65), (31, -1), (40, -1), (63, 65)]),
 )
-def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(groups, on, past):
+def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(bits, groups, on, past):
     """Each group of eight lanes reads consecutive elements, one element or any, under a full or
     partial mask, two warps with the same instructions; through a base register read twice
     (``[%rd7]``, ``[%rd7+4]``) and once; thread ``past[0]`` reads element ``past[1]``, outside
-    ``x`` (in the second warp: after the first one's reads were admitted): the same report."""
+    ``x`` (in the second warp: after the first one's reads were admitted): the same report, 4- and
+    8-byte elements, with and without the permutes of windowed loads."""
     idx, on = np.array([i for g in groups for i in g], np.int32), list(on)
     if past is not None:
         idx[past[0]], on[past[0]] = past[1], 1  # 65: both loads outside; -1: one
-    x = np.arange(1, 66, dtype=np.uint32) * 1000003  # element 64 too: [%rd7+4] of element 63
+    dtype = np.dtype(f"u{bits // 8}")
+    x = np.arange(1, 66, dtype=dtype) * dtype.type(1000003)  # element 64 too: [%rd7+4] of element 63
     results = []
-    for tier in ("compiled", "interp"):
-        out = np.zeros(64, np.uint32)
+    for tier, permutes in [*(("compiled", p) for p in _permute_choices()), ("interp", False)]:
+        out = np.zeros(64, dtype)
         flags = np.array(on, np.uint32)
-        be = backend(GATHER, tier=tier)
+        be = backend(GATHER[bits], tier=tier)
         arrays = [idx, flags, x, out]
         try:
-            kinds = [ptr("i32"), *[ptr("u32")] * 3]
-            launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
+            kinds = [ptr("i32"), ptr("u32"), ptr(f"u{bits}"), ptr(f"u{bits}")]
+            with mock.patch.object(compiled_tier, "has_permutes", lambda p=permutes: p):
+                launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
             results.append(out.tobytes())
         except MemoryAccessError as raised:
             results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
-    assert results[0] == results[1]
+    assert all(result == results[-1] for result in results)
     if past is not None:
         assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]
 

@@ -1,6 +1,6 @@
 """The inline fast paths of a warp's loads and stores: remembered checks, direct and patterned moves.
 
-Every access instruction has a *site* in the launch's site table (four words: the lowest address,
+Every access instruction has a *site* in the launch's site table (six words: the lowest address,
 the highest first address and the pointer offset of a span its check admitted, one unused, and
 lane 0's address at the instruction's last execution and its stride from the one before).
 The full check of an aligned span that lies in one region (:func:`admitted`) remembers there the
@@ -16,8 +16,12 @@ vector load or store (:func:`direct`). Loads of 32- and 64-bit elements through 
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
 lanes, consecutive, one address or neither; remembered in the warp's state, cleared by a write) and
 then move each group with a vector load, a scalar load and a broadcast, or a gather per element
-(:func:`patterned`), the classes ``@ptxb.fetch`` works out per access. ``DirectMoves`` is a part of
-the emitter, kept here so that the emitter's own module stays about registers and operands.
+(:func:`patterned`), the classes ``@ptxb.fetch`` works out per access; where the host has AVX-512
+and the lanes' elements lie within 128 bytes (a row and a column of a shared tile), one masked load
+of those bytes and two-table permutes by the lanes' remembered indices move the whole warp
+(:func:`windowed`). Global loads in a loop prefetch their stride ahead (:func:`prefetch_ahead`).
+``DirectMoves`` is a part of the emitter, kept here so that the emitter's own module stays about
+registers and operands.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ __all__ = ["DirectMoves", "SITE_WORDS", "WHOLE"]
 
 SITE_WORDS = 6  # per site: lowest address, highest first address, pointer offset, unused, last, stride
 AHEAD = 8  # how many executions of a global load ahead its stride is prefetched
+WINDOW = 128  # bytes a windowed load reads at most: two 512-bit tables of one permute
 WHOLE = -1  # ``@ptxb.span``'s pattern: every lane active, the lanes' elements consecutive
-_I64 = vec("i64")
+_I64, _I32 = vec("i64"), vec("i32")
 
 
 class DirectMoves:
@@ -134,15 +139,93 @@ class DirectMoves:
         return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
 
 
-    def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int) -> list[str]:
+    def window_of(self, value: str, mask: str, size: int, memo: str) -> None:
+        """Into register memo ``memo`` (its span's words stored): the window of a 4- or 8-byte
+        element load, the elements from the active lanes' lowest address to their highest when
+        there are at most :data:`WINDOW` bytes of them (their count in word 5, else 0), and each
+        lane's index into it (``<32 x i32>`` at byte 64)."""
+        lo, hi, bits_or = (self._memo_word(memo, k) for k in (1, 2, 3))
+        shift = {4: 2, 8: 3}.get(size)
+        width = self.op(f"sub i64 {hi}, {lo}")
+        fits = "false" if shift is None else self.op(f"icmp ult i64 {width}, {WINDOW}")
+        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0")
+        ordered = self.op(f"icmp ule i64 {lo}, {hi}")
+        usable = self.op(f"and i1 {fits}, {self.op(f'and i1 {aligned}, {ordered}')}")
+        count = self.op(f"add i64 {self.op(f'lshr i64 {width}, {shift or 0}')}, 1")
+        length = self.op(f"select i1 {usable}, i64 {count}, i64 0")
+        self.emit(f"store i64 {length}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}")
+        offsets = self.op(f"sub {_I64} {value}, {self.spread(lo, 'i64')}")
+        elements = self.op(f"lshr {_I64} {offsets}, splat (i64 {shift or 0})")
+        index = self.op(f"trunc {_I64} {elements} to {_I32}")
+        index = self.op(f"select {vec('i1')} {mask}, {_I32} {index}, {_I32} zeroinitializer")
+        self.emit(f"store {_I32} {index}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")
+
+    def windowed(self, offset: str, mask: str, bits: int, count: int, memo: str) -> list[str]:
+        """Each lane's ``count`` elements through the window of register memo ``memo``: one masked
+        load of the window's elements at ``offset`` from its lowest address (only those: no byte
+        past the checked span is read), then AVX-512 two-table permutes by the lanes' indices."""
+        size, t = bits // 8, vec(f"i{bits}")
+        lanes = WINDOW // size  # 32 of 4 bytes, 16 of 8
+        half, part = lanes // 2, 16 if bits == 32 else 8
+        tw, th = f"<{lanes} x i{bits}>", f"<{half} x i{bits}>"
+        permute = f"@llvm.x86.avx512.vpermi2var.{'d' if bits == 32 else 'q'}.512"
+        self.intrinsic(f"declare {th} {permute}({th}, {th}, {th})")
+        self.intrinsic(f"declare {tw} @llvm.masked.load.v{lanes}i{bits}.p0(ptr, <{lanes} x i1>, {tw})")
+        lo, length = (self._memo_word(memo, k) for k in (1, 5))
+        unused = self.op(f"sub i{lanes} {lanes}, {self.op(f'trunc i64 {length} to i{lanes}')}")
+        needed = self.op(f"bitcast i{lanes} {self.op(f'lshr i{lanes} -1, {unused}')} to <{lanes} x i1>")
+        index = self.op(f"load {_I32}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")
+        if bits == 64:
+            index = self.op(f"zext {_I32} {index} to {_I64}")
+        pieces = [_slice(self, t, index, part * j, part) for j in range(32 // part)]
+        start = self.op(f"add i64 {lo}, {offset}")
+        got = []
+        for c in range(count):
+            window = self.op(
+                f"call {tw} @llvm.masked.load.v{lanes}i{bits}.p0(ptr align {size} "
+                f"{self._element(start, c, size)}, <{lanes} x i1> {needed}, {tw} zeroinitializer)"
+            )
+            low, high = _slice(self, tw, window, 0, half), _slice(self, tw, window, half, half)
+            parts = [self.op(f"call {th} {permute}({th} {low}, {th} {p}, {th} {high})") for p in pieces]
+            while len(parts) > 1:  # concatenated pairwise: 16 + 16, or (8 + 8) + (8 + 8)
+                width = 32 // len(parts)
+                halves = f"<{width} x i{bits}>"
+                order = ", ".join(f"i32 {k}" for k in range(2 * width))
+                parts = [
+                    self.op(f"shufflevector {halves} {a}, {halves} {b}, <{2 * width} x i32> <{order}>")
+                    for a, b in zip(parts[::2], parts[1::2], strict=True)
+                ]
+            got.append(self.op(f"select {vec('i1')} {mask}, {t} {parts[0]}, {t} zeroinitializer"))
+        return got
+
+    def _memo_word(self, memo: str, k: int) -> str:
+        return self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k}')}")
+
+    def patterned(
+        self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int,
+        window: tuple[str, str] | None = None,
+    ) -> list[str]:
         """Each lane's ``count`` elements at ``value + offset`` (base lanes of a block's shared pattern,
-        checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else per group
-        of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
+        checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else through
+        the register's window (:meth:`windowed`) when ``window`` (its length, the memo) has one, else
+        per group of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
         size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
         self.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
         self.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
         whole, groups, joined = self.label("wholewarp"), self.label("groups"), self.label("patterned")
-        self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{groups}")
+        windows = self.label("windowed") if window is not None else None
+        rest = windows or groups
+        self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{rest}")
+        through: list[str] = []
+        if windows is not None:
+            self.put_label(windows)
+            length, memo = window  # type: ignore[misc]
+            inside = self.label("inwindow")
+            self.emit(f"br i1 {self.op(f'icmp ne i64 {length}, 0')}, label %{inside}, label %{groups}")
+            self.put_label(inside)
+            through = self.windowed(offset, mask, bits, count, memo)
+            came = self.block
+            self.emit(f"br label %{joined}")
         self.put_label(whole)
         first = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 0')}, {offset}")
         all_lanes = [
@@ -207,12 +290,19 @@ class DirectMoves:
         self.put_label(ends)
         self.emit(f"br label %{joined}")
         self.put_label(joined)
+        arrivals = [(all_lanes, whole), (grouped, ends), *([(through, came)] if through else [])]
         return [
-            self.op(f"phi {t} [{w}, %{whole}], [{g}, %{ends}]")
-            for w, g in zip(all_lanes, grouped, strict=True)
+            self.op(f"phi {t} " + ", ".join(f"[{got[c]}, %{label}]" for got, label in arrivals))
+            for c in range(count)
         ]
 
     def _element(self, address: str, index: int, size: int) -> str:
         """A pointer to element ``index`` of ``size`` bytes from host address ``address``."""
         at = self.op(f"add i64 {address}, {index * size}") if index else address
         return self.op(f"inttoptr i64 {at} to ptr")
+
+
+def _slice(e: Any, t: str, vector: str, first: int, count: int) -> str:
+    """Elements ``first .. first + count - 1`` of ``vector`` (of type ``t``)."""
+    order = ", ".join(f"i32 {first + k}" for k in range(count))
+    return e.op(f"shufflevector {t} {vector}, {t} poison, <{count} x i32> <{order}>")

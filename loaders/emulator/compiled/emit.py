@@ -126,6 +126,7 @@ class Emitter(DirectMoves):
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
+        self.permutes = False  # the host has AVX-512's permutes: windowed loads (.direct)
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -372,7 +373,7 @@ class Emitter(DirectMoves):
         key = (name, mask, bits // 8)
         if key not in self.spans:
             self.spans[key] = self.remembered_span(name, value, mask, bits // 8)
-        lo, hi, bits_or, pattern = self.spans[key]
+        lo, hi, bits_or, pattern, table = self.spans[key]
         group = (name, mask, whole, kind, window, self.extent())
         if group not in self.deltas:  # one check for every access of the group: the offsets' span
             least, most = self.offsets[name]
@@ -391,7 +392,9 @@ class Emitter(DirectMoves):
         self.put_label(fast)
         moved = self.op(f"add i64 {delta}, {_signed(offset)}")
         if _patterned(kind, count, bits):
-            got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count)
+            got = self.patterned(
+                value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count, table
+            )
             arrived.append((self.block, got))
         else:
             pointers = self.op(f"add {vec('i64')} {value}, {self.spread(moved, 'i64')}")
@@ -406,8 +409,9 @@ class Emitter(DirectMoves):
 
     def remembered_span(self, name: str, value: str, mask: str, size: int) -> tuple[str, ...]:
         """``@ptxb.span``'s four words for base register ``name`` (lanes ``value``) under ``mask``
-        and element ``size``: from the register's memo in the warp's state when it holds them for
-        that mask and size, else computed and remembered.  Every write of the register clears the
+        and element ``size``, and its window (:meth:`.direct.DirectMoves.window_of`; None without
+        permutes): from the register's memo in the warp's state when it holds them for that mask
+        and size, else computed and remembered.  Every write of the register clears the
         memo, and the state keeps it across barriers, so a loop's base that does not change (a row
         of a shared tile) is classified once per warp, not once per pass."""
         memo = self.memo(name)
@@ -423,11 +427,14 @@ class Emitter(DirectMoves):
         for k in range(4):
             word = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
             self.emit(f"store i64 {word}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k + 1}')}")
+        if self.permutes:
+            self.window_of(value, mask, size, memo)
         self.emit(f"store i64 {key}, ptr {memo}")
         self.emit(f"br label %{joined}")
         self.put_label(joined)
         words = (self.op(f"getelementptr i64, ptr {memo}, i64 {k + 1}") for k in range(4))
-        return tuple(self.op(f"load i64, ptr {word}") for word in words)
+        window = (self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}"), memo)
+        return (*(self.op(f"load i64, ptr {word}") for word in words), window if self.permutes else None)
 
     def _to_buffer(self, values: list[str] | None, bits: int) -> None:
         """A store's values into ``%val``, where the helpers take them from."""

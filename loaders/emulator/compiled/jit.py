@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Compiled", "compile_ir", "cache_root", "stats"]
+__all__ = ["Compiled", "compile_ir", "cache_root", "stats", "has_permutes"]
 
 _MAGIC = b"PTXB-CPU1\n"
 _lock = threading.Lock()
@@ -53,6 +53,12 @@ def cache_root() -> Path:
 
 
 _llvm: Any = None
+
+
+def has_permutes() -> bool:
+    """Whether the host has AVX-512's two-table permutes (``vpermi2d``/``vpermi2q``), which
+    :func:`.direct.DirectMoves.windowed` loads use; the target's features are in every cache key."""
+    return "+avx512f" in _target()[2].split("|")[-1].split(",")
 
 
 def _target() -> tuple[Any, Any, str]:

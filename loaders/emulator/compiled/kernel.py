@@ -35,7 +35,8 @@ MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the inte
 
 SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
-MEMO = 64  # bytes per register after the slots: its remembered span (key, then @ptxb.span's words)
+MEMO = 192  # bytes per register after the slots: its remembered span (key, @ptxb.span's four words,
+#             the window's length, then at 64 the lanes' window indices: .emit.Emitter.remembered_span)
 _LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
@@ -54,8 +55,9 @@ def state_bytes(registers: int) -> int:
     return STATE_HEADER + (SLOT + MEMO) * max(registers, 1)
 
 
-def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
-    """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile."""
+def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False) -> str:
+    """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile.
+    ``permutes``: the host has AVX-512's permutes, for windowed loads (:mod:`.direct`)."""
     if len(fn.steps) > MAX_INSTRUCTIONS:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling grows "
                           "faster than the kernel (minutes at 1,700), longer than interpreting most launches")
@@ -77,6 +79,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int) -> str:
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
+    e.permutes = permutes
     rows = {origin: k + 1 for k, origin in enumerate(extent_origins(fn))}
     e.extents = [0 if origin is None else rows[origin] for origin in fn.origins]
     blocks = blocks_of(fn)

@@ -39,7 +39,7 @@ from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
 from .direct import SITE_WORDS
 from .emit import CTX, HANG_CODE, STEPS_CODE
-from .jit import Compiled, compile_ir
+from .jit import Compiled, compile_ir, has_permutes
 from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
 from .runtime import REASONS
 from .values import Unsupported
@@ -67,9 +67,8 @@ class CompiledTier:
                 if "grid" in self.program.check_launch(name):
                     raise Unsupported("grid-wide synchronization")
                 entry = self.program.entries[name]
-                found = compile_ir(
-                    kernel_ir(self.program.functions[name], self.program.symbols[name], entry.size), RUNTIME
-                )
+                function, symbols = self.program.functions[name], self.program.symbols[name]
+                found = compile_ir(kernel_ir(function, symbols, entry.size, has_permutes()), RUNTIME)
             except Unsupported as exc:
                 found = f"{exc}"
                 log.debug("kernel %r runs on the interpreter: %s", name, exc)
