@@ -126,7 +126,7 @@ class Emitter(DirectMoves):
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
-        self.permutes = False  # the host has AVX-512's permutes: windowed loads (.direct)
+        self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -407,13 +407,13 @@ class Emitter(DirectMoves):
         self.emit(f"br label %{done}")
         self.put_label(slow)
 
-    def remembered_span(self, name: str, value: str, mask: str, size: int) -> tuple[str, ...]:
-        """``@ptxb.span``'s four words for base register ``name`` (lanes ``value``) under ``mask``
-        and element ``size``, and its window (:meth:`.direct.DirectMoves.window_of`; None without
-        permutes): from the register's memo in the warp's state when it holds them for that mask
-        and size, else computed and remembered.  Every write of the register clears the
-        memo, and the state keeps it across barriers, so a loop's base that does not change (a row
-        of a shared tile) is classified once per warp, not once per pass."""
+    def remembered_span(self, name: str, value: str, mask: str, size: int) -> tuple[Any, ...]:
+        """``@ptxb.span``'s four words for base register ``name`` (lanes ``value``) under ``mask`` and
+        element ``size``, and its window (:meth:`.direct.DirectMoves.window_of`; None but for the
+        registers of ``windows``): from the register's memo in the warp's state when it holds them
+        for that mask and size, else computed and remembered. Every write of the register clears
+        the memo, and the state keeps it across barriers, so a loop's base that does not change (a
+        row of a shared tile) is classified once per warp, not once per pass."""
         memo = self.memo(name)
         lanes = self.op(f"zext i32 {self.op(f'bitcast {_MASK} {mask} to i32')} to i64")
         key = self.op(f"or i64 {lanes}, {(size << 32) | (1 << 48)}")  # never 0, the cleared memo
@@ -427,14 +427,18 @@ class Emitter(DirectMoves):
         for k in range(4):
             word = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
             self.emit(f"store i64 {word}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k + 1}')}")
-        if self.permutes:
+        windowed = name in self.windows
+        if windowed:
             self.window_of(value, mask, size, memo)
         self.emit(f"store i64 {key}, ptr {memo}")
         self.emit(f"br label %{joined}")
         self.put_label(joined)
         words = (self.op(f"getelementptr i64, ptr {memo}, i64 {k + 1}") for k in range(4))
-        window = (self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}"), memo)
-        return (*(self.op(f"load i64, ptr {word}") for word in words), window if self.permutes else None)
+        spanned = tuple(self.op(f"load i64, ptr {word}") for word in words)
+        if not windowed:
+            return (*spanned, None)
+        length = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}")
+        return (*spanned, (length, memo))
 
     def _to_buffer(self, values: list[str] | None, bits: int) -> None:
         """A store's values into ``%val``, where the helpers take them from."""

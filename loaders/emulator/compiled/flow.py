@@ -14,7 +14,7 @@ from typing import Any
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 
-__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live", "looping"]
+__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live", "looping", "written_in"]
 
 _STORES = frozenset(("st", "red"))
 
@@ -213,3 +213,14 @@ def looping(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[int]:
         if k in seen:
             found.add(k)
     return frozenset(found)
+
+
+def written_in(fn: Function, blocks: list[tuple[int, int]], chosen: frozenset[int]) -> frozenset[str]:
+    """The registers some instruction of the ``chosen`` blocks writes (for some lanes or all)."""
+    return frozenset(
+        name
+        for k in chosen
+        for step in fn.steps[blocks[k][0] : blocks[k][1]]
+        if step.ins.opcode not in _STORES and step.ins.operands and not isinstance(step.ins.operands[0], Mem)
+        for name in _regs(step.ins.operands[0])
+    )

@@ -23,7 +23,7 @@ from ..parse import Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
-from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers
+from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers, written_in
 from .ops import LOWER
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
@@ -57,7 +57,9 @@ def state_bytes(registers: int) -> int:
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False) -> str:
     """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile.
-    ``permutes``: the host has AVX-512's permutes, for windowed loads (:mod:`.direct`)."""
+    ``permutes``: the host has AVX-512's permutes, for windowed loads (:mod:`.direct`) through the
+    base registers no loop's body writes (their memo outlives a pass; one rewritten every pass would
+    pay for a window it reads once)."""
     if len(fn.steps) > MAX_INSTRUCTIONS:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling grows "
                           "faster than the kernel (minutes at 1,700), longer than interpreting most launches")
@@ -79,7 +81,6 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
-    e.permutes = permutes
     rows = {origin: k + 1 for k, origin in enumerate(extent_origins(fn))}
     e.extents = [0 if origin is None else rows[origin] for origin in fn.origins]
     blocks = blocks_of(fn)
@@ -93,6 +94,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
     loops = looping(fn, blocks)
+    e.windows = frozenset(e.memos) - written_in(fn, blocks, loops) if permutes else frozenset()
     _entry(e, blocks)
     for k, (start, end) in enumerate(blocks):
         e.looping = k in loops
