@@ -9,7 +9,8 @@ counts of 2**16 starts, a divergent per-thread loop (a NumPy loop over the still
 Each result is checked against NumPy's.  Times are this process's CPU seconds, best of
 ``--repeat``; the first launch (compile, or the disk cache) is reported apart, with the wall time
 its compile or disk read took (the runtime's shared helpers are compiled before, once).  ``--interp``
-adds the interpreter's time for each kernel.  Prints a Markdown table for bench/RESULTS.md.
+adds the interpreter's time for each kernel.  Prints a Markdown table for bench/RESULTS.md, and
+the time of a launch with next to no work (the floor the Python call path sets).
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def main() -> None:
         "| compiled / NumPy |" + (" interpreter (s) | interpreter / compiled |" if args.interp else "")
     )
     print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.interp else ""))
+    floor = float("nan")
     for name, artifact, run, numpy, check in cases():
         module = _load(artifact, "compiled")
         first = _first(lambda m=module, r=run: r(m))
@@ -158,6 +160,17 @@ def main() -> None:
             interp = _best(lambda m=slow, r=run: r(m), 1)
             row += f" {interp:.3f} | {interp / compiled:.0f}x |"
         print(row, flush=True)
+        if name.startswith("saxpy"):
+            floor = _launch_floor(module, args.repeat)
+    print(f"\nThe Python launch (saxpy over one block of 256 floats, best of {100 * args.repeat}): "
+          f"{floor * 1e3:.3f} ms")
+
+
+def _launch_floor(module: Any, repeat: int) -> float:
+    """CPU seconds of one launch that does next to no work: what every launch costs in Python."""
+    x = np.ones(256, np.float32)
+    out = np.zeros(256, np.float32)
+    return _best(lambda: module.saxpy(np.float32(2.0), x, x, out, grid=1, block=256), 100 * repeat)
 
 
 if __name__ == "__main__":
