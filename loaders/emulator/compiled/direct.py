@@ -160,24 +160,35 @@ class DirectMoves:
         index = self.op(f"select {vec('i1')} {mask}, {_I32} {index}, {_I32} zeroinitializer")
         self.emit(f"store {_I32} {index}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")
 
-    def windowed(self, offset: str, mask: str, bits: int, count: int, memo: str) -> list[str]:
-        """Each lane's ``count`` elements through the window of register memo ``memo``: one masked
-        load of the window's elements at ``offset`` from its lowest address (only those: no byte
-        past the checked span is read), then AVX-512 two-table permutes by the lanes' indices."""
+    def window_parts(self, memo: str, bits: int) -> tuple[str, str, str, list[str]]:
+        """What every windowed load through register memo ``memo`` of ``bits``-wide elements shares,
+        read once per block beside its span: the window's length (0: none), its lowest address,
+        the mask of its elements and the lanes' indices in permute-sized pieces."""
         size, t = bits // 8, vec(f"i{bits}")
-        lanes = WINDOW // size  # 32 of 4 bytes, 16 of 8
-        half, part = lanes // 2, 16 if bits == 32 else 8
-        tw, th = f"<{lanes} x i{bits}>", f"<{half} x i{bits}>"
-        permute = f"@llvm.x86.avx512.vpermi2var.{'d' if bits == 32 else 'q'}.512"
-        self.intrinsic(f"declare {th} {permute}({th}, {th}, {th})")
-        self.intrinsic(f"declare {tw} @llvm.masked.load.v{lanes}i{bits}.p0(ptr, <{lanes} x i1>, {tw})")
+        lanes, part = WINDOW // size, 16 if bits == 32 else 8
         lo, length = (self._memo_word(memo, k) for k in (1, 5))
-        unused = self.op(f"sub i{lanes} {lanes}, {self.op(f'trunc i64 {length} to i{lanes}')}")
+        used = self.op(f"trunc i64 {self.op(f'call i64 @llvm.umax.i64(i64 {length}, i64 1)')} to i{lanes}")
+        self.intrinsic("declare i64 @llvm.umax.i64(i64, i64)")
+        unused = self.op(f"sub i{lanes} {lanes}, {used}")
         needed = self.op(f"bitcast i{lanes} {self.op(f'lshr i{lanes} -1, {unused}')} to <{lanes} x i1>")
         index = self.op(f"load {_I32}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")
         if bits == 64:
             index = self.op(f"zext {_I32} {index} to {_I64}")
-        pieces = [_slice(self, t, index, part * j, part) for j in range(32 // part)]
+        return length, lo, needed, [_slice(self, t, index, part * j, part) for j in range(32 // part)]
+
+    def windowed(self, offset: str, mask: str, bits: int, count: int, parts: tuple[str, str, str, list[str]]
+                 ) -> list[str]:
+        """Each lane's ``count`` elements through a register's window (:meth:`window_parts`): one
+        masked load of the window's elements at ``offset`` from its lowest address (only those: no
+        byte past the checked span is read), then AVX-512 two-table permutes by the lanes' indices."""
+        size, t = bits // 8, vec(f"i{bits}")
+        lanes = WINDOW // size  # 32 of 4 bytes, 16 of 8
+        half = lanes // 2
+        tw, th = f"<{lanes} x i{bits}>", f"<{half} x i{bits}>"
+        permute = f"@llvm.x86.avx512.vpermi2var.{'d' if bits == 32 else 'q'}.512"
+        self.intrinsic(f"declare {th} {permute}({th}, {th}, {th})")
+        self.intrinsic(f"declare {tw} @llvm.masked.load.v{lanes}i{bits}.p0(ptr, <{lanes} x i1>, {tw})")
+        _, lo, needed, pieces = parts
         start = self.op(f"add i64 {lo}, {offset}")
         got = []
         for c in range(count):
@@ -186,46 +197,30 @@ class DirectMoves:
                 f"{self._element(start, c, size)}, <{lanes} x i1> {needed}, {tw} zeroinitializer)"
             )
             low, high = _slice(self, tw, window, 0, half), _slice(self, tw, window, half, half)
-            parts = [self.op(f"call {th} {permute}({th} {low}, {th} {p}, {th} {high})") for p in pieces]
-            while len(parts) > 1:  # concatenated pairwise: 16 + 16, or (8 + 8) + (8 + 8)
-                width = 32 // len(parts)
+            moved = [self.op(f"call {th} {permute}({th} {low}, {th} {p}, {th} {high})") for p in pieces]
+            while len(moved) > 1:  # concatenated pairwise: 16 + 16, or (8 + 8) + (8 + 8)
+                width = 32 // len(moved)
                 halves = f"<{width} x i{bits}>"
                 order = ", ".join(f"i32 {k}" for k in range(2 * width))
-                parts = [
+                moved = [
                     self.op(f"shufflevector {halves} {a}, {halves} {b}, <{2 * width} x i32> <{order}>")
-                    for a, b in zip(parts[::2], parts[1::2], strict=True)
+                    for a, b in zip(moved[::2], moved[1::2], strict=True)
                 ]
-            got.append(self.op(f"select {vec('i1')} {mask}, {t} {parts[0]}, {t} zeroinitializer"))
+            got.append(self.op(f"select {vec('i1')} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
         return got
 
     def _memo_word(self, memo: str, k: int) -> str:
         return self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k}')}")
 
-    def patterned(
-        self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int,
-        window: tuple[str, str] | None = None,
-    ) -> list[str]:
+    def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int) -> list[str]:
         """Each lane's ``count`` elements at ``value + offset`` (base lanes of a block's shared pattern,
-        checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else through
-        the register's window (:meth:`windowed`) when ``window`` (its length, the memo) has one, else
-        per group of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
+        checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else per group
+        of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
         size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
         self.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
         self.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
         whole, groups, joined = self.label("wholewarp"), self.label("groups"), self.label("patterned")
-        windows = self.label("windowed") if window is not None else None
-        rest = windows or groups
-        self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{rest}")
-        through: list[str] = []
-        if windows is not None:
-            self.put_label(windows)
-            length, memo = window  # type: ignore[misc]
-            inside = self.label("inwindow")
-            self.emit(f"br i1 {self.op(f'icmp ne i64 {length}, 0')}, label %{inside}, label %{groups}")
-            self.put_label(inside)
-            through = self.windowed(offset, mask, bits, count, memo)
-            came = self.block
-            self.emit(f"br label %{joined}")
+        self.emit(f"br i1 {self.op(f'icmp eq i32 {pattern}, {WHOLE}')}, label %{whole}, label %{groups}")
         self.put_label(whole)
         first = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 0')}, {offset}")
         all_lanes = [
@@ -290,10 +285,9 @@ class DirectMoves:
         self.put_label(ends)
         self.emit(f"br label %{joined}")
         self.put_label(joined)
-        arrivals = [(all_lanes, whole), (grouped, ends), *([(through, came)] if through else [])]
         return [
-            self.op(f"phi {t} " + ", ".join(f"[{got[c]}, %{label}]" for got, label in arrivals))
-            for c in range(count)
+            self.op(f"phi {t} [{w}, %{whole}], [{g}, %{ends}]")
+            for w, g in zip(all_lanes, grouped, strict=True)
         ]
 
     def _element(self, address: str, index: int, size: int) -> str:

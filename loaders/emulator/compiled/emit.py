@@ -387,14 +387,24 @@ class Emitter(DirectMoves):
                 low, high, self.op(f"and i1 {aligned}, {ordered}"), whole, kind == "store"
             )
         delta = self.deltas[group]
+        if table is not None and _patterned(kind, count, bits):  # a window, checked: one test a load
+            quick = (group, "window")
+            if quick not in self.deltas:
+                ready = self.op(f"icmp ne i64 {table[0]}, 0")
+                self.deltas[quick] = self.op(f"and i1 {ready}, {self.op(f'icmp ne i64 {delta}, -1')}")
+            windows, other = self.label("windowed"), self.label("unwindowed")
+            self.emit(f"br i1 {self.deltas[quick]}, label %{windows}, label %{other}")
+            self.put_label(windows)
+            moved = self.op(f"add i64 {delta}, {_signed(offset)}")
+            arrived.append((self.block, self.windowed(moved, mask, bits, count, table)))
+            self.emit(f"br label %{done}")
+            self.put_label(other)
         fast, slow = self.label("hoisted"), self.label("checked")
         self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
         self.put_label(fast)
         moved = self.op(f"add i64 {delta}, {_signed(offset)}")
         if _patterned(kind, count, bits):
-            got = self.patterned(
-                value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count, table
-            )
+            got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count)
             arrived.append((self.block, got))
         else:
             pointers = self.op(f"add {vec('i64')} {value}, {self.spread(moved, 'i64')}")
@@ -427,7 +437,7 @@ class Emitter(DirectMoves):
         for k in range(4):
             word = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr %spanout, i64 {k}')}")
             self.emit(f"store i64 {word}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k + 1}')}")
-        windowed = name in self.windows
+        windowed = name in self.windows and size in (4, 8)  # the elements a permute moves
         if windowed:
             self.window_of(value, mask, size, memo)
         self.emit(f"store i64 {key}, ptr {memo}")
@@ -437,8 +447,7 @@ class Emitter(DirectMoves):
         spanned = tuple(self.op(f"load i64, ptr {word}") for word in words)
         if not windowed:
             return (*spanned, None)
-        length = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}")
-        return (*spanned, (length, memo))
+        return (*spanned, self.window_parts(memo, 8 * size))
 
     def _to_buffer(self, values: list[str] | None, bits: int) -> None:
         """A store's values into ``%val``, where the helpers take them from."""
