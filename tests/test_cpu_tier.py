@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from _emulator import backend, kernel_ptx, launch, ptr
+from _emulator import backend, kernel_ptx, launch, ptr, scalar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -720,3 +720,101 @@ def test_pointers_kept_across_barriers_and_moved_by_some_threads_read_what_the_i
         grid=2, block=64,
     )
     _same(got, want)
+
+
+def _stepping(space: str) -> str:
+    """Each lane reads two neighbours through a pointer that starts at element ``idx[lane]`` of
+    ``x`` (a global pointer, or a 32-bit one into a shared copy of ``x``) and, in each of four
+    passes, moves by ``step`` elements where bit ``pass`` of ``on[lane]`` is set."""
+    shared = space == "shared"
+    copy = """
+mov.u32 %r12, %r1;
+FILL:
+mul.wide.u32 %rd9, %r12, 4;
+add.s64 %rd10, %rd5, %rd9;
+ld.global.u32 %r13, [%rd10];
+shl.b32 %r14, %r12, 2;
+mov.u32 %r15, tile;
+add.u32 %r15, %r15, %r14;
+st.shared.u32 [%r15], %r13;
+add.u32 %r12, %r12, 64;
+setp.lt.u32 %p4, %r12, 256;
+@%p4 bra FILL;
+bar.sync 0;
+mov.u32 %r16, tile;
+shl.b32 %r17, %r2, 2;
+add.u32 %r18, %r16, %r17;
+shl.b32 %r19, %r9, 2;""" if shared else """
+mul.wide.s32 %rd6, %r2, 4;
+add.s64 %rd7, %rd5, %rd6;
+mul.wide.s32 %rd8, %r9, 4;"""
+    base, amount, kind = ("%r18", "%r19", "s32") if shared else ("%rd7", "%rd8", "s64")
+    return kernel_ptx(
+        f"""
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [idx];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.u32 %r2, [%rd3];
+ld.param.u64 %rd1, [on];
+add.s64 %rd4, %rd1, %rd2;
+ld.global.u32 %r3, [%rd4];
+ld.param.u32 %r9, [step];
+ld.param.u64 %rd5, [x];
+{copy}
+mov.u32 %r10, 0;
+mov.u32 %r6, 0;
+LOOP:
+ld.{space}.u32 %r4, [{base}];
+ld.{space}.u32 %r5, [{base}+4];
+mul.lo.u32 %r6, %r6, 3;
+add.u32 %r6, %r6, %r4;
+mul.lo.u32 %r6, %r6, 5;
+add.u32 %r6, %r6, %r5;
+shr.u32 %r11, %r3, %r10;
+and.b32 %r11, %r11, 1;
+setp.ne.u32 %p2, %r11, 0;
+@%p2 add.{kind} {base}, {base}, {amount};
+add.u32 %r10, %r10, 1;
+setp.lt.u32 %p3, %r10, 4;
+@%p3 bra LOOP;
+ld.param.u64 %rd11, [out];
+add.s64 %rd12, %rd11, %rd2;
+st.global.u32 [%rd12], %r6;
+ret;""",
+        params=".param .u64 idx, .param .u64 on, .param .u64 x, .param .u64 out, .param .u32 step",
+        regs=".reg .pred %p<5>;\n.reg .b32 %r<20>;\n.reg .b64 %rd<13>;",
+        globals_=".shared .align 4 .b8 tile[1024];" if shared else "",
+    )
+
+
+STEPPING = {space: _stepping(space) for space in ("global", "shared")}
+_MOVES = st.one_of(st.just([15] * 8), st.just([0] * 8), st.lists(st.integers(0, 15), min_size=8, max_size=8))
+
+
+@pytest.mark.parametrize("space", ["global", "shared"])
+@settings(max_examples=30, deadline=None)
+@given(st.lists(_group, min_size=8, max_size=8),
+       st.sampled_from([[[15] * 8] * 8, [[5] * 8] * 8]) | st.lists(_MOVES, min_size=8, max_size=8),
+       st.sampled_from([1, 4, -3, 8, -8, 16, 0, -16, 64]))
+def test_a_pointer_stepping_through_a_loop_reads_what_the_interpreter_reads(space, groups, moves, step):
+    """The remembered span of a pointer that a loop advances by a uniform step (``add r, r, s``) moves
+    with it (every lane stepping in every pass, or in every other one); where only some lanes step
+    (a guarded add), or the step takes some lanes below the start of ``x``, the compiled tier
+    reads, or reports, what the interpreter does."""
+    idx = np.array([i + 20 for g in groups for i in g], np.int32)  # element 20 + 0..62: -16 or 64 leave x
+    on = np.array([m for one in moves for m in one], np.uint32)
+    x = np.arange(1, 257, dtype=np.uint32) * np.uint32(2654435761)
+    results = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(64, np.uint32)
+        be = backend(STEPPING[space], tier=tier)
+        arrays = [idx, on, x, out]
+        try:
+            kinds = [ptr("i32"), ptr("u32"), ptr("u32"), ptr("u32"), scalar("i32")]
+            launch(be, "k", kinds, [*(a.ctypes.data for a in arrays), step], grid=1, block=64, arrays=arrays)
+            results.append(out.tobytes())
+        except MemoryAccessError as raised:
+            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+    assert results[0] == results[1]

@@ -127,6 +127,7 @@ class Emitter(DirectMoves):
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
         self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
+        self.shift: tuple[str, Operand] | None = None  # the instruction adds a uniform amount to a base
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)
@@ -247,7 +248,9 @@ class Emitter(DirectMoves):
         if (width == 1) != (ptx_type == "pred"):
             raise Unsupported(f"register {operand.name} written as .{ptx_type}")
         self.forget(operand.name)
-        if operand.name in self.memos:  # a new value: its lanes' span is not known
+        if self.shift is not None and self.shift[0] == operand.name:
+            self._shift_memo(operand.name, self.shift[1], ptx_type, mask)
+        elif operand.name in self.memos:  # a new value: its lanes' span is not known
             self.emit(f"store i64 0, ptr {self.memo(operand.name)}")
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if operand.name in self.uniform:  # every lane computed the same value
@@ -263,6 +266,39 @@ class Emitter(DirectMoves):
             f"{self.reg_type(operand.name)} {old}"
         )
         self.emit(f"store {self.reg_type(operand.name)} {kept}, ptr {self.slot(operand.name)}")
+
+    def _shift_memo(self, name: str, amount: Operand, ptx_type: str, mask: str) -> None:
+        """Register ``name`` moves by the warp-uniform ``amount`` for the lanes of ``mask``: its memo
+        (:meth:`remembered_span`) moves too, its lowest and highest address by the amount, its OR
+        by OR-ing it in (an alignment it cannot vouch for sends the access to the full check),
+        its layout and window indices unchanged; cleared instead when some lane it describes is
+        not moved, or when the lowest and the highest address would not wrap around alike."""
+        width = bits_of(ptx_type)
+        memo = self.memo(name)
+        words = [self.op(f"getelementptr i64, ptr {memo}, i64 {k}") for k in range(4)]
+        key = self.op(f"load i64, ptr {words[0]}")
+        described, moving = self.op(f"trunc i64 {key} to i32"), self.op(f"bitcast {vec('i1')} {mask} to i32")
+        left = self.op(f"and i32 {described}, {self.op(f'xor i32 {moving}, -1')}")
+        lanes = self.to_bits(self.read(amount, ptx_type), ptx_type)
+        step = self.op(f"extractelement {vec(int_elem(width))} {lanes}, i32 0")
+        if width == 32:
+            step = self.op(f"zext i32 {step} to i64")
+        lo, hi, bits_or = (self.op(f"load i64, ptr {w}") for w in words[1:])
+        moved = []
+        wraps = []
+        for old in (lo, hi):
+            new = self.op(f"add i64 {old}, {step}")
+            if width == 64:
+                wraps.append(self.op(f"icmp ult i64 {new}, {old}"))
+                moved.append(new)
+            else:
+                wraps.append(self.op(f"icmp uge i64 {new}, 4294967296"))
+                moved.append(self.op(f"and i64 {new}, 4294967295"))
+        alike = self.op(f"icmp eq i1 {wraps[0]}, {wraps[1]}")
+        kept = self.op(f"and i1 {alike}, {self.op(f'icmp eq i32 {left}, 0')}")
+        for word, value in zip(words[1:], (*moved, self.op(f"or i64 {bits_or}, {step}")), strict=True):
+            self.emit(f"store i64 {value}, ptr {word}")
+        self.emit(f"store i64 {self.op(f'select i1 {kept}, i64 {key}, i64 0')}, ptr {words[0]}")
 
     def forget(self, name: str) -> None:
         """Drop the block's spans and checks made through register ``name``."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
-from ..parse import Instruction, Mem, Reg
+from ..parse import Imm, Instruction, Mem, Reg
 from . import convert, mem  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
@@ -40,6 +40,7 @@ MEMO = 192  # bytes per register after the slots: its remembered span (key, @ptx
 _LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
+_STEPPING = {("s64",), ("u64",), ("s32",), ("u32",)}  # adds that move a pointer (no .cc, .sat)
 _M, _I32 = vec("i1"), vec("i32")
 
 
@@ -217,6 +218,21 @@ def _bases(instructions: list[Instruction]) -> list[str]:
     return list(dict.fromkeys(bases))
 
 
+def _shift_of(e: Emitter, ins: Instruction) -> tuple[str, Any] | None:
+    """(register, amount) when ``ins`` adds a warp-uniform amount to a base register in place (a
+    pointer stepping through a loop), whose remembered span then moves with it (:meth:`.emit.
+    Emitter.write`) rather than being classified again."""
+    if ins.opcode != "add" or len(ins.operands) != 3 or tuple(ins.mods) not in _STEPPING:
+        return None
+    target, source, amount = ins.operands
+    if not (isinstance(target, Reg) and isinstance(source, Reg) and target.name == source.name):
+        return None
+    if target.name not in e.memos or e.registers[target.name] != int(ins.mods[0][1:]):
+        return None
+    uniform = isinstance(amount, Imm) or (isinstance(amount, Reg) and amount.name in e.uniform)
+    return (target.name, amount) if uniform else None
+
+
 def _kept(e: Emitter) -> list[str]:
     """Registers a lane may read before writing in some block: zeroed at the start; the others
     (temporaries of one block, :mod:`..liveness`) need not be."""
@@ -262,10 +278,11 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         ins = fn.steps[i].ins
         e.insn = i
         e.defining = writes(ins, True)
+        e.shift = _shift_of(e, ins)
         if ins.opcode in LOWER:
             LOWER[ins.opcode](e, ins, e.guard(ins))
     e.insn = end - 1
-    e.defining = False
+    e.defining, e.shift = False, None
     following = block_of[end]
     if last.kind == PLAIN:
         _goto(e, m, following)
