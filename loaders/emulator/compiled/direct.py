@@ -14,14 +14,14 @@ its own table (every row empty), so what one launch admitted never reaches anoth
 When all 32 lanes are active and point at consecutive elements, a single-element access is one
 vector load or store (:func:`direct`). Loads of 32- and 64-bit elements through a base register
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
-lanes, consecutive, one address or neither; remembered in the warp's state, cleared by a write) and
-then move each group with a vector load, a scalar load and a broadcast, or a gather per element
-(:func:`patterned`), the classes ``@ptxb.fetch`` works out per access; where the host has AVX-512
-and the lanes' elements lie within 128 bytes (a row and a column of a shared tile), one masked load
-of those bytes and two-table permutes by the lanes' remembered indices move the whole warp
-(:func:`windowed`). Global loads in a loop prefetch their stride ahead (:func:`prefetch_ahead`).
-``DirectMoves`` is a part of the emitter, kept here so that the emitter's own module stays about
-registers and operands.
+lanes, consecutive, one address or neither; remembered in the warp's state, moved by a warp-uniform
+step, cleared by any other write) and then move each group with a vector load, a scalar load and a
+broadcast, or a gather per element (:func:`patterned`), the classes ``@ptxb.fetch`` works out per
+access; where the host has AVX-512 and the lanes' elements lie within 128 bytes (a row and a column
+of a shared tile), one masked load of those bytes and two-table permutes by the lanes' remembered
+indices move the whole warp (:func:`windowed`). Global loads in a loop prefetch their stride ahead
+(:func:`prefetch_ahead`). ``DirectMoves`` is a part of the emitter, kept here so that the emitter's
+own module stays about registers and operands.
 """
 
 from __future__ import annotations
