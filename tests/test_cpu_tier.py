@@ -473,13 +473,7 @@ def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, va
     assert outs[0].tobytes() == outs[1].tobytes()
 
 
-def _gather(bits: int) -> str:
-    """Lane ``i`` adds ``x[idx[i]]``, ``x[idx[i] + 1]`` and 7 ``x[idx[i] ^ 1]`` of ``bits``-wide
-    elements into ``out[i]``, where ``on[i]``."""
-    size = bits // 8
-    return kernel_ptx(
-        f"""
-mov.u32 %r1, %tid.x;
+_LANE_INPUTS = """mov.u32 %r1, %tid.x;
 mul.wide.u32 %rd2, %r1, 4;
 ld.param.u64 %rd1, [idx];
 add.s64 %rd3, %rd1, %rd2;
@@ -487,7 +481,26 @@ ld.global.u32 %r2, [%rd3];
 ld.param.u64 %rd1, [on];
 add.s64 %rd4, %rd1, %rd2;
 ld.global.u32 %r3, [%rd4];
-setp.eq.u32 %p1, %r3, 0;
+"""  # each thread's idx (%r2) and on (%r3); %rd2 its 4-byte element offset
+
+
+def _outcome(be, kinds, values, arrays, out) -> bytes | str:
+    """What kernel ``k`` leaves in ``out`` on backend ``be`` (one block of 64 threads), or the part of
+    its fault report both tiers word alike."""
+    try:
+        launch(be, "k", kinds, values, grid=1, block=64, arrays=arrays)
+        return out.tobytes()
+    except MemoryAccessError as raised:
+        return str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0]
+
+
+def _gather(bits: int) -> str:
+    """Lane ``i`` adds ``x[idx[i]]``, ``x[idx[i] + 1]`` and 7 ``x[idx[i] ^ 1]`` of ``bits``-wide
+    elements into ``out[i]``, where ``on[i]``."""
+    size = bits // 8
+    return kernel_ptx(
+        f"""
+{_LANE_INPUTS}setp.eq.u32 %p1, %r3, 0;
 @%p1 bra DONE;
 ld.param.u64 %rd5, [x];
 mul.wide.s32 %rd6, %r2, {size};
@@ -551,13 +564,9 @@ def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(bits, groups
         flags = np.array(on, np.uint32)
         be = backend(GATHER[bits], tier=tier)
         arrays = [idx, flags, x, out]
-        try:
-            kinds = [ptr("i32"), ptr("u32"), ptr(f"u{bits}"), ptr(f"u{bits}")]
-            with mock.patch.object(compiled_tier, "has_permutes", lambda p=permutes: p):
-                launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
-            results.append(out.tobytes())
-        except MemoryAccessError as raised:
-            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        kinds = [ptr("i32"), ptr("u32"), ptr(f"u{bits}"), ptr(f"u{bits}")]
+        with mock.patch.object(compiled_tier, "has_permutes", lambda p=permutes: p):
+            results.append(_outcome(be, kinds, [a.ctypes.data for a in arrays], arrays, out))
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
     assert all(result == results[-1] for result in results)
     if past is not None:
@@ -653,12 +662,8 @@ def test_vector_loads_of_every_lane_pattern_match_the_interpreter(groups, past):
         out = np.zeros(64, np.uint32)
         be = backend(VECTORS, tier=tier)
         arrays = [idx, x, out]
-        try:
-            kinds = [ptr("i32"), ptr("u32"), ptr("u32")]
-            launch(be, "k", kinds, [a.ctypes.data for a in arrays], grid=1, block=64, arrays=arrays)
-            results.append(out.tobytes())
-        except MemoryAccessError as raised:
-            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        kinds = [ptr("i32"), ptr("u32"), ptr("u32")]
+        results.append(_outcome(be, kinds, [a.ctypes.data for a in arrays], arrays, out))
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
     assert results[0] == results[1]
     if past is not None:
@@ -751,15 +756,7 @@ mul.wide.s32 %rd8, %r9, 4;"""
     base, amount, kind = ("%r18", "%r19", "s32") if shared else ("%rd7", "%rd8", "s64")
     return kernel_ptx(
         f"""
-mov.u32 %r1, %tid.x;
-mul.wide.u32 %rd2, %r1, 4;
-ld.param.u64 %rd1, [idx];
-add.s64 %rd3, %rd1, %rd2;
-ld.global.u32 %r2, [%rd3];
-ld.param.u64 %rd1, [on];
-add.s64 %rd4, %rd1, %rd2;
-ld.global.u32 %r3, [%rd4];
-ld.param.u32 %r9, [step];
+{_LANE_INPUTS}ld.param.u32 %r9, [step];
 ld.param.u64 %rd5, [x];
 {copy}
 mov.u32 %r10, 0;
@@ -810,11 +807,7 @@ def test_a_pointer_stepping_through_a_loop_reads_what_the_interpreter_reads(spac
         out = np.zeros(64, np.uint32)
         be = backend(STEPPING[space], tier=tier)
         arrays = [idx, on, x, out]
-        try:
-            kinds = [ptr("i32"), ptr("u32"), ptr("u32"), ptr("u32"), scalar("i32")]
-            launch(be, "k", kinds, [*(a.ctypes.data for a in arrays), step], grid=1, block=64, arrays=arrays)
-            results.append(out.tobytes())
-        except MemoryAccessError as raised:
-            results.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+        kinds = [ptr("i32"), ptr("u32"), ptr("u32"), ptr("u32"), scalar("i32")]
+        results.append(_outcome(be, kinds, [*(a.ctypes.data for a in arrays), step], arrays, out))
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
     assert results[0] == results[1]
