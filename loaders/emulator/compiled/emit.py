@@ -458,8 +458,9 @@ class Emitter(DirectMoves):
         element ``size``, and its window (:meth:`.direct.DirectMoves.window_of`; None but for the
         registers of ``windows``): from the register's memo in the warp's state when it holds them
         for that mask and size, else computed and remembered. Every write of the register clears
-        the memo, and the state keeps it across barriers, so a loop's base that does not change (a
-        row of a shared tile) is classified once per warp, not once per pass."""
+        the memo (a warp-uniform step moves it: :meth:`_shift_memo`), and the state keeps it across
+        barriers, so a loop's base that does not change (a row of a shared tile) is classified once
+        per warp, not once per pass."""
         memo = self.memo(name)
         lanes = self.op(f"zext i32 {self.op(f'bitcast {_MASK} {mask} to i32')} to i64")
         key = self.op(f"or i64 {lanes}, {(size << 32) | (1 << 48)}")  # never 0, the cleared memo
