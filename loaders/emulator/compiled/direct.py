@@ -145,17 +145,17 @@ class DirectMoves:
         there are at most :data:`WINDOW` bytes of them (their count in word 5, else 0), and each
         lane's index into it (``<32 x i32>`` at byte 64)."""
         lo, hi, bits_or = (self._memo_word(memo, k) for k in (1, 2, 3))
-        shift = {4: 2, 8: 3}.get(size)
+        shift = size.bit_length() - 1
         width = self.op(f"sub i64 {hi}, {lo}")
-        fits = "false" if shift is None else self.op(f"icmp ult i64 {width}, {WINDOW}")
+        fits = self.op(f"icmp ult i64 {width}, {WINDOW}")
         aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0")
         ordered = self.op(f"icmp ule i64 {lo}, {hi}")
         usable = self.op(f"and i1 {fits}, {self.op(f'and i1 {aligned}, {ordered}')}")
-        count = self.op(f"add i64 {self.op(f'lshr i64 {width}, {shift or 0}')}, 1")
+        count = self.op(f"add i64 {self.op(f'lshr i64 {width}, {shift}')}, 1")
         length = self.op(f"select i1 {usable}, i64 {count}, i64 0")
         self.emit(f"store i64 {length}, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 5')}")
         offsets = self.op(f"sub {_I64} {value}, {self.spread(lo, 'i64')}")
-        elements = self.op(f"lshr {_I64} {offsets}, splat (i64 {shift or 0})")
+        elements = self.op(f"lshr {_I64} {offsets}, splat (i64 {shift})")
         index = self.op(f"trunc {_I64} {elements} to {_I32}")
         index = self.op(f"select {vec('i1')} {mask}, {_I32} {index}, {_I32} zeroinitializer")
         self.emit(f"store {_I32} {index}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")

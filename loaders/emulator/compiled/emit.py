@@ -480,8 +480,7 @@ class Emitter(DirectMoves):
         self.emit(f"store i64 {key}, ptr {memo}")
         self.emit(f"br label %{joined}")
         self.put_label(joined)
-        words = (self.op(f"getelementptr i64, ptr {memo}, i64 {k + 1}") for k in range(4))
-        spanned = tuple(self.op(f"load i64, ptr {word}") for word in words)
+        spanned = tuple(self._memo_word(memo, k) for k in range(1, 5))
         if not windowed:
             return (*spanned, None)
         return (*spanned, self.window_parts(memo, 8 * size))

@@ -53,7 +53,12 @@ def extent_origins(fn: Function) -> list[frozenset[int]]:
 
 def state_bytes(registers: int) -> int:
     """Bytes of one warp's state: the header, a slot per register, then a span memo per register."""
-    return STATE_HEADER + (SLOT + MEMO) * max(registers, 1)
+    return _memos_at(registers) + MEMO * max(registers, 1)
+
+
+def _memos_at(registers: int) -> int:
+    """Where a warp's state keeps the span memos: after the header and the registers' slots."""
+    return STATE_HEADER + SLOT * max(registers, 1)
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False) -> str:
@@ -90,7 +95,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.uniform = uniform_registers(fn, blocks[0], e.local)
     e.saved = barrier_live(fn, blocks)
-    memos_at = STATE_HEADER + SLOT * max(len(registers), 1)
+    memos_at = _memos_at(len(registers))
     e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)

@@ -56,7 +56,8 @@ class CompiledTier:
     def __init__(self, program: Program):
         self.program = program
         self.kernels: dict[str, Compiled | str] = {}  # a compiled kernel, or why it runs interpreted
-        self.origins: dict[str, list[frozenset[int]]] = {}  # the rows of a kernel's extent tables
+        # a kernel's extent tables' rows, and the parameter words they take addresses from
+        self.origins: dict[str, tuple[list[frozenset[int]], frozenset[int]]] = {}
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
 
     def compiled(self, name: str) -> Compiled | None:
@@ -207,10 +208,11 @@ class CompiledTier:
         the shape of the region table's rows) is the extent of the argument the kernel's ``k``-th
         address origin points into (:func:`.kernel.extent_origins`), end 0 where there is none
         (checked against the regions only, as the interpreter's :meth:`~..memory.Memory.extent`)."""
-        origins = self.origins.get(name)
-        if origins is None:
-            origins = self.origins[name] = extent_origins(self.program.functions[name])
-        words = frozenset().union(*origins)
+        found = self.origins.get(name)
+        if found is None:
+            origins = extent_origins(self.program.functions[name])
+            found = self.origins[name] = (origins, frozenset().union(*origins))
+        origins, words = found
         by_param = parameter_extents(signature, params, named_extents(buffers), words) if origins else {}
         rows: list[Extent | None] = [None, *(extent_of(by_param, origin) for origin in origins)]
         table = np.zeros((len(rows), 4), np.uint64)
