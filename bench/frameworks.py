@@ -287,6 +287,10 @@ def dispatch_section(image, torch) -> dict[str, float]:
                                                                    stream.synchronize)
         rows["ptxbridge.torch op, allocating (returns c)"] = per_call(lambda: ops["add"](a, b),
                                                                      stream.synchronize)
+        rows["the op in place through torch's dispatcher (op._op)"] = per_call(
+            lambda: ops["add_into"]._op(a, b, c), stream.synchronize)
+        rows["the op allocating through torch's dispatcher (op._op)"] = per_call(
+            lambda: ops["add"]._op(a, b), stream.synchronize)
         rows["torch.add(a, b, out=c)"] = per_call(lambda: torch.add(a, b, out=c), stream.synchronize)
         rows["torch.add(a, b)"] = per_call(lambda: torch.add(a, b), stream.synchronize)
     torch.testing.assert_close(ops["add"](a, b), a + b)
@@ -426,6 +430,10 @@ def cpu_dispatch_section(torch) -> dict[str, list[float]]:
     into_floor, alloc_floor = dispatcher_floor(torch)
     paths = {"ptxbridge.torch op, in place (c mutated), no-op launch": lambda: add_into(a, b, c),
              "ptxbridge.torch op, allocating (returns c), no-op launch": lambda: add(a, b),
+             "the same op in place through torch's dispatcher (op._op), no-op launch":
+                 lambda: add_into._op(a, b, c),
+             "the same op allocating through torch's dispatcher (op._op), no-op launch":
+                 lambda: add._op(a, b),
              "torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c),
              "torch.add(a, b)": lambda: torch.add(a, b),
              "floor, in place: a torch.library op whose Python kernel does nothing":

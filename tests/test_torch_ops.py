@@ -324,3 +324,94 @@ def test_shapes_rules_are_checked_when_the_op_is_made(image):
         make({"b": "like z"})
     with pytest.raises(ArgumentError, match=r"shapes\['b'\]: the shape is 'like NAME', a callable"):
         make({"b": [4]})
+
+
+class _Dispatched(Exception):
+    """Raised by a test's stand-in for torch's dispatcher: the op call went through it."""
+
+
+@pytest.fixture
+def undispatched(ops, monkeypatch):
+    """The ops, each with torch's dispatcher behind its call replaced by one that raises _Dispatched
+    (each called once first: an op meets a device, and loads its image there, through the dispatcher)."""
+    def dispatcher(*args, **kwargs):
+        raise _Dispatched
+
+    for name, op in ops.items():
+        op(*samples()[name])
+        monkeypatch.setattr(op, "_op", dispatcher)
+    return ops
+
+
+def test_a_plain_eager_call_skips_the_dispatcher(undispatched):
+    x, b, _ = inputs()
+    torch.testing.assert_close(undispatched["vadd"](x, b), x + b)
+    y = x.clone()
+    before = y._version
+    undispatched["scale_"](y, 0.5)
+    torch.testing.assert_close(y, x * 0.5)
+    assert y._version > before  # the direct call bumps the version as the dispatched one does
+    strided = x.clone().view(32, 32).t()
+    undispatched["scale_"](strided, 2.0)  # copied to contiguous memory and back, as dispatched
+    torch.testing.assert_close(strided, x.view(32, 32).t() * 2.0)
+    x64, b64 = x.double(), b.double()
+    torch.testing.assert_close(undispatched["mul"](x64, b64, 3.0), 3.0 * x64 * b64)
+    with pytest.raises(ArgumentError, match=r"vadd: argument 'a' \(\*const f32\) got float64 tensor"):
+        undispatched["vadd"](x.double(), b.double())  # the same checks, the same words
+
+
+class _Logged(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+def _routes_through_the_dispatcher():
+    """Calls of vadd(x, b) that must reach torch's dispatcher: what each would miss without it."""
+    x, b, _ = inputs()
+    yield "requires grad", lambda op: op(x.clone().requires_grad_(), b)
+    yield "keyword arguments", lambda op: op(x, b=b)
+    yield "a tensor subclass", lambda op: op(x.as_subclass(_Sub), b)
+    yield "a meta tensor", lambda op: op(x.to("meta"), b.to("meta"))
+    yield "a dispatch mode", lambda op: _under(_Logged(), op, x, b)
+    yield "a function mode", lambda op: _under(torch.device("cpu"), op, x, b)
+    yield "vmap", lambda op: torch.vmap(op)(x.view(4, 256), b.view(4, 256))
+    yield "the profiler", lambda op: _under(torch.profiler.profile(), op, x, b)
+    yield "a forward AD level", lambda op: _under(torch.autograd.forward_ad.dual_level(), op, x, b)
+    yield "torch.jit.trace", lambda op: torch.jit.trace(lambda p, q: op(p, q), (x, b), check_trace=False)
+
+
+def _under(context, op, *args):
+    with context:
+        return op(*args)
+
+
+@pytest.mark.parametrize("why", [why for why, _ in _routes_through_the_dispatcher()])
+def test_calls_the_dispatcher_serves_go_through_it(undispatched, why):
+    call = dict(_routes_through_the_dispatcher())[why]
+    with pytest.raises(_Dispatched):
+        call(undispatched["vadd"])
+
+
+def test_a_float_argument_given_an_int_goes_through_the_dispatcher(undispatched):
+    x, b, _ = inputs()
+    with pytest.raises(_Dispatched):  # torch converts the int for a float schema argument
+        undispatched["mul"](x.double(), b.double(), 3)
+
+
+def test_the_dispatched_call_computes_what_the_direct_one_does(ops):
+    x, b, _ = inputs()
+    direct = ops["vadd"](x, b)
+    logged = _Logged()
+    with logged:
+        dispatched = ops["vadd"](x, b)
+    assert f"{NS}.vadd.default" in logged.seen
+    assert torch.equal(direct, dispatched)

@@ -18,8 +18,9 @@ A numba kernel compiled with ``debug=True`` raises :class:`~ptxbridge.KernelRais
 op call, eager or compiled; ``mode="reduce-overhead"`` leaves such an op out of its CUDA graphs and
 a manual capture of it is refused (docs/frameworks.md).
 
-Modules: ``eager`` (the op's eager kernel: checks, allocations, the launch), ``sharding``
-(``sharding_rule=``: the op's DTensor sharding strategies).
+Modules: ``eager`` (the op's eager kernel: checks, allocations, the launch), ``direct`` (when a
+call may skip torch's dispatcher), ``sharding`` (``sharding_rule=``: the op's DTensor sharding
+strategies).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, op_spec
 from ptxbridge.opspec.sharding import sharding_rule as parse_rule
-from ptxbridge.torch.eager import eager_impl
+from ptxbridge.torch.direct import call_directly, guard
+from ptxbridge.torch.eager import eager_kernels
 from ptxbridge.torch.sharding import dtensor_strategies
 
 __all__ = ["Output", "function", "op", "schema"]
@@ -141,20 +143,29 @@ def function(source: Image | Module, signature: str | Signature, *, outputs: Map
 def schema(spec: OpSpec) -> str:
     """The torch schema of an op: ``(Tensor x, Tensor(a!) y, float a, SymInt n) -> Tensor``."""
     parts = []
-    for index, param in enumerate(spec.inputs):
+    for index, (param, kind) in enumerate(zip(spec.inputs, _kinds(spec), strict=True)):
         if not param.name.isidentifier():
             raise ArgumentError(f"{spec.name}: parameter name {param.name!r} cannot be a torch schema "
                                 "argument")
-        if param.name in spec.tensors:
-            kind = f"Tensor(a{index}!)" if param.name in spec.mutated else "Tensor"
-        else:
-            dt = param.type.dtype
-            kind = ("bool" if dt.name == "bool" else "SymInt" if dt.is_integer
-                    else "complex" if dt.code == KDL_COMPLEX else "float")
+        if param.name in spec.mutated:
+            kind = f"Tensor(a{index}!)"
         parts.append(f"{kind} {param.name}")
     count = len(spec.outputs)
     returns = "()" if count == 0 else "Tensor" if count == 1 else f"({', '.join(['Tensor'] * count)})"
     return f"({', '.join(parts)}) -> {returns}"
+
+
+def _kinds(spec: OpSpec) -> list[str]:
+    """Each op argument's schema type, alias annotations left out: ``Tensor``, ``SymInt``, ``float``, ..."""
+    kinds = []
+    for param in spec.inputs:
+        if param.name in spec.tensors:
+            kinds.append("Tensor")
+        else:
+            dt = param.type.dtype
+            kinds.append("bool" if dt.name == "bool" else "SymInt" if dt.is_integer
+                         else "complex" if dt.code == KDL_COMPLEX else "float")
+    return kinds
 
 
 def _check_dtypes(spec: OpSpec, values: Mapping[str, Any]) -> None:
@@ -187,7 +198,9 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
     Not ``torch.library.custom_op``: its Python wrappers (an autograd function even without a
     backward, a mutation re-check, a version bump and a re-dispatch per layer) cost an eager call
     several times the launch.  Here torch's dispatcher goes straight to the eager kernel
-    (``CompositeExplicitAutograd``: CPU, CUDA, and a clear error elsewhere); the fake kernel serves
+    (``CompositeExplicitAutograd``: CPU, CUDA, and a clear error elsewhere), and a plain eager call
+    skips even that (:mod:`ptxbridge.torch.direct`: the overload's own ``__call__`` runs the same
+    kernel where the dispatcher would only have called it); the fake kernel serves
     FakeTensor and meta; an op without ``backward`` takes torch's C++ autograd fallback (its
     outputs carry a node that warns if a backward pass reaches it); ``backward`` registers an
     autograd kernel.  An op launching numba kernels compiled with ``debug=True`` is tagged
@@ -199,7 +212,7 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
         raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
     if backward is not None:
         spec.check_backward()
-    impl = eager_impl(spec, modules, target, fn, anchor, _TO_TORCH)
+    impl, direct = eager_kernels(spec, modules, target, fn, anchor, _TO_TORCH, guard(_kinds(spec)))
     debug = modules.debug if fn is not None else modules.debug & {spec.name}  # flags read after each launch
     tags = (torch.Tag.pt2_compliant_tag, *((torch.Tag.cudagraph_unsafe,) if debug else ()))
 
@@ -232,7 +245,9 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
     torch.library.register_fake(name, fake, lib=library)
     if backward is not None:
         _register_backward(library, name, spec, backward)
-    return getattr(getattr(torch.ops, namespace), opname).default
+    overload = getattr(getattr(torch.ops, namespace), opname).default
+    call_directly(overload, direct)
+    return overload
 
 
 def _register_backward(library: Any, name: str, spec: OpSpec,

@@ -1,153 +1,193 @@
-"""The eager path of a :mod:`ptxbridge.torch` op: every per-call decision made once, when the op is made.
+"""The eager path of a :mod:`ptxbridge.torch` op: its kernel written out as Python source, once, when
+the op is made.
 
-An eager op call already pays torch's dispatcher and its call into a Python kernel; what the
-kernel itself does per call should cost little next to the launch.  So the rules of the op's
-:class:`~ptxbridge.opspec.OpSpec` are resolved here to positions in one list of values (the op's
-arguments, then derived values, then outputs), constant rules are evaluated once, the launch call
-is written out once per op (no argument tuple or keyword dict built per call), and the launch
-target (the :class:`~ptxbridge.launch.module.Kernel`, or the module a launcher function gets) is
-looked up once per ``torch.device``.  Per call that leaves: the contiguity checks, the derived
-values, the ``shapes=`` checks, the output allocations, the launch, and the version-counter bump
-of mutated tensors (what torch's autograd would otherwise do).
+What an eager op call does per call should cost little next to the launch, so nothing is looked up,
+built or interpreted per call that could be decided when the op is made.  The rules of the op's
+:class:`~ptxbridge.opspec.OpSpec` become lines of one function over local names (``v0, v1, ...``: the
+op's arguments, then derived values, then outputs): a ``"numel x"`` rule is ``v0.numel()``, an output
+"like x" is ``empty_like(v0)``, constant rules are evaluated once, a fixed geometry is a constant, the
+launch is spelled out (no argument tuple or keyword dict built per call), and the launch target (the
+:class:`~ptxbridge.launch.module.Kernel`, or the module a launcher function gets) is looked up once per
+``torch.device``.  Per call that leaves: the launch target, the contiguity checks, the derived values,
+the ``shapes=`` checks, the output allocations, the launch, and the version-counter bump of mutated
+tensors (what torch's autograd would otherwise do).
 
-A raw pointer or slice takes contiguous memory: a strided argument runs on a contiguous copy,
-copied back when the kernel writes it.
+The same lines make two functions: ``impl``, the kernel torch's dispatcher calls, and the op's direct
+call (:mod:`ptxbridge.torch.direct`), which runs them behind the test that the dispatcher would only
+have called ``impl``, and goes through the dispatcher otherwise.
+
+A raw pointer or slice takes contiguous memory: a strided argument runs on a contiguous copy, copied
+back when the kernel writes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import torch
 
 from ptxbridge.abi.errors import ArgumentError
-from ptxbridge.opspec import Modules, OpSpec, Rule, as_shape, check_shape, contiguous_only
+from ptxbridge.opspec import (
+    Modules,
+    OpSpec,
+    OutputRule,
+    Rule,
+    as_shape,
+    check_shape,
+    contiguous_only,
+    element_type,
+)
+from ptxbridge.torch.direct import Guard
 
-__all__ = ["eager_impl"]
+__all__ = ["eager_kernels"]
 
 _DEVICE_TYPES = ("cpu", "cuda")
-_CONTIGUOUS = torch.contiguous_format
 # torch.autograd.graph.increment_version is this call behind an isinstance test (torch >= 2.9): called
 # directly with a tuple it costs half as much per op call
 _bump = getattr(torch._C, "_increment_version", torch.autograd.graph.increment_version)
 
 
-_FORMS = {"numel": torch.Tensor.numel}  # the text rules torch answers faster itself than through .shape
+class _Source:
+    """The lines of an op's eager kernel and the names they use (rules, constants, helpers)."""
+
+    def __init__(self, spec: OpSpec):
+        self.spec = spec
+        names = [p.name for p in spec.inputs] + [n for n, _ in spec.derived]
+        names += [o.param.name for o in spec.outputs]
+        self.names = names
+        self.local = {name: f"v{i}" for i, name in enumerate(names)}
+        self.namespace: dict[str, Any] = {}
+
+    def bind(self, value: Any) -> str:
+        """A name for ``value`` in the generated source."""
+        name = f"k{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def rule(self, rule: Rule) -> str:
+        """``rule`` as an expression over the local names."""
+        if rule.constant:
+            return self.bind(rule.call())
+        reads = [self.local[name] for name in rule.reads]
+        if rule.form == "numel":  # torch answers this faster itself than through .shape
+            return f"{reads[0]}.numel()"
+        return f"{self.bind(rule.call)}({', '.join(reads)})"
+
+    def tuple_of(self, names: list[str]) -> str:
+        return f"({', '.join(self.local[name] for name in names)},)" if names else "()"
 
 
-def _reader(rule: Rule, index: Mapping[str, int]) -> Callable[[Sequence[Any]], Any]:
-    """``rule`` as a function of the list of values (its reads found by position)."""
-    call = _FORMS.get(rule.form, rule.call)
-    if rule.constant:
-        value = call()
-        return lambda values: value
-    places = [index[name] for name in rule.reads]
-    if len(places) == 1:
-        (at,) = places
-        return lambda values: call(values[at])
-    pick = itemgetter(*places)
-    return lambda values: call(*pick(values))
+def _dtype_of_like(spec: OpSpec, output: OutputRule) -> bool:
+    """Whether an output "like x" has x's dtype whenever the launch accepts x: untyped, or typed as
+    x's parameter and after it in the signature (so a wrong x is what the launch names first)."""
+    if output.dtype is None:
+        return True
+    params = [p.name for p in spec.signature.params]
+    at = params.index(output.like)
+    x = spec.signature.params[at]
+    return element_type(x.type) == output.dtype and at < params.index(output.param.name)
 
 
-def _picker(places: Sequence[int]) -> Callable[[Sequence[Any]], tuple]:
-    """The values at ``places`` as a tuple (``itemgetter`` returns a bare value for one place)."""
-    if len(places) == 1:
-        (at,) = places
-        return lambda values: (values[at],)
-    return itemgetter(*places) if places else (lambda values: ())
-
-
-def _allocator(spec: OpSpec, index: Mapping[str, int], to_torch: Mapping[Any, Any],
-               contiguous: frozenset[int]) -> Callable[[list, Any], None]:
-    """Appends each output, allocated from its rule, to the values (``empty_like`` where the rule is
-    "like x": cheaper than ``torch.empty`` with a shape, dtype and device; with no keywords at all
-    where x is known contiguous by then (``contiguous``) and the dtype is x's, which torch parses
-    faster still)."""
-    makers = []
+def _output_lines(source: _Source, anchor: str, contiguous: frozenset[str],
+                  to_torch: Mapping[Any, Any]) -> list[str]:
+    """Each output allocated from its rule: ``empty_like`` where the rule is "like x" (cheaper than
+    ``torch.empty`` with a shape, dtype and device); with no keywords at all where x is known
+    contiguous by then (``contiguous``) and has the output's dtype, which torch parses faster still."""
+    spec, lines = source.spec, []
     for output in spec.outputs:
         dt = None if output.dtype is None else to_torch.get(output.dtype)
         if output.dtype is not None and dt is None:
             raise ArgumentError(f"{spec.name}: output '{output.param.name}' has element type {output.dtype}, "
                                 "which torch has no dtype for")
+        into = source.local[output.param.name]
         if output.like is not None:
-            like = torch.zeros_like if output.zeros else torch.empty_like
-            plain = dt is None and index[output.like] in contiguous  # like x, x contiguous: x's layout
-            makers.append((False if plain else None, index[output.like], like, dt))
-        else:
-            make = torch.zeros if output.zeros else torch.empty
-            makers.append((_reader(output.shape, index), output.shape, make, dt))
-
-    def allocate(values: list, device: Any) -> None:
-        for shape, where, make, dt in makers:
-            if shape is False:
-                values.append(make(values[where]))
-            elif shape is None:
-                values.append(make(values[where], dtype=dt, memory_format=_CONTIGUOUS))
+            like = source.bind(torch.zeros_like if output.zeros else torch.empty_like)
+            x = source.local[output.like]
+            if output.like in contiguous and _dtype_of_like(spec, output):
+                lines.append(f"{into} = {like}({x})")
             else:
-                values.append(make(as_shape(where, shape(values)), dtype=dt, device=device))
-    return allocate
+                lines.append(f"{into} = {like}({x}, dtype={source.bind(dt)}, "
+                             f"memory_format={source.bind(torch.contiguous_format)})")
+        else:
+            make = source.bind(torch.zeros if output.zeros else torch.empty)
+            shape = f"{source.bind(as_shape)}({source.bind(output.shape)}, {source.rule(output.shape)})"
+            lines.append(f"{into} = {make}({shape}, dtype={source.bind(dt)}, device={anchor}.device)")
+    return lines
 
 
-def _shape_checker(spec: OpSpec, index: Mapping[str, int]) -> Callable[[Sequence[Any]], None] | None:
-    """Raises when a tensor argument's shape is not the one its ``shapes=`` rule gives; None without rules."""
-    checks = [(name, index[name], _reader(rule, index), rule) for name, rule in spec.shapes]
-    if not checks:
-        return None
-
-    def check(values: Sequence[Any]) -> None:
-        for name, at, read, rule in checks:
-            check_shape(spec.name, name, values[at].shape, as_shape(rule, read(values)), rule)
-    return check
-
-
-def _geometry(spec: OpSpec, index: Mapping[str, int]) -> tuple | Callable[[Sequence[Any]], tuple]:
-    """``(grid, block, shared_mem)``: fixed when no rule reads anything, else a function of the values."""
-    rules = [(spec.grid, None), (spec.block, None), (spec.shared_mem, 0)]
-    if all(rule is None or rule.constant for rule, _ in rules):
-        return tuple(default if rule is None else rule.call() for rule, default in rules)
-    grid, block, shared_mem = (_reader(rule, index) if rule is not None else (lambda values, d=default: d)
-                               for rule, default in rules)
-    return lambda values: (grid(values), block(values), shared_mem(values))
-
-
-def _caller(places: Sequence[int], fn: Callable[..., None] | None) -> Callable[[Any, Sequence, tuple], None]:
-    """``call(found, values, geometry)``: the kernel ``found`` launched with the values at ``places`` and
-    ``geometry`` as ``grid=``, ``block=``, ``shared_mem=`` (or ``fn(found, ...)`` without geometry), the
-    call spelled out: through ``*args`` and keywords it would build a tuple and a dict per call, which
-    costs more than the rest of the op's own work.  The source names only positions."""
-    values = "".join(f", v[{int(at)}]" for at in places)
-    call = (f"fn(found{values})" if fn is not None
-            else f"found({values[2:]}{', ' if values else ''}grid=g[0], block=g[1], shared_mem=g[2])")
-    namespace: dict[str, Any] = {"fn": fn}
-    exec(compile(f"def call(found, v, g):\n    {call}\n", "<ptxbridge.torch launch>", "exec"), namespace)
-    return namespace["call"]
+def _rule_lines(source: _Source, anchor: str, contiguous: frozenset[str], launcher: bool,
+                to_torch: Mapping[Any, Any]) -> tuple[list[str], str]:
+    """The lines that evaluate the rules (derived values, ``shapes=`` checks, outputs, geometry) and
+    the launch's geometry keywords."""
+    spec, local = source.spec, source.local
+    lines = [f"{local[name]} = {source.rule(rule)}" for name, rule in spec.derived]
+    for name, rule in spec.shapes:
+        held = source.bind(rule)
+        lines.append(f"{source.bind(check_shape)}({spec.name!r}, {name!r}, {local[name]}.shape, "
+                     f"{source.bind(as_shape)}({held}, {source.rule(rule)}), {held})")
+    lines += _output_lines(source, anchor, contiguous, to_torch)
+    if launcher:  # a launcher function has no geometry
+        return lines, ""
+    keywords = []
+    for key, rule, default in (("grid", spec.grid, None), ("block", spec.block, None),
+                               ("shared_mem", spec.shared_mem, 0)):
+        if rule is None or rule.constant:
+            keywords.append(f"{key}={source.bind(default if rule is None else rule.call())}")
+        else:
+            lines.append(f"{key} = {source.rule(rule)}")
+            keywords.append(f"{key}={key}")
+    return lines, ", ".join(keywords)
 
 
-def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn: Callable[..., None] | None,
-               anchor: int, to_torch: Mapping[Any, Any]) -> Callable[..., Any]:
-    """The op's kernel for CPU and CUDA tensors: ``impl(*args)`` with the op's arguments in order.
+def eager_kernels(spec: OpSpec, modules: Modules, target: Callable[[Any], Any],
+                  fn: Callable[..., None] | None, anchor: int, to_torch: Mapping[Any, Any],
+                  guard: Guard) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The op's kernel for CPU and CUDA tensors, ``impl(*args)`` with the op's arguments in order, and
+    its direct call ``call(overload, *args)`` (``guard``: when it may skip torch's dispatcher).
 
     ``target(module)`` is what runs on a device: a kernel, launched with the spec's geometry, or
     (``fn`` given) the module that ``fn(module, *kernel_args)`` launches from.  ``anchor`` is the
     argument whose device the op runs on.
     """
-    names = [p.name for p in spec.inputs] + [n for n, _ in spec.derived]
-    names += [o.param.name for o in spec.outputs]
-    index = {name: i for i, name in enumerate(names)}
-    derived = [_reader(rule, index) for _, rule in spec.derived]
-    check_shapes = _shape_checker(spec, index)
-    contiguous = [i for i, p in enumerate(spec.inputs) if p.name in spec.tensors and contiguous_only(p.type)]
-    allocate = _allocator(spec, index, to_torch, frozenset(contiguous)) if spec.outputs else None
-    geometry = () if fn is not None else _geometry(spec, index)  # a launcher function has none
-    fixed = geometry if isinstance(geometry, tuple) else None
-    call = _caller([index[p.name] for p in spec.signature.params], fn)
-    outputs = [index[o.param.name] for o in spec.outputs]
-    result = itemgetter(*outputs) if outputs else None  # several outputs: a tuple
-    mutated = [index[name] for name in spec.mutated]
-    written = _picker(mutated)  # a tuple, as _bump takes it
-    shapes = {o.param.name: o for o in spec.outputs}
+    source = _Source(spec)
+    local = source.local
+    inputs = [p.name for p in spec.inputs]
+    contiguous = [p.name for p in spec.inputs if p.name in spec.tensors and contiguous_only(p.type)]
+    mutated = list(spec.mutated)
+    at = local[inputs[anchor]]
+    rules, geometry = _rule_lines(source, at, frozenset(contiguous), fn is not None, to_torch)
+    args = ", ".join(local[p.name] for p in spec.signature.params)
+    launch = (f"fn(found, {args})" if fn is not None
+              else f"found({args}{', ' if args else ''}{geometry})")
+    outputs = [local[o.param.name] for o in spec.outputs]
+    body = []
+    if contiguous:
+        tests = " and ".join(f"{local[name]}.is_contiguous()" for name in contiguous)
+        body += [f"if not ({tests}):", f"    return strided({source.tuple_of(inputs)})"]
+    if rules:
+        body += ["try:", *(f"    {line}" for line in rules), "except ArgumentError:", "    raise",
+                 "except Exception as exc:", f"    explain({source.tuple_of(inputs)}, exc)"]
+    body.append(launch)
+    if mutated:
+        body.append(f"bump({source.tuple_of(mutated)})")
+    body.append("return " + ("None" if not outputs else outputs[0] if len(outputs) == 1
+                             else f"({', '.join(outputs)})"))
+    names = ", ".join(local[name] for name in inputs)
+    text = "\n".join([
+        f"def impl({names}):",
+        f"    found = targets.get({at}.device) or find({at}.device)",
+        *(f"    {line}" for line in body),
+        "",
+        "def call(self, /, *args, **kwargs):",
+        f"    if not kwargs and len(args) == {len(inputs)} and {guard.context}:",
+        f"        {names}, = args",
+        f"        if {guard.arguments([local[n] for n in inputs])}:",
+        f"            found = targets.get({at}.device)",
+        "            if found is not None:",
+        *(f"                {line}" for line in body),
+        "    return self._op(*args, **kwargs)",
+        ""])
     targets: dict[Any, Any] = {}
 
     def find(device: torch.device) -> Any:
@@ -158,55 +198,33 @@ def eager_impl(spec: OpSpec, modules: Modules, target: Callable[[Any], Any], fn:
         found = targets[device] = target(modules.get(key))
         return found
 
-    def explain(values: list, exc: Exception) -> NoReturn:
-        """A rule raised while filling ``values``: evaluate the one that failed again by name, which
-        raises the error naming it (rules are pure); anything else is re-raised as it is."""
-        named = dict(zip(names, values, strict=False))
-        failed = names[len(values)] if len(values) < len(names) else None
-        if failed is None and fn is None:
+    def explain(args: tuple, exc: Exception) -> NoReturn:
+        """A rule raised: evaluate the rules again by name, in order, which raises the error naming the
+        one that failed (rules are pure); anything else (an allocation) is re-raised as it is."""
+        named = dict(zip(inputs, args, strict=True))
+        spec.derive(named)
+        spec.check_shapes(named)
+        for output in spec.outputs:
+            spec.shape(output, named)
+        if fn is None:
             spec.geometry(named)
-        elif failed in shapes:
-            spec.shape(shapes[failed], named)
-        else:
-            spec.derive(named, only=frozenset([failed]))
         raise exc
 
     def strided(args: tuple) -> Any:
         given, copies = list(args), []
-        for i in contiguous:
-            if not given[i].is_contiguous():
+        for i, name in enumerate(inputs):
+            if name in contiguous and not given[i].is_contiguous():
                 given[i] = given[i].contiguous()
-                if i in mutated:
+                if name in mutated:
                     copies.append((args[i], given[i]))
-        found = impl(*given)
+        found = namespace["impl"](*given)
         for original, copy in copies:
             original.copy_(copy)
         if mutated:
-            _bump(written(args))
+            _bump(tuple(args[inputs.index(name)] for name in mutated))
         return found
 
-    def impl(*args: Any) -> Any:
-        for i in contiguous:
-            if not args[i].is_contiguous():
-                return strided(args)
-        device = args[anchor].device
-        found = targets.get(device) or find(device)
-        values = [*args]
-        try:
-            for read in derived:
-                values.append(read(values))
-            if check_shapes is not None:
-                check_shapes(values)
-            if allocate is not None:
-                allocate(values, device)
-            launch = fixed if fixed is not None else geometry(values)
-        except ArgumentError:
-            raise
-        except Exception as exc:
-            explain(values, exc)
-        call(found, values, launch)
-        if mutated:
-            _bump(written(values))
-        return None if result is None else result(values)
-
-    return impl
+    namespace = {**source.namespace, **guard.namespace, "targets": targets, "find": find, "explain": explain,
+                 "strided": strided, "bump": _bump, "fn": fn, "ArgumentError": ArgumentError}
+    exec(compile(text, f"<ptxbridge.torch eager kernel of {spec.name}>", "exec"), namespace)
+    return namespace["impl"], namespace["call"]
