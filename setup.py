@@ -46,7 +46,10 @@ extensions = [Extension("ptxbridge.launch._fastlaunch",
 if (numpy_include := _numpy_include()) is not None:
     extensions.append(Extension("ptxbridge.loaders.emulator._native", ["loaders/emulator/_native.c"],
                                 include_dirs=[numpy_include], extra_compile_args=["-O3", "-std=c11"],
-                                optional=True))
+                                # linked with libm, so its sin/exp2/... bind to the C library's current
+                                # versions, the ones the compiled tier's code finds (dlsym), not the
+                                # oldest compatibility wrappers an unlinked reference gets
+                                libraries=["m"], optional=True))
 if (include := _jaxlib_include()) is not None:
     extensions.append(Extension("ptxbridge.jax._xla_ffi", ["bridge/frameworks/jax/_xla_ffi.c"],
                                 include_dirs=["bridge/launch", include], depends=[LAUNCH_ABI],

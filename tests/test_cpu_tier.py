@@ -811,3 +811,147 @@ def test_a_pointer_stepping_through_a_loop_reads_what_the_interpreter_reads(spac
         results.append(_outcome(be, kinds, [*(a.ctypes.data for a in arrays), step], arrays, out))
         assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
     assert results[0] == results[1]
+
+
+# every .ftz float form a CUDA fast-math or libdevice build emits, with operands and results that
+# are subnormal (flushed: zero of the same sign) or not, and the approximate functions
+FLUSHED = r"""
+extern "C" __global__ void flushed(const float* x, const float* y, const double* w, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float a = x[i], b = y[i], r[18]; double d = w[i], q; unsigned p;
+  asm("add.ftz.f32 %0, %1, %2;" : "=f"(r[0]) : "f"(a), "f"(b));
+  asm("sub.ftz.f32 %0, %1, %2;" : "=f"(r[1]) : "f"(a), "f"(b));
+  asm("mul.ftz.f32 %0, %1, %2;" : "=f"(r[2]) : "f"(a), "f"(b));
+  asm("fma.rn.ftz.f32 %0, %1, %2, %1;" : "=f"(r[3]) : "f"(a), "f"(b));
+  asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r[4]) : "f"(a), "f"(b));
+  asm("min.ftz.f32 %0, %1, %2;" : "=f"(r[5]) : "f"(a), "f"(b));
+  asm("max.ftz.f32 %0, %1, %2;" : "=f"(r[6]) : "f"(a), "f"(b));
+  asm("abs.ftz.f32 %0, %1;" : "=f"(r[7]) : "f"(a));
+  asm("neg.ftz.f32 %0, %1;" : "=f"(r[8]) : "f"(a));
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r[9]) : "f"(a));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r[10]) : "f"(a));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r[11]) : "f"(a));
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r[12]) : "f"(a));
+  asm("sin.approx.ftz.f32 %0, %1;" : "=f"(r[13]) : "f"(a));
+  asm("cos.approx.f32 %0, %1;" : "=f"(r[14]) : "f"(a));
+  asm("tanh.approx.f32 %0, %1;" : "=f"(r[15]) : "f"(a));
+  asm("{ .reg .pred t; setp.lt.ftz.f32 t, %1, %2; selp.u32 %0, 1, 0, t; }" : "=r"(p) : "f"(a), "f"(b));
+  r[16] = (float)p;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(q) : "d"(d));
+  r[17] = (float)q;
+  for (int k = 0; k < 18; k++) out[18 * i + k] = r[k];
+}
+"""
+# subnormal f32s, the least normal one, zeros, products that underflow, NaN, infinities, and ex2's
+# and lg2's edges (ex2 of -130 is subnormal)
+FLUSH_VALUES = np.array([1e-40, -1e-40, 1.17549435e-38, -1.17549435e-38, 5e-39, 0.0, -0.0, 1e-20, -1e-20, 3.0,
+                         -2.5, 0.5, -130.0, 128.0, np.nan, np.inf, -np.inf, 1e38, 7.0, 1e-45], np.float32)
+
+
+def test_flush_to_zero_forms_and_approximate_functions_are_bit_identical():
+    rng = np.random.default_rng(11)
+    pairs = len(FLUSH_VALUES)
+    x = np.concatenate([np.repeat(FLUSH_VALUES, pairs), rng.normal(0, 30, 600).astype(np.float32)])
+    y = np.concatenate([np.tile(FLUSH_VALUES, pairs), rng.normal(0, 30, 600).astype(np.float32)])
+    w = x.astype(np.float64) * 1e-300  # f64 subnormals too: .ftz leaves f64 alone
+    n = len(x)
+    _same(*_both(_cuda(FLUSHED), "flushed", lambda: [x, y, w, np.zeros(18 * n, np.float32), n],
+                 grid=-(-n // 128), block=128))
+
+
+FAST_MATH = r"""
+extern "C" __global__ void fast(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = x[i];
+  y[6 * i] = expf(v) / (1.0f + v * v);
+  y[6 * i + 1] = sinf(v) * cosf(v);
+  y[6 * i + 2] = logf(fabsf(v)) + log2f(v);
+  y[6 * i + 3] = tanhf(v) + sqrtf(fabsf(v));
+  y[6 * i + 4] = v < 2.0f ? fmaxf(v, 0.5f) : powf(v, 0.3f);
+  y[6 * i + 5] = 1.0f / (1.0f + __expf(-v));
+}
+"""
+
+
+def test_a_fast_math_cuda_kernel_compiles_and_matches_the_interpreter():
+    # --use_fast_math: .ftz on all f32 arithmetic, approximate sin/cos/ex2/lg2/tanh, approximate divisions
+    modules = _modules(nvrtc.compile(FAST_MATH, arch="sm_90", output="ptx", options=["--use_fast_math"]))
+    x = np.concatenate([FLUSH_VALUES, np.random.default_rng(12).normal(0, 20, 3000).astype(np.float32)])
+    _same(*_both(modules, "fast", lambda: [x, np.zeros(6 * len(x), np.float32), len(x)],
+                 grid=-(-len(x) // 256), block=256))
+
+
+def test_numba_math_functions_compile_and_match_the_interpreter():
+    # libdevice's expf, tanhf and logf use ex2.approx.ftz.f32 and rcp.approx.ftz, in f64 too (its sinf
+    # reduces with integer carry chains, which the compiled tier does not translate)
+    numba = pytest.importorskip("ptxbridge.numba")
+    import math
+
+    from numba import cuda
+
+    def activations(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            v = x[i]
+            y[i] = v / (1 + math.exp(-v)) + math.tanh(v) + math.log(1 + abs(v))
+
+    modules = _modules(*(numba.compile(activations, f"void({t}[::1], {t}[::1])", arch="sm_90",
+                                       name=f"act_{t}") for t in ("float32", "float64")))
+    rng = np.random.default_rng(13)
+    for dtype in (np.float32, np.float64):
+        x = np.concatenate([FLUSH_VALUES.astype(dtype), rng.normal(0, 10, 2000).astype(dtype)])
+        _same(*_both(modules, f"act_{np.dtype(dtype).name}", lambda x=x: [x, np.zeros_like(x)],
+                     grid=-(-len(x) // 128), block=128))
+
+
+def _directed_fma(mode: str) -> str:
+    return kernel_ptx(
+        f"""
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+mad.lo.u32 %r1, %r2, 32, %r1;
+mul.wide.u32 %rd2, %r1, 4;
+ld.param.u64 %rd1, [x];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.f32 %f1, [%rd3];
+ld.param.u64 %rd1, [y];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.f32 %f2, [%rd3];
+ld.param.u64 %rd1, [z];
+add.s64 %rd3, %rd1, %rd2;
+ld.global.f32 %f3, [%rd3];
+fma.{mode}.f32 %f4, %f1, %f2, %f3;
+ld.param.u64 %rd1, [out];
+add.s64 %rd3, %rd1, %rd2;
+st.global.f32 [%rd3], %f4;
+ret;""",
+        params=".param .u64 x, .param .u64 y, .param .u64 z, .param .u64 out",
+        regs=".reg .b32 %r<3>;\n.reg .f32 %f<5>;\n.reg .b64 %rd<4>;",
+    )
+
+
+@pytest.mark.parametrize("mode", ["rm", "rp", "rz"])
+def test_directed_rounding_fma_matches_the_interpreter(mode):
+    """fma.rm/.rp/.rz.f32 (libdevice's expf rounds down with one) on corner values, exact cancellations
+    (signed zeros), products that underflow, overflows and infinities.  Which of two different NaN
+    operands comes out is left open (by LLVM, NumPy and PTX alike), so no lane has two."""
+    rng = np.random.default_rng(14)
+    n = 32 * 600
+    picks = rng.integers(0, 4, (3, n))
+    pools = [rng.choice(FLUSH_VALUES, (3, n)), rng.normal(0, 1, (3, n)), rng.normal(0, 1e-20, (3, n)),
+             rng.integers(-100, 100, (3, n))]
+    x, y, z = np.choose(picks, pools).astype(np.float32)
+    z = np.where(rng.random(n) < 0.3, -(x.astype(np.float64) * y), z).astype(np.float32)  # exact cancels
+    with np.errstate(invalid="ignore", over="ignore"):
+        z[np.isnan(z) | np.isnan(np.float64(x) * y)] = 1.0
+    outs = []
+    for tier in ("compiled", "interp"):
+        out = np.zeros(n, np.float32)
+        be = backend(_directed_fma(mode), tier=tier)
+        launch(be, "k", [ptr("f32")] * 4, [v.ctypes.data for v in (x, y, z, out)], grid=n // 32, block=32,
+               arrays=[x, y, z, out])
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+        outs.append(out)
+    assert outs[0].tobytes() == outs[1].tobytes()

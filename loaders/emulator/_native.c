@@ -11,6 +11,11 @@
  * Being a ufunc, it broadcasts NumPy scalars against register arrays and
  * takes out= like any NumPy arithmetic.
  *
+ * sin, cos, exp2, log2, tanh: NumPy ufuncs over float64 that call the C library's functions.  PTX's
+ * approximate sin/cos/ex2/lg2/tanh are computed in double precision and rounded to the type; NumPy's
+ * own float64 loops are SIMD code of its own, which a compiled kernel cannot call, so the interpreter
+ * calls these and the compiled tier calls the same C functions, and both tiers agree bit for bit.
+ *
  * span(addresses, mask): (bitwise OR, minimum, maximum) of the active elements of a u32 or u64
  * array, or None when no element is active, in one pass: every memory access checks alignment
  * (the OR's low bits) and bounds (the extremes) before it gathers, which in NumPy is a compress
@@ -103,6 +108,28 @@ static PyUFuncGenericFunction loops[] = {fma_f32, fma_f64};
 static void *loop_data[] = {NULL, NULL};
 static const char loop_types[] = {NPY_FLOAT, NPY_FLOAT, NPY_FLOAT, NPY_FLOAT,
                                   NPY_DOUBLE, NPY_DOUBLE, NPY_DOUBLE, NPY_DOUBLE};
+
+#define LIBM_LOOP(FN)                                                                         \
+    static void libm_##FN(char **args, const npy_intp *dimensions, const npy_intp *steps,       \
+                          void *data) {                                                        \
+        (void)data;                                                                           \
+        char *in = args[0], *out = args[1];                                                   \
+        for (npy_intp i = 0; i < dimensions[0]; i++, in += steps[0], out += steps[1]) {       \
+            *(double *)out = FN(*(const double *)in);                                         \
+        }                                                                                     \
+    }
+
+LIBM_LOOP(sin)
+LIBM_LOOP(cos)
+LIBM_LOOP(exp2)
+LIBM_LOOP(log2)
+LIBM_LOOP(tanh)
+
+static PyUFuncGenericFunction libm_loops[][1] = {{libm_sin}, {libm_cos}, {libm_exp2}, {libm_log2},
+                                                 {libm_tanh}};
+static const char *libm_names[] = {"sin", "cos", "exp2", "log2", "tanh"};
+static void *libm_data[] = {NULL};
+static const char libm_types[] = {NPY_DOUBLE, NPY_DOUBLE};
 
 /* Branch-free so that the compiler vectorizes it; cloned for AVX-512 and AVX2 where available. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
@@ -472,7 +499,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "The CPU loader's one-pass inner loops: fma (a NumPy ufunc) and span.",
+    "The CPU loader's one-pass inner loops: fma and the C library's sin, cos, exp2, log2 and tanh "
+    "(NumPy ufuncs), span, gather and scatter.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
@@ -499,6 +527,16 @@ PyMODINIT_FUNC PyInit__native(void) {
         Py_XDECREF(ufunc);
         Py_DECREF(m);
         return NULL;
+    }
+    for (size_t k = 0; k < sizeof(libm_names) / sizeof(libm_names[0]); k++) {
+        ufunc = PyUFunc_FromFuncAndData(libm_loops[k], libm_data, (char *)libm_types, 1, 1, 1,
+                                        PyUFunc_None, libm_names[k],
+                                        "the C library's function of that name, on float64.", 0);
+        if (ufunc == NULL || PyModule_AddObject(m, libm_names[k], ufunc) < 0) {
+            Py_XDECREF(ufunc);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

@@ -9,7 +9,7 @@ the other way.  The instruction builders (``ops_float``, ``ops_half``, ``ops_dat
 
 Round-to-nearest ``fma`` goes through ``native_fma``, the C ufunc of ``_native.c`` (C99 ``fma``/``fmaf``:
 one pass instead of about 30 for f64), where it was built; the emulation is the fallback and the
-directed roundings.
+directed roundings.  ``LIBM`` holds the C library's functions behind PTX's approximate ones.
 """
 
 from __future__ import annotations
@@ -20,12 +20,19 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._native import fma as native_fma
+    from . import _native
 except ImportError:  # built without NumPy's headers, or no C compiler: the emulation below
-    native_fma = None
+    _native = None
+native_fma = None if _native is None else _native.fma
+# PTX's approximate functions by opcode: the C library's (computed in f64), which the compiled tier calls
+# too; None without them (NumPy's then, and the compiled tier leaves such kernels alone)
+LIBM_FUNCTIONS = {"sin": "sin", "cos": "cos", "ex2": "exp2", "lg2": "log2", "tanh": "tanh"}  # opcode: C name
+LIBM: dict[str, Any] | None = None
+if _native is not None and all(hasattr(_native, name) for name in LIBM_FUNCTIONS.values()):
+    LIBM = {opcode: getattr(_native, name) for opcode, name in LIBM_FUNCTIONS.items()}
 
-__all__ = ["ROUNDINGS", "exact_binary", "flush", "fma32", "fma64", "min_max", "native_fma", "nudge",
-           "saturate"]
+__all__ = ["LIBM", "LIBM_FUNCTIONS", "ROUNDINGS", "exact_binary", "flush", "fma32", "fma64", "min_max",
+           "native_fma", "nudge", "saturate"]
 
 ROUNDINGS = frozenset(("rn", "rz", "rm", "rp"))
 _F32_TINY = np.float32(np.finfo(np.float32).tiny)
@@ -86,13 +93,16 @@ def _two_prod(a: Any, b: Any) -> tuple[Any, Any]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str) -> Any:
+def _zero_sign(r: Any, a: Any, b: Any, c: Any, mode: str, exact_zero: Any = None) -> Any:
     """IEEE 754 6.3: an exact zero sum is +0, or -0 when rounding down, unless both addends are
-    zeros of one sign (then that sign).  The round-to-nearest paths get this right already."""
+    zeros of one sign (then that sign).  The round-to-nearest paths get this right already.
+    ``exact_zero`` marks the sums that are exactly zero (default: every zero result, which also
+    takes a positive sum too small for the type, which rounds down to +0, for an exact one)."""
     if mode != "rm":
         return r
     both_plus = ((a == 0) | (b == 0)) & ~np.signbit(a * b) & (c == 0) & ~np.signbit(c)
-    return np.where((r == 0) & ~both_plus, -np.abs(r), r).astype(r.dtype)
+    zero = (r == 0) if exact_zero is None else exact_zero
+    return np.where(zero & ~both_plus, -np.abs(r), r).astype(r.dtype)
 
 
 def fma64(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
@@ -140,7 +150,12 @@ def fma32(a: Any, b: Any, c: Any, mode: str = "rn") -> Any:
         r = np.where(away, np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf))),
                      r).astype(np.float32)
         r64 = r.astype(np.float64)
-    return _zero_sign(nudge(r, (s - r64) + e, mode), a, b, c, mode) if mode != "rn" else r
+    if mode == "rn":
+        return r
+    residual = np.where(np.isinf(s), 0.0, (s - r64) + e)  # an infinite sum is exact (an operand is)
+    # the f64 sum of an f32 product and an f32 is zero only when the exact sum is: both lie on a grid
+    # of 2^-298, far above the least f64
+    return _zero_sign(nudge(r, residual, mode), a, b, c, mode, s == 0)
 
 
 def exact_binary(name: str, a: Any, b: Any, mode: str) -> Any:

@@ -2,7 +2,9 @@
 
 The arithmetic itself is exact IEEE (:mod:`.float_math`).  ``.approx``
 functions are computed accurately, which is within the error PTX documents
-for them.
+for them: sin, cos, ex2, lg2 and tanh in double precision by the C library's
+functions (``float_math.LIBM``, which the compiled tier calls too), rounded to
+the type.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from . import float_math
 from .build import Context, Run, op
-from .float_math import ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
+from .float_math import LIBM, ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
 from .ops_half import PACKED, packed_arith
 from .values import FLOAT_TYPES
 
@@ -106,15 +108,12 @@ def _in_f64(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda x: fn(x.astype(np.float64)).astype(x.dtype)
 
 
+_APPROXIMATE = LIBM or {"sin": np.sin, "cos": np.cos, "lg2": np.log2, "ex2": np.exp2, "tanh": np.tanh}
 _MATH: dict[str, Callable[[Any], Any]] = {
     "rcp": lambda x: x.dtype.type(1) / x,
     "sqrt": np.sqrt,
     "rsqrt": _rsqrt,
-    "sin": _in_f64(np.sin),
-    "cos": _in_f64(np.cos),
-    "lg2": _in_f64(np.log2),
-    "ex2": _in_f64(np.exp2),
-    "tanh": _in_f64(np.tanh),
+    **{name: _in_f64(fn) for name, fn in _APPROXIMATE.items()},
 }
 
 

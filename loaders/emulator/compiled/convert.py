@@ -3,7 +3,8 @@
 Integer -> integer conversions truncate or extend by the source's signedness; ``.sat`` clamps.
 Float -> integer conversions round as the ``.rni/.rzi/.rmi/.rpi`` modifier says and saturate
 (NaN -> 0): LLVM's ``fptosi.sat`` / ``fptoui.sat``.  Integer -> float and f64 -> f32 round to
-nearest even (``.rn``), f32 -> f64 is exact; other roundings and ``.ftz`` are refused.
+nearest even (``.rn``), f32 -> f64 is exact; between floats ``.ftz`` flushes f32 subnormals and
+``.sat`` clamps to [0, 1]; other roundings, and ``.ftz``/``.sat`` elsewhere, are refused.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from ..memory import WINDOWS
 from ..parse import Instruction, Sym
 from .emit import Emitter
-from .ops import ROUND_TO_INT, lower
+from .ops import ROUND_TO_INT, flush, lower, saturate
 from .values import Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
 __all__: list[str] = []
@@ -84,25 +85,27 @@ def _cvt(e: Emitter, ins: Instruction, m: str) -> None:
         how = "sitofp" if is_signed(src) else "uitofp"
         e.write(d, e.op(f"{how} {_v(src)} {x} to {_v(dst)}"), dst, m)
         return
+    # float -> float: .ftz flushes an f32 operand and an f32 result, then .sat clamps
+    ftz, sat = "ftz" in flags, "sat" in flags
+    flags -= {"ftz", "sat"}
+    if ftz and src == "f32":
+        x = flush(e, x)
     rounding = flags & set(ROUND_TO_INT)
     if rounding:  # cvt.rni.f32.f32: round to an integer value in float
         if flags - rounding or len(rounding) > 1 or src != dst:
             raise Unsupported(f"cvt.{'.'.join(mods)}")
-        e.write(
-            d,
-            _intrinsic(e, f"{ROUND_TO_INT[rounding.pop()]}.{_suffix(src)}", elem(src), elem(src), x),
-            dst,
-            m,
-        )
-        return
-    if flags - {"rn"}:
+        value = _intrinsic(e, f"{ROUND_TO_INT[rounding.pop()]}.{_suffix(src)}", elem(src), elem(src), x)
+    elif flags - {"rn"}:
         raise Unsupported(f"cvt.{'.'.join(mods)}")
-    if src == dst:
-        e.write(d, x, dst, m)
+    elif src == dst:
+        value = x
     elif src == "f32":
-        e.write(d, e.op(f"fpext {_v(src)} {x} to {_v(dst)}"), dst, m)
+        value = e.op(f"fpext {_v(src)} {x} to {_v(dst)}")
     else:
-        e.write(d, e.op(f"fptrunc {_v(src)} {x} to {_v(dst)}"), dst, m)
+        value = e.op(f"fptrunc {_v(src)} {x} to {_v(dst)}")
+    if ftz and dst == "f32":
+        value = flush(e, value)
+    e.write(d, saturate(e, value, dst) if sat else value, dst, m)
 
 
 @lower("cvta")

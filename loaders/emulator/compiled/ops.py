@@ -3,19 +3,23 @@
 What PTX defines and LLVM leaves undefined is spelled out: shifts by the width or more (0, or the
 sign for ``shr.s``), division by zero (all ones; ``rem`` gives the dividend), ``INT_MIN / -1``
 (the quotient wraps, the remainder is 0), float -> int conversion (saturating, NaN -> 0).  Float
-arithmetic is IEEE round-to-nearest, as LLVM emits it without fast-math flags; every other rounding
-mode, ``.ftz`` and ``.sat`` are refused, so such kernels stay on the interpreter.
+arithmetic is IEEE round-to-nearest, as LLVM emits it without fast-math flags; ``.ftz`` flushes f32
+subnormal operands and results to signed zero, as the interpreter does; the approximate sin, cos,
+ex2, lg2 and tanh call the C library's functions in double precision, as the interpreter does;
+every other rounding mode and ``.sat`` are refused, so such kernels stay on the interpreter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..float_math import LIBM, LIBM_FUNCTIONS
 from ..parse import Instruction, Pair, Vec
 from .emit import Emitter
-from .values import Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
+from .values import LANES, Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
-__all__ = ["LOWER", "ROUND_TO_INT"]
+__all__ = ["LOWER", "ROUND_TO_INT", "flush", "saturate"]
 
 Lower = Callable[[Emitter, Instruction, str], None]
 LOWER: dict[str, Lower] = {}
@@ -96,17 +100,60 @@ def _product(e: Emitter, mode: str, t: str, a: str, b: str) -> tuple[str, str]:
     return e.op(f"trunc {_v(_wide_type(t))} {shifted} to {_v(t)}"), t
 
 
-def _float_mods(ins: Instruction, extra: frozenset[str] = frozenset()) -> str:
-    """The type of a float instruction in round-to-nearest without .ftz/.sat (else Unsupported)."""
-    _, (t,) = _mods(ins, {"rn"} | extra, _FLOATS)
-    return t
+@dataclass(frozen=True, slots=True)
+class _Float:
+    """A float instruction's type and ``.ftz`` as the interpreter applies it: f32 subnormal operands
+    and results become zero of the same sign (``.ftz`` leaves f64 alone)."""
+
+    e: Emitter
+    t: str
+    ftz: bool
+
+    def read(self, operand: object) -> str:
+        value = self.e.read(operand, self.t)
+        return flush(self.e, value) if self.ftz else value
+
+    def done(self, value: str) -> str:
+        return flush(self.e, value) if self.ftz else value
+
+
+def _float(e: Emitter, ins: Instruction, extra: frozenset[str] = frozenset()) -> _Float:
+    """A float instruction in round-to-nearest, with or without .ftz; .sat and other roundings are
+    Unsupported."""
+    flags, (t,) = _mods(ins, {"rn", "ftz"} | extra, _FLOATS)
+    return _Float(e, t, "ftz" in flags and t == "f32")
+
+
+_F32_TINY = "0x3810000000000000"  # 2^-126, the least normal f32, as LLVM writes a float constant
+
+
+def flush(e: Emitter, x: str) -> str:
+    """``.ftz`` of an f32 vector: subnormals become zero of the same sign (NaNs stay)."""
+    vt = _v("f32")
+    small = e.op(f"fcmp olt {vt} {_call(e, 'fabs', 'f32', x)}, splat (float {_F32_TINY})")
+    zero = _call(e, "copysign", "f32", "zeroinitializer", x)
+    return e.op(f"select {vec('i1')} {small}, {vt} {zero}, {vt} {x}")
+
+
+def saturate(e: Emitter, x: str, t: str) -> str:
+    """``.sat``: clamp to [0, 1], NaN -> +0 (-0.0 stays, as the interpreter's clip keeps it)."""
+    vt, mask = _v(t), vec("i1")
+    one = f"splat ({elem(t)} 1.0)"
+    value = e.op(f"select {mask} {e.op(f'fcmp ogt {vt} {x}, {one}')}, {vt} {one}, {vt} {x}")
+    below = e.op(f"fcmp ult {vt} {x}, zeroinitializer")  # negative or NaN
+    return e.op(f"select {mask} {below}, {vt} zeroinitializer, {vt} {value}")
+
+
+def _float_binary(e: Emitter, ins: Instruction, m: str, f: _Float, build: Callable[[str, str], str]) -> None:
+    d, a, b = _operands(ins, 3)
+    e.write(d, f.done(build(f.read(a), f.read(b))), f.t, m)
 
 
 @lower("add", "sub")
 def _add_sub(e: Emitter, ins: Instruction, m: str) -> None:
     if ins.mods and ins.mods[-1] in _FLOATS:
-        t = _float_mods(ins)
-        _binary(e, ins, m, t, lambda a, b: e.op(f"f{ins.opcode} {_v(t)} {a}, {b}"))
+        f = _float(e, ins)
+        _float_binary(e, ins, m, f, lambda a, b: e.op(f"f{ins.opcode} {_v(f.t)} {a}, {b}"))
         return
     _, (t,) = _mods(ins, set(), _INTS)
     _binary(e, ins, m, t, lambda a, b: e.op(f"{ins.opcode} {_v(t)} {a}, {b}"))
@@ -115,8 +162,8 @@ def _add_sub(e: Emitter, ins: Instruction, m: str) -> None:
 @lower("mul")
 def _mul(e: Emitter, ins: Instruction, m: str) -> None:
     if ins.mods and ins.mods[-1] in _FLOATS:
-        t = _float_mods(ins)
-        _binary(e, ins, m, t, lambda a, b: e.op(f"fmul {_v(t)} {a}, {b}"))
+        f = _float(e, ins)
+        _float_binary(e, ins, m, f, lambda a, b: e.op(f"fmul {_v(f.t)} {a}, {b}"))
         return
     flags, (t,) = _mods(ins, {"lo", "hi", "wide"}, _INTS)
     if len(flags) != 1 or (flags == {"wide"} and t.endswith("64")):
@@ -126,12 +173,81 @@ def _mul(e: Emitter, ins: Instruction, m: str) -> None:
     e.write(d, value, out, m)
 
 
+_DIRECTED = ("rm", "rp", "rz")
+
+
+def _directed_fma(e: Emitter, t: str, mode: str, a: str, b: str, c: str) -> str:
+    """f32 a*b+c rounded once toward ``mode``, as IEEE 754 (and the interpreter's ``fma32``) rounds it.
+
+    The f64 product of two f32s is exact; TwoSum gives the f64 sum and its exact error, from which the
+    sum rounded to odd (an f64 with 29 more bits than f32, so that rounding it once more to f32 in any
+    mode is the exact value's own rounding); the nearest f32 of that then steps one f32 ulp where it
+    lies on the wrong side of it.  An exact zero sum is -0 when rounding down unless both addends are
+    +0 (IEEE 754 6.3)."""
+    if t != "f32":
+        raise Unsupported(f"fma.{mode}.{t}")
+    v64, v32, i64, i32, mask = _v("f64"), _v("f32"), vec("i64"), vec("i32"), vec("i1")
+
+    def f64(op: str, x: str, y: str) -> str:
+        return e.op(f"{op} {v64} {x}, {y}")
+
+    def both(x: str, y: str) -> str:
+        return e.op(f"and {mask} {x}, {y}")
+
+    def negated(x: str) -> str:
+        return e.op(f"xor {mask} {x}, splat (i1 true)")
+
+    wide_a, wide_b, wide_c = (e.op(f"fpext {v32} {x} to {v64}") for x in (a, b, c))
+    p = f64("fmul", wide_a, wide_b)
+    total = f64("fadd", p, wide_c)
+    back = f64("fsub", total, p)
+    error = f64("fadd", f64("fsub", p, f64("fsub", total, back)), f64("fsub", wide_c, back))
+    bits = e.op(f"bitcast {v64} {total} to {i64}")
+    even = e.op(f"icmp eq {i64} {e.op(f'and {i64} {bits}, splat (i64 1)')}, zeroinitializer")
+    inexact = both(f64("fcmp one", error, "zeroinitializer"), even)
+    # toward the exact value: away from zero where the error has the sum's sign
+    outward = e.op(f"icmp eq {mask} {f64('fcmp olt', error, 'zeroinitializer')}, "
+                   f"{f64('fcmp olt', total, 'zeroinitializer')}")
+    step = e.op(f"select {mask} {outward}, {i64} splat (i64 1), {i64} splat (i64 -1)")
+    odd_bits = e.op(f"select {mask} {inexact}, {i64} {e.op(f'add {i64} {bits}, {step}')}, {i64} {bits}")
+    odd = e.op(f"bitcast {i64} {odd_bits} to {v64}")
+    r = e.op(f"fptrunc {v64} {odd} to {v32}")
+    r64 = e.op(f"fpext {v32} {r} to {v64}")
+    r_bits = e.op(f"bitcast {v32} {r} to {i32}")
+    if mode == "rz":  # one ulp toward zero: -1 on the bits of either sign
+        wrong = f64("fcmp ogt", _call(e, "fabs", "f64", r64), _call(e, "fabs", "f64", odd))
+        by = f"{i32} splat (i32 -1)"
+    else:  # one ulp down (rm) or up (rp): +1 or -1 on the bits as the sign of r says
+        wrong = f64(f"fcmp {'ogt' if mode == 'rm' else 'olt'}", r64, odd)
+        negative = e.op(f"icmp slt {i32} {r_bits}, zeroinitializer")
+        grow = negative if mode == "rm" else negated(negative)
+        by = f"{i32} {e.op(f'select {mask} {grow}, {i32} splat (i32 1), {i32} splat (i32 -1)')}"
+    toward = e.op(f"select {mask} {wrong}, {by}, {i32} zeroinitializer")
+    value = e.op(f"bitcast {i32} {e.op(f'add {i32} {r_bits}, {toward}')} to {v32}")
+    if mode != "rm":
+        return value
+
+    def zero(x: str) -> str:
+        return e.op(f"fcmp oeq {v32} {x}, zeroinitializer")
+
+    def plus(x: str) -> str:
+        return e.op(f"icmp sge {i32} {e.op(f'bitcast {v32} {x} to {i32}')}, zeroinitializer")
+
+    product = e.op(f"fmul {v32} {a}, {b}")
+    plus_zeros = both(both(e.op(f"or {mask} {zero(a)}, {zero(b)}"), plus(product)), both(zero(c), plus(c)))
+    exact_zero = both(f64("fcmp oeq", total, "zeroinitializer"), negated(plus_zeros))
+    return e.op(f"select {mask} {exact_zero}, {v32} splat (float -0.0), {v32} {value}")
+
+
 @lower("mad", "fma")
 def _mad(e: Emitter, ins: Instruction, m: str) -> None:
     d, a, b, c = _operands(ins, 4)
     if ins.mods and ins.mods[-1] in _FLOATS:
-        t = _float_mods(ins)
-        e.write(d, _call(e, "fma", t, e.read(a, t), e.read(b, t), e.read(c, t)), t, m)
+        f = _float(e, ins, frozenset(_DIRECTED) if ins.opcode == "fma" else frozenset())
+        mode = next(iter(set(ins.mods) & set(_DIRECTED)), "rn")
+        args = [f.read(a), f.read(b), f.read(c)]
+        value = _call(e, "fma", f.t, *args) if mode == "rn" else _directed_fma(e, f.t, mode, *args)
+        e.write(d, f.done(value), f.t, m)
         return
     if ins.opcode == "fma":
         raise Unsupported(f"fma.{'.'.join(ins.mods)}")
@@ -148,8 +264,8 @@ def _div_rem(e: Emitter, ins: Instruction, m: str) -> None:
     if ins.mods and ins.mods[-1] in _FLOATS:
         if ins.opcode == "rem":
             raise Unsupported("rem on floats")
-        t = _float_mods(ins, frozenset(("approx", "full")))
-        _binary(e, ins, m, t, lambda a, b: e.op(f"fdiv {_v(t)} {a}, {b}"))
+        f = _float(e, ins, frozenset(("approx", "full")))
+        _float_binary(e, ins, m, f, lambda a, b: e.op(f"fdiv {_v(f.t)} {a}, {b}"))
         return
     _, (t,) = _mods(ins, set(), _INTS)
     remainder = ins.opcode == "rem"
@@ -175,9 +291,10 @@ def _div_rem(e: Emitter, ins: Instruction, m: str) -> None:
 def _roots(e: Emitter, ins: Instruction, m: str) -> None:
     """The interpreter's: ``1 / x`` and ``sqrt(x)`` correctly rounded (``.approx`` as ``.rn``), and
     ``rsqrt`` as ``1 / sqrt(x)`` in double precision, rounded once to the type."""
-    t = _float_mods(ins, frozenset(("approx", "full")))
+    f = _float(e, ins, frozenset(("approx", "full")))
+    t = f.t
     d, a = _operands(ins, 2)
-    x = e.read(a, t)
+    x = f.read(a)
     if ins.opcode == "rcp":
         value = e.op(f"fdiv {_v(t)} splat ({elem(t)} 1.0), {x}")
     elif ins.opcode == "sqrt":
@@ -186,16 +303,69 @@ def _roots(e: Emitter, ins: Instruction, m: str) -> None:
         wide = e.op(f"fpext {_v(t)} {x} to {_v('f64')}") if t == "f32" else x
         inverse = e.op(f"fdiv {_v('f64')} splat (double 1.0), {_call(e, 'sqrt', 'f64', wide)}")
         value = e.op(f"fptrunc {_v('f64')} {inverse} to {_v(t)}") if t == "f32" else inverse
-    e.write(d, value, t, m)
+    e.write(d, f.done(value), t, m)
+
+
+def _libm_helper(e: Emitter, name: str) -> str:
+    """``@ptxb.libm.NAME``: the C library's ``NAME`` on each lane of an f64 vector.  ``nobuiltin``: LLVM
+    neither folds nor rewrites the call, so every lane is the function's own result, as the
+    interpreter's (``float_math.LIBM``)."""
+    vt = _v("f64")
+    e.intrinsic(f"declare double @{name}(double) nobuiltin nounwind")
+    e.intrinsic(f"""define internal {vt} @ptxb.libm.{name}({vt} %x) noinline nounwind {{
+entry:
+  %lanes = alloca {vt}
+  store {vt} %x, ptr %lanes
+  br label %lane
+lane:
+  %i = phi i32 [0, %entry], [%next, %lane]
+  %at = getelementptr double, ptr %lanes, i32 %i
+  %value = load double, ptr %at
+  %result = call double @{name}(double %value) nobuiltin
+  store double %result, ptr %at
+  %next = add i32 %i, 1
+  %done = icmp eq i32 %next, {LANES}
+  br i1 %done, label %exit, label %lane
+exit:
+  %out = load {vt}, ptr %lanes
+  ret {vt} %out
+}}""")
+    return f"@ptxb.libm.{name}"
+
+
+@lower(*LIBM_FUNCTIONS)
+def _approximate(e: Emitter, ins: Instruction, m: str) -> None:
+    """sin, cos, ex2, lg2 and tanh as the interpreter computes them: the C library's function in double
+    precision, rounded once to the type; Unsupported where the extension holding the interpreter's
+    calls of them is not built (it then uses NumPy's, which compiled code cannot call)."""
+    if LIBM is None:
+        raise Unsupported(f"{ins.opcode}: the C library's functions need ptxbridge's _native extension")
+    f = _float(e, ins, frozenset(("approx", "full")))
+    d, a = _operands(ins, 2)
+    x = f.read(a)
+    wide = e.op(f"fpext {_v('f32')} {x} to {_v('f64')}") if f.t == "f32" else x
+    value = e.op(f"call {_v('f64')} {_libm_helper(e, LIBM_FUNCTIONS[ins.opcode])}({_v('f64')} {wide})")
+    if f.t == "f32":
+        value = e.op(f"fptrunc {_v('f64')} {value} to {_v('f32')}")
+    e.write(d, f.done(value), f.t, m)
+
+
+@lower("copysign")
+def _copysign(e: Emitter, ins: Instruction, m: str) -> None:
+    """``copysign d, a, b``: b's magnitude with a's sign (a bit copy: NaNs too)."""
+    _, (t,) = _mods(ins, set(), _FLOATS)
+    d, a, b = _operands(ins, 3)
+    e.write(d, _call(e, "copysign", t, e.read(b, t), e.read(a, t)), t, m)
 
 
 @lower("abs", "neg")
 def _abs_neg(e: Emitter, ins: Instruction, m: str) -> None:
     d, a = _operands(ins, 2)
     if ins.mods and ins.mods[-1] in _FLOATS:
-        t = _float_mods(ins)
-        x = e.read(a, t)
-        e.write(d, _call(e, "fabs", t, x) if ins.opcode == "abs" else e.op(f"fneg {_v(t)} {x}"), t, m)
+        f = _float(e, ins)
+        x = f.read(a)
+        e.write(d, f.done(_call(e, "fabs", f.t, x) if ins.opcode == "abs" else e.op(f"fneg {_v(f.t)} {x}")),
+                f.t, m)
         return
     _, (t,) = _mods(ins, set(), frozenset(("s16", "s32", "s64")))
     x = e.read(a, t)
@@ -210,8 +380,8 @@ def _abs_neg(e: Emitter, ins: Instruction, m: str) -> None:
 @lower("min", "max")
 def _min_max(e: Emitter, ins: Instruction, m: str) -> None:
     if ins.mods and ins.mods[-1] in _FLOATS:
-        t = _float_mods(ins)
-        _binary(e, ins, m, t, lambda a, b: _float_min_max(e, ins.opcode, t, a, b))
+        f = _float(e, ins)
+        _float_binary(e, ins, m, f, lambda a, b: _float_min_max(e, ins.opcode, f.t, a, b))
         return
     _, (t,) = _mods(ins, set(), _INTS)
     name = ("s" if is_signed(t) else "u") + ins.opcode
@@ -327,14 +497,17 @@ _COMBINE = ("and", "or", "xor")
 
 @lower("setp")
 def _setp(e: Emitter, ins: Instruction, m: str) -> None:
-    flags, (t,) = _mods(ins, set(_INT_CMP) | set(_FLOAT_CMP) | set(_COMBINE), _INTS | _FLOATS)
+    flags, (t,) = _mods(ins, set(_INT_CMP) | set(_FLOAT_CMP) | set(_COMBINE) | {"ftz"}, _INTS | _FLOATS)
+    f = _Float(e, t, "ftz" in flags and t == "f32")
+    if "ftz" in flags and not is_float(t):
+        raise Unsupported(f"setp.{'.'.join(ins.mods)}")
     combine = flags & set(_COMBINE)
-    cmps = flags - combine
+    cmps = flags - combine - {"ftz"}
     if len(cmps) != 1 or len(combine) > 1:
         raise Unsupported(f"setp.{'.'.join(ins.mods)}")
     ops = _operands(ins, 4 if combine else 3)
     first, second = (ops[0].first, ops[0].second) if isinstance(ops[0], Pair) else (ops[0], None)
-    result = compare(e, cmps.pop(), t, e.read(ops[1], t), e.read(ops[2], t))
+    result = compare(e, cmps.pop(), t, f.read(ops[1]), f.read(ops[2]))
     other = e.op(f"xor {vec('i1')} {result}, splat (i1 true)") if second is not None else None
     if combine:
         how, c = combine.pop(), e.read(ops[3], "pred")
