@@ -16,7 +16,7 @@ import numpy as np
 
 from . import float_math
 from .build import Context, Run, op
-from .float_math import LIBM, ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
+from .float_math import LIBM, LIBM_FUNCTIONS, ROUNDINGS, exact_binary, flush, fma32, fma64, min_max, saturate
 from .ops_half import PACKED, packed_arith
 from .values import FLOAT_TYPES
 
@@ -108,7 +108,7 @@ def _in_f64(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda x: fn(x.astype(np.float64)).astype(x.dtype)
 
 
-_APPROXIMATE = LIBM or {"sin": np.sin, "cos": np.cos, "lg2": np.log2, "ex2": np.exp2, "tanh": np.tanh}
+_APPROXIMATE = LIBM or {opcode: getattr(np, name) for opcode, name in LIBM_FUNCTIONS.items()}
 _MATH: dict[str, Callable[[Any], Any]] = {
     "rcp": lambda x: x.dtype.type(1) / x,
     "sqrt": np.sqrt,

@@ -39,7 +39,7 @@ from ptxbridge.launch.dlpack import torch_dtype_map
 from ptxbridge.launch.module import Module
 from ptxbridge.opspec import Modules, OpSpec, Output, element_type, kernel_op, op_spec
 from ptxbridge.opspec.sharding import sharding_rule as parse_rule
-from ptxbridge.torch.direct import call_directly, guard
+from ptxbridge.torch.direct import call_directly
 from ptxbridge.torch.eager import eager_kernels
 from ptxbridge.torch.sharding import dtensor_strategies
 
@@ -212,7 +212,7 @@ def _custom_op(spec: OpSpec, modules: Modules, name: str, target: Callable[[Modu
         raise ArgumentError(f"{spec.name}: a torch op needs at least one tensor argument to know its device")
     if backward is not None:
         spec.check_backward()
-    impl, direct = eager_kernels(spec, modules, target, fn, anchor, _TO_TORCH, guard(_kinds(spec)))
+    impl, direct = eager_kernels(spec, modules, target, fn, anchor, _TO_TORCH, _kinds(spec))
     debug = modules.debug if fn is not None else modules.debug & {spec.name}  # flags read after each launch
     tags = (torch.Tag.pt2_compliant_tag, *((torch.Tag.cudagraph_unsafe,) if debug else ()))
 

@@ -25,20 +25,19 @@ Anything else takes the dispatcher, as before: ``torch.compile``, ``torch.export
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.autograd.forward_ad
 
-__all__ = ["Guard", "call_directly", "guard"]
+__all__ = ["CONTEXT_NAMES", "CONTEXT_TEST", "argument_test", "call_directly"]
 
 _PYTHON_TYPES = {"SymInt": "int", "float": "float", "bool": "bool", "complex": "complex"}
 
-# the process-wide conditions, as source over the names of _CONTEXT
-_NO_CONTEXT = ("not dispatch_modes() and not function_modes() and not transforms() and not profiling() "
-               "and tracing() is None and forward_ad._current_level < 0")
-_CONTEXT = {
+# the process-wide conditions, as source over the names of CONTEXT_NAMES
+CONTEXT_TEST = ("not dispatch_modes() and not function_modes() and not transforms() and not profiling() "
+                "and tracing() is None and forward_ad._current_level < 0")
+CONTEXT_NAMES = {
     "dispatch_modes": torch._C._len_torch_dispatch_stack,
     "function_modes": torch._C._is_torch_function_mode_enabled,
     "transforms": torch._C._are_functorch_transforms_active,
@@ -49,29 +48,17 @@ _CONTEXT = {
 }
 
 
-@dataclass(frozen=True)
-class Guard:
-    """The test of an op's direct call, as source: ``context`` (the process-wide conditions) and
-    ``arguments(names)`` (those on the arguments, bound to ``names``); ``namespace`` what they use."""
-
-    kinds: Sequence[str]
-    context: str = _NO_CONTEXT
-    namespace: dict[str, Any] = field(default_factory=lambda: dict(_CONTEXT))
-
-    def arguments(self, names: Sequence[str]) -> str:
-        tests = []
-        for name, kind in zip(names, self.kinds, strict=True):
-            if kind == "Tensor":
-                tests.append(f"type({name}) is Tensor and not {name}.requires_grad")
-            else:
-                tests.append(f"type({name}) is {_PYTHON_TYPES[kind]}")
-        return " and ".join(tests)
-
-
-def guard(kinds: Sequence[str]) -> Guard:
-    """The guard of an op whose arguments have these schema types, alias annotations left out
-    (``"Tensor"``, ``"SymInt"``, ``"float"``, ``"bool"``, ``"complex"``)."""
-    return Guard(tuple(kinds))
+def argument_test(kinds: Sequence[str], names: Sequence[str]) -> str:
+    """The conditions on the arguments, as source over ``names``: each of exactly its schema type
+    (``kinds``, alias annotations left out: ``"Tensor"``, ``"SymInt"``, ``"float"``, ``"bool"``,
+    ``"complex"``), and no tensor requiring grad."""
+    tests = []
+    for name, kind in zip(names, kinds, strict=True):
+        if kind == "Tensor":
+            tests.append(f"type({name}) is Tensor and not {name}.requires_grad")
+        else:
+            tests.append(f"type({name}) is {_PYTHON_TYPES[kind]}")
+    return " and ".join(tests)
 
 
 def call_directly(overload: torch._ops.OpOverload, call: Callable[..., Any]) -> None:

@@ -22,7 +22,7 @@ back when the kernel writes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import torch
@@ -38,7 +38,7 @@ from ptxbridge.opspec import (
     contiguous_only,
     element_type,
 )
-from ptxbridge.torch.direct import Guard
+from ptxbridge.torch.direct import CONTEXT_NAMES, CONTEXT_TEST, argument_test
 
 __all__ = ["eager_kernels"]
 
@@ -142,9 +142,10 @@ def _rule_lines(source: _Source, anchor: str, contiguous: frozenset[str], launch
 
 def eager_kernels(spec: OpSpec, modules: Modules, target: Callable[[Any], Any],
                   fn: Callable[..., None] | None, anchor: int, to_torch: Mapping[Any, Any],
-                  guard: Guard) -> tuple[Callable[..., Any], Callable[..., Any]]:
+                  kinds: Sequence[str]) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The op's kernel for CPU and CUDA tensors, ``impl(*args)`` with the op's arguments in order, and
-    its direct call ``call(overload, *args)`` (``guard``: when it may skip torch's dispatcher).
+    its direct call ``call(overload, *args)``, which skips torch's dispatcher where
+    :mod:`ptxbridge.torch.direct`'s tests allow (``kinds``: the arguments' schema types).
 
     ``target(module)`` is what runs on a device: a kernel, launched with the spec's geometry, or
     (``fn`` given) the module that ``fn(module, *kernel_args)`` launches from.  ``anchor`` is the
@@ -180,9 +181,9 @@ def eager_kernels(spec: OpSpec, modules: Modules, target: Callable[[Any], Any],
         *(f"    {line}" for line in body),
         "",
         "def call(self, /, *args, **kwargs):",
-        f"    if not kwargs and len(args) == {len(inputs)} and {guard.context}:",
+        f"    if not kwargs and len(args) == {len(inputs)} and {CONTEXT_TEST}:",
         f"        {names}, = args",
-        f"        if {guard.arguments([local[n] for n in inputs])}:",
+        f"        if {argument_test(kinds, [local[n] for n in inputs])}:",
         f"            found = targets.get({at}.device)",
         "            if found is not None:",
         *(f"                {line}" for line in body),
@@ -224,7 +225,7 @@ def eager_kernels(spec: OpSpec, modules: Modules, target: Callable[[Any], Any],
             _bump(tuple(args[inputs.index(name)] for name in mutated))
         return found
 
-    namespace = {**source.namespace, **guard.namespace, "targets": targets, "find": find, "explain": explain,
+    namespace = {**source.namespace, **CONTEXT_NAMES, "targets": targets, "find": find, "explain": explain,
                  "strided": strided, "bump": _bump, "fn": fn, "ArgumentError": ArgumentError}
     exec(compile(text, f"<ptxbridge.torch eager kernel of {spec.name}>", "exec"), namespace)
     return namespace["impl"], namespace["call"]
