@@ -273,28 +273,35 @@ def _gpu_us(torch, fn: Callable[[], object], stream) -> float:
     return start.elapsed_time(end) * 1e3 / PER_BATCH
 
 
-def dispatch_section(image, torch) -> dict[str, float]:
-    """Host microseconds per call of one kernel (``add``, 1024 floats) through each path."""
+def dispatch_section(image, torch) -> dict[str, list[float]]:
+    """Host microseconds per call of one kernel (``add``, 1024 floats) through each path, one
+    entry per interleaved round."""
     module = image.load(0)
     ops, _ = make_ops_cached(image)
     stream = torch.cuda.Stream()
     a, b, c = (torch.rand(N, device="cuda") for _ in range(3))
-    rows = {}
+
+    def allocate_then_launch():
+        out = torch.empty_like(a)
+        module.add(a, b, out, N, grid=GRID, block=BLOCK)
+        return out
+
+    paths = {"ptxbridge Kernel call, preallocated c": lambda: module.add(a, b, c, N, grid=GRID, block=BLOCK),
+             "floor, allocating: torch.empty_like(a), then the Kernel call": allocate_then_launch,
+             "ptxbridge.torch op, in place (c mutated)": lambda: ops["add_into"](a, b, c),
+             "ptxbridge.torch op, allocating (returns c)": lambda: ops["add"](a, b),
+             "the op in place through torch's dispatcher (op._op)": lambda: ops["add_into"]._op(a, b, c),
+             "the op allocating through torch's dispatcher (op._op)": lambda: ops["add"]._op(a, b),
+             "torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c),
+             "torch.add(a, b)": lambda: torch.add(a, b)}
+    rounds: dict[str, list[float]] = {name: [] for name in paths}
     with torch.cuda.stream(stream):
-        rows["ptxbridge Kernel call, preallocated c"] = per_call(
-            lambda: module.add(a, b, c, N, grid=GRID, block=BLOCK), stream.synchronize)
-        rows["ptxbridge.torch op, in place (c mutated)"] = per_call(lambda: ops["add_into"](a, b, c),
-                                                                   stream.synchronize)
-        rows["ptxbridge.torch op, allocating (returns c)"] = per_call(lambda: ops["add"](a, b),
-                                                                     stream.synchronize)
-        rows["the op in place through torch's dispatcher (op._op)"] = per_call(
-            lambda: ops["add_into"]._op(a, b, c), stream.synchronize)
-        rows["the op allocating through torch's dispatcher (op._op)"] = per_call(
-            lambda: ops["add"]._op(a, b), stream.synchronize)
-        rows["torch.add(a, b, out=c)"] = per_call(lambda: torch.add(a, b, out=c), stream.synchronize)
-        rows["torch.add(a, b)"] = per_call(lambda: torch.add(a, b), stream.synchronize)
+        for _ in range(ROUNDS):
+            for name, fn in paths.items():
+                rounds[name].append(per_call(fn, stream.synchronize))
     torch.testing.assert_close(ops["add"](a, b), a + b)
-    return rows
+    torch.testing.assert_close(allocate_then_launch(), a + b)
+    return rounds
 
 
 _OPS: dict[int, tuple] = {}
@@ -448,13 +455,24 @@ def cpu_dispatch_section(torch) -> dict[str, list[float]]:
     return rounds
 
 
+def _median_ratio(values: list[float], peer: list[float]) -> float:
+    return statistics.median(v / p for v, p in zip(values, peer, strict=True))
+
+
+def _is_allocating(name: str) -> bool:
+    """Whether a row returns a new tensor, so is set beside ``torch.add(a, b)``, not ``out=c``."""
+    return "allocating" in name or name == "torch.add(a, b)"
+
+
+def _same_form(rounds: dict[str, list[float]], name: str) -> list[float]:
+    return rounds["torch.add(a, b)" if _is_allocating(name) else "torch.add(a, b, out=c)"]
+
+
 def print_cpu_dispatch(rounds: dict[str, list[float]]) -> None:
     print("| one op on CPU tensors, 1024 floats, launch replaced by a no-op | host us per call (median) "
           "| min | vs torch.add, same form (median of per-round ratios) |\n| --- | ---: | ---: | ---: |")
     for name, values in rounds.items():
-        peer = rounds["torch.add(a, b)" if "allocating" in name or name == "torch.add(a, b)"
-                      else "torch.add(a, b, out=c)"]  # the floors too: by their own form
-        ratio = statistics.median(v / p for v, p in zip(values, peer, strict=True))
+        ratio = _median_ratio(values, _same_form(rounds, name))  # the floors too: by their own form
         print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {ratio:.2f} |")
 
 
@@ -463,27 +481,30 @@ def print_step(rounds: dict[str, list[float]], gpu: dict[str, float]) -> None:
     print("| 8 mixed-language kernels per step | host us per kernel (median) | min | max | vs C loop "
           "(median of per-round ratios) |\n| --- | ---: | ---: | ---: | ---: |")
     for name, values in rounds.items():
-        ratio = statistics.median(v / f for v, f in zip(values, floor, strict=True))
+        ratio = _median_ratio(values, floor)
         middle = statistics.median(values)
         print(f"| {name} | {middle:.2f} | {min(values):.2f} | {max(values):.2f} | {ratio:.2f} |")
     for name, value in gpu.items():
         print(f"\nGPU time per kernel, {name} (CUDA events): {value:.2f} us")
     ours = rounds["torch.compile(mode='reduce-overhead') of the ops"]
-    goal = statistics.median(v / f for v, f in zip(ours, floor, strict=True))
-    native = statistics.median(v / f for v, f in zip(ours, rounds[NATIVE], strict=True))
+    goal = _median_ratio(ours, floor)
+    native = _median_ratio(ours, rounds[NATIVE])
     print(f"\ngoal (reduce-overhead host time per kernel <= 0.35x the C loop's): "
           f"{'met' if goal <= 0.35 else 'not met'} ({goal:.2f}x); the ops against torch's own operators "
           f"under reduce-overhead (same step, per-round ratio, median): {native:.2f}x")
 
 
-def print_dispatch(rows: dict[str, float]) -> None:
-    direct = rows["ptxbridge Kernel call, preallocated c"]
-    print("\n| one kernel, 1024 floats | host us per call | vs Kernel call | vs torch.add, same form |\n"
-          "| --- | ---: | ---: | ---: |")
-    for name, value in rows.items():
-        peer = rows["torch.add(a, b)"] if "allocating" in name or name == "torch.add(a, b)" else \
-            rows["torch.add(a, b, out=c)"]
-        print(f"| {name} | {value:.2f} | {value / direct:.2f} | {value / peer:.2f} |")
+def print_dispatch(rounds: dict[str, list[float]]) -> None:
+    direct = rounds["ptxbridge Kernel call, preallocated c"]
+    floor = rounds["floor, allocating: torch.empty_like(a), then the Kernel call"]
+    print(f"\n| one kernel, 1024 floats ({ROUNDS} interleaved rounds) | host us per call (median) | min "
+          "| max | vs Kernel call | vs torch.add, same form | allocating: vs the floor |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, values in rounds.items():
+        to_floor = f"{_median_ratio(values, floor):.2f}" if _is_allocating(name) else ""
+        to_torch = _median_ratio(values, _same_form(rounds, name))
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} "
+              f"| {_median_ratio(values, direct):.2f} | {to_torch:.2f} | {to_floor} |")
 
 
 def print_lto(rows: dict[str, tuple[float | str, int | str, str]]) -> None:
