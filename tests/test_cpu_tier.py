@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import ptxbridge
 from ptxbridge import nvrtc
 from ptxbridge.abi.errors import ArgumentError, EmulatorError, MemoryAccessError
+from ptxbridge.loaders.emulator.compiled import blocks as compiled_blocks
 from ptxbridge.loaders.emulator.compiled import tier as compiled_tier
 from ptxbridge.loaders.emulator.compiled.jit import has_permutes
 
@@ -81,6 +82,23 @@ CORNER_FLOATS = np.array(
     ],
     np.float32,
 )
+
+
+@pytest.fixture(scope="module", autouse=True, params=["blocks in order", "blocks spread over threads"])
+def block_order(request):
+    """Every test of this module twice: blocks in order on one thread, then with independent blocks
+    handed to three threads from the second block on (a launch spreads only once a chunk of blocks
+    runs long enough, which these small launches would not)."""
+    spread = request.param != "blocks in order"
+    saved = os.environ.get("PTXBRIDGE_CPU_THREADS"), compiled_blocks._SPREAD_SECONDS
+    os.environ["PTXBRIDGE_CPU_THREADS"] = "3" if spread else "1"
+    compiled_blocks._SPREAD_SECONDS = 0.0
+    yield spread
+    if saved[0] is None:
+        os.environ.pop("PTXBRIDGE_CPU_THREADS")
+    else:
+        os.environ["PTXBRIDGE_CPU_THREADS"] = saved[0]
+    compiled_blocks._SPREAD_SECONDS = saved[1]
 
 
 def _modules(*artifacts):
@@ -291,6 +309,96 @@ def test_the_watchdog_stops_a_spinning_compiled_kernel():
     with pytest.raises(EmulatorError, match="gave up after 1000 interpreter steps"):
         launch(be, "k", [ptr("u32")], [0], grid=1, block=32)
     assert be.compiled_tier.why_interpreted("k") is None
+
+
+# blocks 4 and 6 spin (on the GPU too): a run in order stops at block 4, and so must a spread one
+# that meets both at once, on two threads
+SPIN_IN_TWO_BLOCKS = kernel_ptx(
+    """
+mov.u32 %r1, %ctaid.x;
+setp.eq.u32 %p1, %r1, 4;
+setp.eq.u32 %p2, %r1, 6;
+or.pred %p3, %p1, %p2;
+@%p3 bra LOOP;
+ret;
+LOOP:
+bra.uni LOOP;""",
+    regs=".reg .b32 %r<2>;\n.reg .pred %p<4>;",
+)
+
+
+def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
+    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    said = []
+    for tier in ("compiled", "interp"):
+        with pytest.raises(EmulatorError) as raised:
+            launch(backend(SPIN_IN_TWO_BLOCKS, max_steps=1000, tier=tier), "k", [ptr("u32")], [0], grid=8,
+                   block=32)
+        said.append(str(raised.value))
+    assert said[0] == said[1]
+    assert "block (4, 0, 0)" in said[0]
+
+
+def test_independent_blocks_on_several_threads_end_as_in_order(monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "4")
+    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    rounds = compiled_blocks.stats["rounds"]
+    start = np.arange(1, 20_001, dtype=np.uint32)
+    got, want = _both(
+        _cuda(fx.COLLATZ), "collatz", lambda: [start, np.zeros_like(start), start.size], grid=79, block=256
+    )
+    _same(got, want)
+    n, rng = 96, np.random.default_rng(5)
+    a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
+    got, want = _both(_cuda(fx.MATMUL), "matmul", lambda: [a, b, np.zeros((n, n), np.float32), n],
+                      grid=(n // 16, n // 16), block=(16, 16))
+    _same(got, want)
+    assert compiled_blocks.stats["rounds"] > rounds + 4  # both kernels ran rounds across threads
+
+
+DEPENDENT = {
+    "atom.global.add.u32 %r2, [%rd1], 1;": "atom.global.add.u32",
+    "red.add.u32 [%rd1], 1;": "red.add.u32",  # generic: maybe global
+    "ld.volatile.global.u32 %r2, [%rd1];": "ld.volatile.global.u32",
+    "st.relaxed.gpu.global.u32 [%rd1], %r1;": "st.relaxed.gpu.global.u32",
+    "fence.acq_rel.gpu;": "fence.acq_rel.gpu",
+    "membar.gl;": "membar.gl",
+    "atom.shared.add.u32 %r2, [%r3], 1;": None,  # a block's own memory
+    "ld.volatile.shared.u32 %r2, [%r3];": None,
+    "ld.global.u32 %r2, [%rd1];": None,
+}
+
+
+@pytest.mark.parametrize("instruction", DEPENDENT)
+def test_blocks_that_may_see_each_others_work_run_in_order(instruction):
+    body = f"ld.param.u64 %rd1, [out];\nmov.u32 %r1, 1;\nmov.u32 %r3, 0;\n{instruction}\nret;"
+    be = backend(kernel_ptx(body, regs=".reg .b32 %r<4>;\n.reg .b64 %rd<2>;",
+                            globals_=".shared .align 4 .b8 s[4];"))
+    why = compiled_blocks.dependence(be.compiled_tier.program.functions["k"])
+    expected = DEPENDENT[instruction]
+    assert why == expected if expected is None else why.startswith(expected)
+
+
+def test_the_histograms_global_atomics_keep_its_blocks_in_order(monkeypatch, caplog):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "4")
+    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    rounds = compiled_blocks.stats["rounds"]
+    data = np.random.default_rng(3).integers(0, 256, 20_000, dtype=np.uint8)
+    with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
+        got, _ = _both(_cuda(fx.HISTOGRAM), "histogram", lambda: [data, np.zeros(256, np.uint32), data.size],
+                       grid=9, block=128)
+    assert (got[1] == np.bincount(data, minlength=256)).all()
+    assert compiled_blocks.stats["rounds"] == rounds
+    assert any("runs its blocks in order, on one thread: `atom.global.add.u32" in r.getMessage()
+               for r in caplog.records)
+
+
+@pytest.mark.parametrize("given", ["0", "-2", "many"])
+def test_a_bad_thread_count_is_refused_by_name(monkeypatch, given):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", given)
+    with pytest.raises(ArgumentError, match=r"PTXBRIDGE_CPU_THREADS .* must be a positive integer"):
+        launch(backend(SPIN_IN_TWO_BLOCKS, tier="compiled"), "k", [ptr("u32")], [0], grid=2, block=32)
 
 
 SHUFFLE = kernel_ptx(

@@ -11,15 +11,14 @@ fills an extent table, a row per address origin of the kernel.  A launch that fa
 run again on the interpreter, whose report (the same :class:`~ptxbridge.abi.errors.MemoryAccessError`
 text, naming the thread the interpreter meets first) is raised; the compiled run may have written
 memory before the fault, as a GPU may.  The watchdog's verdicts (:mod:`.watch`) are raised here,
-in the interpreter's words.  Blocks run in chunks that grow while they are short, so Ctrl-C
-(Python's signal handler runs between chunks) stops a long launch.
+in the interpreter's words.  Blocks run in chunks, on several threads where the kernel's blocks
+cannot see each other's work (:mod:`.blocks`).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +36,7 @@ from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
+from .blocks import dependence, run_blocks, threads
 from .direct import SITE_WORDS
 from .emit import CTX, HANG_CODE, STEPS_CODE
 from .jit import Compiled, compile_ir, has_permutes
@@ -59,6 +59,7 @@ class CompiledTier:
         # a kernel's extent tables' rows, and the parameter words they take addresses from
         self.origins: dict[str, tuple[list[frozenset[int]], frozenset[int]]] = {}
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
+        self.independent: dict[str, bool] = {}  # whether a kernel's blocks may run on several threads
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -112,64 +113,28 @@ class CompiledTier:
             )
         fn = program.functions[name]
         extents, extent_rows = self._extents(name, signature, params, buffers)
-        per_block = block[0] * block[1] * block[2]
-        warps = -(-per_block // 32)
         param_data = np.frombuffer(bytearray(params), np.uint8)
-        regions = [
+        reached = [
             *buffer_regions(buffers),
             *program.variables,
             *heap.regions,
             Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID, writable=False),
         ]
-        shared = Region.allocate(
-            "shared memory", WINDOWS["shared"], shared_bytes(program, shared_mem), 1, PER_BLOCK
-        )
-        local = Region.allocate("local memory", WINDOWS["local"], program.local_size, 32 * warps, PER_THREAD)
-        regions += [r for r in (shared, local) if r.size]
-        table = np.array(
-            [
-                (
-                    r.base,
-                    r.base + r.size,
-                    (r.data.ctypes.data - r.base) % (1 << 64),
-                    int(r.writable) | (2 if r.per == PER_THREAD else 0),
-                )
-                for r in regions
-            ],
-            np.uint64,
-        )
-        tids = _thread_indices(block)
-        state = _aligned(warps * state_bytes(len(fn.zeros)))
-        sites = _empty_sites(len(fn.steps))
-        ctx = np.zeros(len(CTX), np.uint64)
         fields = {
-            "gx": grid[0],
-            "gy": grid[1],
-            "gz": grid[2],
-            "bx": block[0],
-            "by": block[1],
-            "bz": block[2],
-            "param": param_data.ctypes.data,
-            "nregions": len(table),
-            "regions": table.ctypes.data,
-            "shared": shared.data.ctypes.data,
-            "shared_size": shared.size,
-            "local": local.data.ctypes.data,
-            "local_stride": local.stride,
-            "local_size": local.stride * 32 * warps if local.size else 0,
-            "state": state.ctypes.data,
-            "max_steps": max_steps,
-            "threads": per_block,
-            "nwarps": warps,
-            "tids": tids.ctypes.data,
-            "extents": extents.ctypes.data,
-            "sites": sites.ctypes.data,
+            "gx": grid[0], "gy": grid[1], "gz": grid[2], "bx": block[0], "by": block[1], "bz": block[2],
+            "param": param_data.ctypes.data, "max_steps": max_steps,
+            "tids": _thread_indices(block).ctypes.data, "extents": extents.ctypes.data,
         }
-        for field, value in fields.items():
-            ctx[CTX[field]] = value
-        status = _run_blocks(compiled, ctx, grid[0] * grid[1] * grid[2])
+        kept: list[np.ndarray] = []  # what the contexts point at, alive until the launch returns
+
+        def context() -> np.ndarray:
+            return _context(program, fn, block, shared_mem, reached, fields, kept)
+
+        blocks = grid[0] * grid[1] * grid[2]
+        spread = blocks > 1 and threads() > 1 and self._independent(name)
+        status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
-            return int(ctx[CTX["thread_steps"]])
+            return sum(int(c[CTX["thread_steps"]]) for c in contexts)
         step = fn.steps[int(ctx[CTX["err_insn"]])]
         where = instruction_at(fn, step)
         if status in (STEPS_CODE, HANG_CODE):  # the watchdog's verdict, as the interpreter words it
@@ -194,6 +159,17 @@ class CompiledTier:
             f"(linear); {where} (found by the compiled CPU tier; the interpreter's "
             "re-run of the launch did not meet it, as the kernel had changed memory)"
         )
+
+    def _independent(self, name: str) -> bool:
+        """Whether kernel ``name``'s blocks may run on several threads (:func:`.blocks.dependence`;
+        why not is logged once)."""
+        found = self.independent.get(name)
+        if found is None:
+            why = dependence(self.program.functions[name])
+            if why is not None:
+                log.debug("kernel %r runs its blocks in order, on one thread: `%s`", name, why)
+            found = self.independent[name] = why is None
+        return found
 
     def _param_size(self, name: str) -> int:
         size = self.sizes.get(name)
@@ -220,6 +196,52 @@ class CompiledTier:
             if extent is not None:
                 table[k, :2] = extent.lo, extent.hi
         return table, rows
+
+
+def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem: int,
+             reached: list[Region], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
+    """A context for running blocks of the launch: its own shared and local memory, region table
+    (the launch's regions ``reached`` and those two), warp state and site table, with the launch's
+    ``fields``; the arrays it points at are added to ``kept``."""
+    per_block = block[0] * block[1] * block[2]
+    warps = -(-per_block // 32)
+    shared = Region.allocate(
+        "shared memory", WINDOWS["shared"], shared_bytes(program, shared_mem), 1, PER_BLOCK
+    )
+    local = Region.allocate("local memory", WINDOWS["local"], program.local_size, 32 * warps, PER_THREAD)
+    regions = [*reached, *(r for r in (shared, local) if r.size)]
+    table = np.array(
+        [
+            (
+                r.base,
+                r.base + r.size,
+                (r.data.ctypes.data - r.base) % (1 << 64),
+                int(r.writable) | (2 if r.per == PER_THREAD else 0),
+            )
+            for r in regions
+        ],
+        np.uint64,
+    )
+    state = _aligned(warps * state_bytes(len(fn.zeros)))
+    sites = _empty_sites(len(fn.steps))
+    ctx = np.zeros(len(CTX), np.uint64)
+    own = {
+        "nregions": len(table),
+        "regions": table.ctypes.data,
+        "shared": shared.data.ctypes.data,
+        "shared_size": shared.size,
+        "local": local.data.ctypes.data,
+        "local_stride": local.stride,
+        "local_size": local.stride * 32 * warps if local.size else 0,
+        "state": state.ctypes.data,
+        "threads": per_block,
+        "nwarps": warps,
+        "sites": sites.ctypes.data,
+    }
+    for field, value in (fields | own).items():
+        ctx[CTX[field]] = value
+    kept += [shared.data, local.data, table, state, sites, ctx]
+    return ctx
 
 
 @functools.lru_cache(maxsize=64)
@@ -258,24 +280,3 @@ def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.nda
         (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
         (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])),
     )
-
-
-_CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
-
-
-def _run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int) -> int:
-    """Run the launch's blocks in chunks that grow while they take under ``_CHUNK_SECONDS``: Python
-    handles a signal between two chunks, so Ctrl-C interrupts a long launch with KeyboardInterrupt
-    after the block it is in (native code cannot be interrupted); returns the first failing status."""
-    first, chunk = 0, 1
-    while first < blocks:
-        end = min(blocks, first + chunk)
-        ctx[CTX["first_block"]], ctx[CTX["end_block"]] = first, end
-        started = time.perf_counter()
-        status = compiled.launch(ctx.ctypes.data)
-        if status:
-            return status
-        if time.perf_counter() - started < _CHUNK_SECONDS:
-            chunk *= 2
-        first = end
-    return 0

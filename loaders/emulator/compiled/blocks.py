@@ -1,0 +1,144 @@
+"""A compiled launch's blocks, run in chunks, on several threads where no block can see another's work.
+
+Blocks of a launch run one after the other in chunks that grow while they are short (Python's
+signal handler runs between two chunks, so Ctrl-C stops a long launch).  Once a chunk takes long
+enough to be worth handing out, and when the kernel's blocks are independent (:func:`dependence`),
+each round gives a chunk to every thread of the pool: native code runs without the GIL (ctypes
+releases it), each thread with its own context (shared and local memory, warp state, site table,
+step counts).  Blocks that share nothing but memory no two of them touch in a race end the same
+whatever the order, so the results are the ones a run in order gives.  A round's failures are
+reported from the failing chunk that comes first in block order: that block is the one a run in
+order would have stopped at.
+
+``PTXBRIDGE_CPU_THREADS`` sets how many threads (1: always in order); the default is every CPU this
+process may run on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ptxbridge.abi.errors import ArgumentError
+
+from ..machine import Function
+from ..parse import Instruction
+from .emit import CTX
+from .jit import Compiled
+
+__all__ = ["dependence", "run_blocks", "threads", "stats"]
+
+_CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
+_SPREAD_SECONDS = 0.0005  # a chunk that ran this long is worth a round across the threads
+_BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
+_ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
+stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _space(ins: Instruction) -> str:
+    for mod in ins.mods:
+        head = mod.split("::")[0]
+        if head in _BLOCK_LOCAL or head == "global":
+            return head
+    return "generic"
+
+
+def dependence(fn: Function) -> str | None:
+    """None when the blocks of kernel ``fn`` cannot see each other's work, else the first instruction
+    through which one may: an atomic or reduction outside shared memory (blocks count or claim
+    through them), a volatile or memory-ordered access outside it, a fence (what blocks
+    communicate through is ordered by one)."""
+    for step in fn.steps:
+        ins = step.ins
+        if ins.opcode in ("fence", "membar"):
+            return ins.text
+        if ins.opcode in ("atom", "red", "ld", "ldu", "st") and _space(ins) not in _BLOCK_LOCAL and (
+            ins.opcode in ("atom", "red") or _ORDERED.intersection(ins.mods)
+        ):
+            return ins.text
+    return None
+
+
+def threads() -> int:
+    """How many threads a launch of independent blocks may use (``PTXBRIDGE_CPU_THREADS``)."""
+    given = os.environ.get("PTXBRIDGE_CPU_THREADS", "")
+    if given.strip():
+        try:
+            count = int(given)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ArgumentError("$PTXBRIDGE_CPU_THREADS (the CPU loader's threads for independent blocks) "
+                                f"must be a positive integer (got {given!r})")
+        return count
+    return len(os.sched_getaffinity(0))
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptxbridge-cpu")
+        return _pool
+
+
+def _run(compiled: Compiled, ctx: np.ndarray, first: int, end: int) -> int:
+    ctx[CTX["first_block"]], ctx[CTX["end_block"]] = first, end
+    return compiled.launch(ctx.ctypes.data)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT held back from this thread for a round: the chunks handed to the pool run native code
+    on this launch's memory, so a Ctrl-C is raised (as Python raises it, between two chunks) only
+    once every chunk of the round has returned."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
+               more: Callable[[], np.ndarray] | None) -> tuple[int, np.ndarray, list[np.ndarray]]:
+    """Run blocks ``[0, blocks)``: ``(status, ctx, contexts)``, the first failing status (0: none)
+    with the context that met it, and every context used (their step counts add up).  ``more()``
+    makes another context for a thread of the pool; None runs every block on ``ctx``, in order."""
+    contexts, first, chunk = [ctx], 0, 1
+    while first < blocks:
+        started = time.perf_counter()
+        if len(contexts) == 1:
+            end = min(blocks, first + chunk)
+            status = _run(compiled, ctx, first, end)
+            if status:
+                return status, ctx, contexts
+            took = time.perf_counter() - started
+            if more is not None and took >= _SPREAD_SECONDS and end < blocks:
+                contexts += [more() for _ in range(threads() - 1)]
+        else:
+            ends = range(first, min(blocks, first + chunk * len(contexts)), chunk)
+            ranges = [(lo, min(blocks, lo + chunk)) for lo in ends]  # no more than there are contexts
+            pool = _executor(len(contexts) - 1)
+            stats["rounds"] += 1
+            mine, *theirs = ranges
+            with _signals_held():
+                handed = [pool.submit(_run, compiled, contexts[k], *span) for k, span in enumerate(theirs, 1)]
+                statuses = [_run(compiled, ctx, *mine), *(future.result() for future in handed)]
+            for failed, status in zip(contexts[: len(statuses)], statuses, strict=True):
+                if status:
+                    return status, failed, contexts
+            end = ranges[-1][1]
+            took = time.perf_counter() - started
+        if took < _CHUNK_SECONDS:
+            chunk *= 2
+        first = end
+    return 0, ctx, contexts
