@@ -283,7 +283,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1 << 15, help="max_batch_threads")
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="run these benchmarks only")
     parser.add_argument("--cpu-time", action="store_true",
-                        help="time with this process's CPU seconds (steadier on a machine others share)")
+                        help="time with this process's CPU seconds (steadier on a machine others share; "
+                             "every thread's seconds add up, so set PTXBRIDGE_CPU_THREADS=1 with it)")
     parser.add_argument("--emulator-root", help="a folder holding another `emulator` package to run instead")
     parser.add_argument("--sanitize", help="the CPU loader's sanitize= tools (racecheck, initcheck), to "
                                            "measure their cost")

@@ -68,6 +68,11 @@ def host_bytes(ptr: int, nbytes: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
 
 
+def instance_stride(size: int, per: int) -> int:
+    """Bytes from one instance of a per-block or per-thread region of ``size`` bytes to the next."""
+    return -(-size // _INSTANCE_ALIGN) * _INSTANCE_ALIGN if per != PER_GRID else size
+
+
 class Region:
     """One addressable range: ``size`` bytes at ``base``, one instance per grid, block or thread."""
 
@@ -76,15 +81,14 @@ class Region:
     def __init__(self, name: str, base: int, size: int, data: np.ndarray, per: int = PER_GRID,
                  writable: bool = True):
         self.name, self.base, self.size, self.per, self.writable = name, base, size, per, writable
-        self.stride = -(-size // _INSTANCE_ALIGN) * _INSTANCE_ALIGN if per != PER_GRID else size
+        self.stride = instance_stride(size, per)
         self.data = data
         self._views: dict[np.dtype, tuple[int, np.ndarray]] = {}
 
     @classmethod
     def allocate(cls, name: str, base: int, size: int, instances: int, per: int) -> Region:
         """A zeroed region owned by the emulator (shared, local, module variables)."""
-        stride = -(-size // _INSTANCE_ALIGN) * _INSTANCE_ALIGN if per != PER_GRID else size
-        return cls(name, base, size, np.zeros(max(stride * instances, 1), np.uint8), per)
+        return cls(name, base, size, np.zeros(max(instance_stride(size, per) * instances, 1), np.uint8), per)
 
     def view(self, dt: np.dtype) -> tuple[int, np.ndarray]:
         """``(start, typed)``: byte ``start + k * itemsize`` of ``data`` is ``typed[k]``, start aligned."""

@@ -125,8 +125,9 @@ def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
             if more is not None and took >= _SPREAD_SECONDS and end < blocks:
                 contexts += [more() for _ in range(threads() - 1)]
         else:
-            ends = range(first, min(blocks, first + chunk * len(contexts)), chunk)
-            ranges = [(lo, min(blocks, lo + chunk)) for lo in ends]  # no more than there are contexts
+            each = min(chunk, -(-(blocks - first) // len(contexts)))  # the last round: shared evenly
+            starts = range(first, min(blocks, first + each * len(contexts)), each)
+            ranges = [(lo, min(blocks, lo + each)) for lo in starts]
             pool = _executor(len(contexts) - 1)
             stats["rounds"] += 1
             mine, *theirs = ranges

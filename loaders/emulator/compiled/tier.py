@@ -32,7 +32,7 @@ from ..frame import coordinates
 from ..heap import Heap
 from ..launch import buffer_regions, run_kernel, shared_bytes
 from ..machine import Machine, instruction_at, stopped
-from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region
+from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
@@ -114,12 +114,12 @@ class CompiledTier:
         fn = program.functions[name]
         extents, extent_rows = self._extents(name, signature, params, buffers)
         param_data = np.frombuffer(bytearray(params), np.uint8)
-        reached = [
+        reached = [(r, r.data.ctypes.data) for r in (
             *buffer_regions(buffers),
             *program.variables,
             *heap.regions,
             Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID, writable=False),
-        ]
+        )]
         fields = {
             "gx": grid[0], "gy": grid[1], "gz": grid[2], "bx": block[0], "by": block[1], "bz": block[2],
             "param": param_data.ctypes.data, "max_steps": max_steps,
@@ -199,49 +199,62 @@ class CompiledTier:
 
 
 def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem: int,
-             reached: list[Region], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
+             reached: list[tuple[Region, int]], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
     """A context for running blocks of the launch: its own shared and local memory, region table
-    (the launch's regions ``reached`` and those two), warp state and site table, with the launch's
-    ``fields``; the arrays it points at are added to ``kept``."""
+    (the launch's regions ``reached``, with their host addresses, and those two), warp state and
+    site table, with the launch's ``fields``, carved from one arena (added to ``kept``)."""
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
-    shared = Region.allocate(
-        "shared memory", WINDOWS["shared"], shared_bytes(program, shared_mem), 1, PER_BLOCK
-    )
-    local = Region.allocate("local memory", WINDOWS["local"], program.local_size, 32 * warps, PER_THREAD)
-    regions = [*reached, *(r for r in (shared, local) if r.size)]
-    table = np.array(
-        [
-            (
-                r.base,
-                r.base + r.size,
-                (r.data.ctypes.data - r.base) % (1 << 64),
-                int(r.writable) | (2 if r.per == PER_THREAD else 0),
-            )
-            for r in regions
-        ],
-        np.uint64,
-    )
-    state = _aligned(warps * state_bytes(len(fn.zeros)))
-    sites = _empty_sites(len(fn.steps))
-    ctx = np.zeros(len(CTX), np.uint64)
+    shared_size = shared_bytes(program, shared_mem)
+    local_stride = instance_stride(program.local_size, PER_THREAD)
+    rows = len(reached) + bool(shared_size) + bool(program.local_size)
+    arena, piece, address = _carve({
+        "shared": shared_size, "local": local_stride * 32 * warps, "regions": 32 * rows,
+        "state": warps * state_bytes(len(fn.zeros)), "sites": 8 * SITE_WORDS * len(fn.steps),
+        "ctx": 8 * len(CTX),
+    })
+    kept.append(arena)
+    shared = Region("shared memory", WINDOWS["shared"], shared_size, piece["shared"], PER_BLOCK)
+    local = Region("local memory", WINDOWS["local"], program.local_size, piece["local"], PER_THREAD)
+    table = piece["regions"].view(np.uint64).reshape(rows, 4)
+    own_regions = [(r, address[key]) for key, r in (("shared", shared), ("local", local)) if r.size]
+    for k, (r, host) in enumerate([*reached, *own_regions]):
+        table[k] = (r.base, r.base + r.size, (host - r.base) % (1 << 64),
+                    int(r.writable) | (2 if r.per == PER_THREAD else 0))
+    piece["sites"].view(np.uint64)[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
+    ctx = piece["ctx"].view(np.uint64)
     own = {
-        "nregions": len(table),
-        "regions": table.ctypes.data,
-        "shared": shared.data.ctypes.data,
-        "shared_size": shared.size,
-        "local": local.data.ctypes.data,
-        "local_stride": local.stride,
-        "local_size": local.stride * 32 * warps if local.size else 0,
-        "state": state.ctypes.data,
+        "nregions": rows,
+        "regions": address["regions"],
+        "shared": address["shared"],
+        "shared_size": shared_size,
+        "local": address["local"],
+        "local_stride": local_stride,
+        "local_size": local_stride * 32 * warps if program.local_size else 0,
+        "state": address["state"],
         "threads": per_block,
         "nwarps": warps,
-        "sites": sites.ctypes.data,
+        "sites": address["sites"],
     }
     for field, value in (fields | own).items():
         ctx[CTX[field]] = value
-    kept += [shared.data, local.data, table, state, sites, ctx]
     return ctx
+
+
+def _carve(sizes: dict[str, int]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:
+    """A zeroed arena, a piece of it per name and the piece's address, each of its size (at least one
+    byte), starting at a multiple of :data:`.kernel.SLOT` and padded to one: warps' registers are
+    loaded as whole vectors, and no two pieces (nor two contexts, whose threads write them at once)
+    share a cache line."""
+    spans, at = {}, 0
+    for name, size in sizes.items():
+        spans[name] = (at, max(size, 1))
+        at += -(-max(size, 1) // SLOT) * SLOT
+    raw = np.zeros(at + SLOT, np.uint8)
+    skip = -raw.ctypes.data % SLOT
+    arena, base = raw[skip : skip + at], raw.ctypes.data + skip
+    return (arena, {name: arena[start : start + size] for name, (start, size) in spans.items()},
+            {name: base + start for name, (start, _) in spans.items()})
 
 
 @functools.lru_cache(maxsize=64)
@@ -256,21 +269,6 @@ def _thread_indices(block: tuple[int, int, int]) -> np.ndarray:
 
 
 _NO_ADDRESS = np.uint64(2**64 - 1)  # an empty admitted span: lowest address 2**64 - 1, highest 0
-
-
-def _empty_sites(count: int) -> np.ndarray:
-    """A launch's site table (:mod:`.direct`): no span admitted yet at any of ``count`` instructions."""
-    sites = np.zeros((count, SITE_WORDS), np.uint64)
-    sites[:, 0] = _NO_ADDRESS
-    return sites
-
-
-def _aligned(size: int) -> np.ndarray:
-    """``size`` bytes at an address that is a multiple of :data:`.kernel.SLOT`: the warps' registers
-    live there, and a 32-lane vector is loaded and stored at its natural alignment."""
-    raw = np.empty(size + SLOT, np.uint8)
-    skip = -raw.ctypes.data % SLOT
-    return raw[skip : skip + size]
 
 
 def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.ndarray) -> str:
