@@ -38,7 +38,7 @@ try:
 except ImportError:  # built without NumPy's headers, or no C compiler: NumPy's own allocator
     _use_pool = None
 
-__all__ = ["run_kernel", "buffer_regions", "pooled", "shared_bytes"]
+__all__ = ["run_kernel", "buffer_regions", "merged_buffers", "pooled", "shared_bytes"]
 
 
 @contextmanager
@@ -55,8 +55,9 @@ def pooled() -> Iterator[None]:
         _restore_allocator(previous)
 
 
-def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
-    """The caller's memory as regions; overlapping buffers (views of one tensor) are merged."""
+def merged_buffers(buffers: Sequence[Buffer]) -> list[tuple[int, int, bool, list[str]]]:
+    """``(start, end, writable, names)`` of the caller's memory; overlapping buffers (views of one
+    tensor) are merged."""
     spans = sorted((b.ptr, b.ptr + b.nbytes, b.writable, b.name) for b in buffers if b.nbytes > 0)
     merged: list[list[Any]] = []
     for start, end, writable, name in spans:
@@ -66,9 +67,14 @@ def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
             merged[-1][3] += [name] if name and name not in merged[-1][3] else []
         else:
             merged.append([start, end, writable, [name] if name else []])
+    return [(start, end, writable, names) for start, end, writable, names in merged]
+
+
+def buffer_regions(buffers: Sequence[Buffer]) -> list[Region]:
+    """The caller's memory as regions (:func:`merged_buffers`)."""
     return [Region(f"argument {', '.join(repr(n) for n in names)} at 0x{start:x}" if names else
                    f"argument buffer at 0x{start:x}", start, end - start, host_bytes(start, end - start),
-                   PER_GRID, writable) for start, end, writable, names in merged]
+                   PER_GRID, writable) for start, end, writable, names in merged_buffers(buffers)]
 
 
 class _Specials(dict):

@@ -36,7 +36,7 @@ from .jit import Compiled
 __all__ = ["dependence", "run_blocks", "threads", "stats"]
 
 _CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
-_SPREAD_SECONDS = 0.0005  # a chunk that ran this long is worth a round across the threads
+_SPREAD_SECONDS = 0.0001  # a chunk that ran this long is worth a round across the threads
 _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process

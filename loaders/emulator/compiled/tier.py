@@ -30,7 +30,7 @@ from ptxbridge.loaders.base import Buffer
 from ..extents import Extent, extent_of, named_extents, overrun, parameter_extents
 from ..frame import coordinates
 from ..heap import Heap
-from ..launch import buffer_regions, run_kernel, shared_bytes
+from ..launch import merged_buffers, run_kernel, shared_bytes
 from ..machine import Machine, instruction_at, stopped
 from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
@@ -114,12 +114,10 @@ class CompiledTier:
         fn = program.functions[name]
         extents, extent_rows = self._extents(name, signature, params, buffers)
         param_data = np.frombuffer(bytearray(params), np.uint8)
-        reached = [(r, r.data.ctypes.data) for r in (
-            *buffer_regions(buffers),
-            *program.variables,
-            *heap.regions,
-            Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID, writable=False),
-        )]
+        parameters = Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID,
+                            writable=False)
+        rows = [(start, end, 0, int(writable)) for start, end, writable, _ in merged_buffers(buffers)]
+        rows += [_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions, parameters)]
         fields = {
             "gx": grid[0], "gy": grid[1], "gz": grid[2], "bx": block[0], "by": block[1], "bz": block[2],
             "param": param_data.ctypes.data, "max_steps": max_steps,
@@ -128,7 +126,7 @@ class CompiledTier:
         kept: list[np.ndarray] = []  # what the contexts point at, alive until the launch returns
 
         def context() -> np.ndarray:
-            return _context(program, fn, block, shared_mem, reached, fields, kept)
+            return _context(program, fn, block, shared_mem, rows, fields, kept)
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
@@ -198,33 +196,39 @@ class CompiledTier:
         return table, rows
 
 
+_Row = tuple[int, int, int, int]
+
+
+def _row(region: Region, host: int) -> _Row:
+    """A region table row: base, end, host address minus base, flags (writable; per thread)."""
+    return (region.base, region.base + region.size, (host - region.base) % (1 << 64),
+            int(region.writable) | (2 if region.per == PER_THREAD else 0))
+
+
 def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem: int,
-             reached: list[tuple[Region, int]], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
+             rows: list[_Row], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
     """A context for running blocks of the launch: its own shared and local memory, region table
-    (the launch's regions ``reached``, with their host addresses, and those two), warp state and
-    site table, with the launch's ``fields``, carved from one arena (added to ``kept``)."""
+    (the launch's rows and those two's), warp state and site table, with the launch's ``fields``,
+    carved from one arena (added to ``kept``)."""
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
     shared_size = shared_bytes(program, shared_mem)
     local_stride = instance_stride(program.local_size, PER_THREAD)
-    rows = len(reached) + bool(shared_size) + bool(program.local_size)
+    count = len(rows) + bool(shared_size) + bool(program.local_size)
     arena, piece, address = _carve({
-        "shared": shared_size, "local": local_stride * 32 * warps, "regions": 32 * rows,
+        "shared": shared_size, "local": local_stride * 32 * warps, "regions": 32 * count,
         "state": warps * state_bytes(len(fn.zeros)), "sites": 8 * SITE_WORDS * len(fn.steps),
         "ctx": 8 * len(CTX),
     })
     kept.append(arena)
     shared = Region("shared memory", WINDOWS["shared"], shared_size, piece["shared"], PER_BLOCK)
     local = Region("local memory", WINDOWS["local"], program.local_size, piece["local"], PER_THREAD)
-    table = piece["regions"].view(np.uint64).reshape(rows, 4)
-    own_regions = [(r, address[key]) for key, r in (("shared", shared), ("local", local)) if r.size]
-    for k, (r, host) in enumerate([*reached, *own_regions]):
-        table[k] = (r.base, r.base + r.size, (host - r.base) % (1 << 64),
-                    int(r.writable) | (2 if r.per == PER_THREAD else 0))
+    own = [_row(r, address[key]) for key, r in (("shared", shared), ("local", local)) if r.size]
+    piece["regions"].view(np.uint64).reshape(count, 4)[:] = [*rows, *own]
     piece["sites"].view(np.uint64)[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
     ctx = piece["ctx"].view(np.uint64)
-    own = {
-        "nregions": rows,
+    values = fields | {
+        "nregions": count,
         "regions": address["regions"],
         "shared": address["shared"],
         "shared_size": shared_size,
@@ -236,9 +240,14 @@ def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem:
         "nwarps": warps,
         "sites": address["sites"],
     }
-    for field, value in (fields | own).items():
-        ctx[CTX[field]] = value
+    ctx[_indices(tuple(values))] = list(values.values())
     return ctx
+
+
+@functools.lru_cache(maxsize=16)
+def _indices(fields: tuple[str, ...]) -> np.ndarray:
+    """The context words of ``fields``, in order."""
+    return np.array([CTX[field] for field in fields], np.intp)
 
 
 def _carve(sizes: dict[str, int]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:
