@@ -87,18 +87,18 @@ CORNER_FLOATS = np.array(
 @pytest.fixture(scope="module", autouse=True, params=["blocks in order", "blocks spread over threads"])
 def block_order(request):
     """Every test of this module twice: blocks in order on one thread, then with independent blocks
-    handed to three threads from the second block on (a launch spreads only once a chunk of blocks
-    runs long enough, which these small launches would not)."""
+    handed to three threads from the second block on (a launch spreads only when the blocks left
+    are work enough, which these small launches are not)."""
     spread = request.param != "blocks in order"
-    saved = os.environ.get("PTXBRIDGE_CPU_THREADS"), compiled_blocks._SPREAD_SECONDS
+    saved = os.environ.get("PTXBRIDGE_CPU_THREADS"), compiled_blocks._SHARE_SECONDS
     os.environ["PTXBRIDGE_CPU_THREADS"] = "3" if spread else "1"
-    compiled_blocks._SPREAD_SECONDS = 0.0
+    compiled_blocks._SHARE_SECONDS = 0.0
     yield spread
     if saved[0] is None:
         os.environ.pop("PTXBRIDGE_CPU_THREADS")
     else:
         os.environ["PTXBRIDGE_CPU_THREADS"] = saved[0]
-    compiled_blocks._SPREAD_SECONDS = saved[1]
+    compiled_blocks._SHARE_SECONDS = saved[1]
 
 
 def _modules(*artifacts):
@@ -311,12 +311,12 @@ def test_the_watchdog_stops_a_spinning_compiled_kernel():
     assert be.compiled_tier.why_interpreted("k") is None
 
 
-# blocks 4 and 6 spin (on the GPU too): a run in order stops at block 4, and so must a spread one
-# that meets both at once, on two threads
+# blocks 3 and 6 spin (on the GPU too): a run in order stops at block 3, and so must a spread one
+# that meets both at once, on two threads (block 0 alone, then 1-3, 4-6 and 7 on three)
 SPIN_IN_TWO_BLOCKS = kernel_ptx(
     """
 mov.u32 %r1, %ctaid.x;
-setp.eq.u32 %p1, %r1, 4;
+setp.eq.u32 %p1, %r1, 3;
 setp.eq.u32 %p2, %r1, 6;
 or.pred %p3, %p1, %p2;
 @%p3 bra LOOP;
@@ -329,7 +329,7 @@ bra.uni LOOP;""",
 
 def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
-    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
     said = []
     for tier in ("compiled", "interp"):
         with pytest.raises(EmulatorError) as raised:
@@ -337,12 +337,12 @@ def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):
                    block=32)
         said.append(str(raised.value))
     assert said[0] == said[1]
-    assert "block (4, 0, 0)" in said[0]
+    assert "block (3, 0, 0)" in said[0]
 
 
 def test_independent_blocks_on_several_threads_end_as_in_order(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "4")
-    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
     rounds = compiled_blocks.stats["rounds"]
     start = np.arange(1, 20_001, dtype=np.uint32)
     got, want = _both(
@@ -354,7 +354,7 @@ def test_independent_blocks_on_several_threads_end_as_in_order(monkeypatch):
     got, want = _both(_cuda(fx.MATMUL), "matmul", lambda: [a, b, np.zeros((n, n), np.float32), n],
                       grid=(n // 16, n // 16), block=(16, 16))
     _same(got, want)
-    assert compiled_blocks.stats["rounds"] > rounds + 4  # both kernels ran rounds across threads
+    assert compiled_blocks.stats["rounds"] >= rounds + 2  # both kernels ran rounds across threads
 
 
 DEPENDENT = {
@@ -382,7 +382,7 @@ def test_blocks_that_may_see_each_others_work_run_in_order(instruction):
 
 def test_the_histograms_global_atomics_keep_its_blocks_in_order(monkeypatch, caplog):
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "4")
-    monkeypatch.setattr(compiled_blocks, "_SPREAD_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
     rounds = compiled_blocks.stats["rounds"]
     data = np.random.default_rng(3).integers(0, 256, 20_000, dtype=np.uint8)
     with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):

@@ -1,14 +1,15 @@
 """A compiled launch's blocks, run in chunks, on several threads where no block can see another's work.
 
 Blocks of a launch run one after the other in chunks that grow while they are short (Python's
-signal handler runs between two chunks, so Ctrl-C stops a long launch).  Once a chunk takes long
-enough to be worth handing out, and when the kernel's blocks are independent (:func:`dependence`),
-each round gives a chunk to every thread of the pool: native code runs without the GIL (ctypes
-releases it), each thread with its own context (shared and local memory, warp state, site table,
-step counts).  Blocks that share nothing but memory no two of them touch in a race end the same
-whatever the order, so the results are the ones a run in order gives.  A round's failures are
-reported from the failing chunk that comes first in block order: that block is the one a run in
-order would have stopped at.
+signal handler runs between two chunks, so Ctrl-C stops a long launch).  When the kernel's blocks
+are independent (:func:`dependence`) and what the chunks so far took says the blocks left are work
+enough for more threads (each at least :data:`_SHARE_SECONDS`), the rest runs in rounds that give a
+chunk to each of them: native code runs without the GIL (ctypes releases it), each thread with its
+own context (shared and local memory, warp state, site table, step counts).  A thread woken for
+less costs more than it saves (handing every 1 ms launch of a Jacobi step to 16 threads made each
+take 3 ms).  Blocks that race on no memory end the same whatever the order, so the results are
+the ones a run in order gives.  A round's failures are reported from the failing chunk that comes
+first in block order: that block is the one a run in order would have stopped at.
 
 ``PTXBRIDGE_CPU_THREADS`` sets how many threads (1: always in order); the default is every CPU this
 process may run on.
@@ -36,7 +37,7 @@ from .jit import Compiled
 __all__ = ["dependence", "run_blocks", "threads", "stats"]
 
 _CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
-_SPREAD_SECONDS = 0.0001  # a chunk that ran this long is worth a round across the threads
+_SHARE_SECONDS = 0.00025  # the least work (seconds on one thread) worth another thread
 _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process
@@ -108,12 +109,20 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+def _helpers(work: float) -> int:
+    """How many threads beside this one ``work`` seconds (on one thread) are worth."""
+    wanted = threads() - 1
+    if _SHARE_SECONDS > 0:
+        wanted = min(wanted, int(work / _SHARE_SECONDS) - 1)
+    return max(wanted, 0)
+
+
 def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
                more: Callable[[], np.ndarray] | None) -> tuple[int, np.ndarray, list[np.ndarray]]:
     """Run blocks ``[0, blocks)``: ``(status, ctx, contexts)``, the first failing status (0: none)
     with the context that met it, and every context used (their step counts add up).  ``more()``
     makes another context for a thread of the pool; None runs every block on ``ctx``, in order."""
-    contexts, first, chunk = [ctx], 0, 1
+    contexts, first, chunk, per_block = [ctx], 0, 1, 0.0
     while first < blocks:
         started = time.perf_counter()
         if len(contexts) == 1:
@@ -122,24 +131,24 @@ def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
             if status:
                 return status, ctx, contexts
             took = time.perf_counter() - started
-            if more is not None and took >= _SPREAD_SECONDS and end < blocks:
-                contexts += [more() for _ in range(threads() - 1)]
-        else:
-            each = min(chunk, -(-(blocks - first) // len(contexts)))  # the last round: shared evenly
+            per_block = took / (end - first)
+            if more is not None and end < blocks:
+                contexts += [more() for _ in range(_helpers(per_block * (blocks - end)))]
+            if took < _CHUNK_SECONDS:
+                chunk *= 2
+        else:  # a round: the blocks left shared evenly, at most _CHUNK_SECONDS of them per thread
+            most = max(1, int(_CHUNK_SECONDS / max(per_block, 1e-9)))
+            each = min(-(-(blocks - first) // len(contexts)), most)
             starts = range(first, min(blocks, first + each * len(contexts)), each)
-            ranges = [(lo, min(blocks, lo + each)) for lo in starts]
+            mine, *theirs = [(lo, min(blocks, lo + each)) for lo in starts]
             pool = _executor(len(contexts) - 1)
             stats["rounds"] += 1
-            mine, *theirs = ranges
             with _signals_held():
                 handed = [pool.submit(_run, compiled, contexts[k], *span) for k, span in enumerate(theirs, 1)]
                 statuses = [_run(compiled, ctx, *mine), *(future.result() for future in handed)]
-            for failed, status in zip(contexts[: len(statuses)], statuses, strict=True):
+            for failed, status in zip(contexts, statuses, strict=False):
                 if status:
                     return status, failed, contexts
-            end = ranges[-1][1]
-            took = time.perf_counter() - started
-        if took < _CHUNK_SECONDS:
-            chunk *= 2
+            end = (theirs or [mine])[-1][1]
         first = end
     return 0, ctx, contexts
