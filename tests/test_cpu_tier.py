@@ -87,7 +87,7 @@ CORNER_FLOATS = np.array(
 @pytest.fixture(scope="module", autouse=True, params=["blocks in order", "blocks spread over threads"])
 def block_order(request):
     """Every test of this module twice: blocks in order on one thread, then with independent blocks
-    handed to three threads from the second block on (a launch spreads only when the blocks left
+    handed to three threads from the fourth block on (a launch spreads only when the blocks left
     are work enough, which these small launches are not)."""
     spread = request.param != "blocks in order"
     saved = os.environ.get("PTXBRIDGE_CPU_THREADS"), compiled_blocks._SHARE_SECONDS
@@ -312,7 +312,7 @@ def test_the_watchdog_stops_a_spinning_compiled_kernel():
 
 
 # blocks 3 and 6 spin (on the GPU too): a run in order stops at block 3, and so must a spread one
-# that meets both at once, on two threads (block 0 alone, then 1-3, 4-6 and 7 on three)
+# that meets both at once, on two threads (blocks 0, then 1-2 alone, then 3-4, 5-6 and 7 on three)
 SPIN_IN_TWO_BLOCKS = kernel_ptx(
     """
 mov.u32 %r1, %ctaid.x;

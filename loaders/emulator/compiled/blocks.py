@@ -7,9 +7,11 @@ enough for more threads (each at least :data:`_SHARE_SECONDS`), the rest runs in
 chunk to each of them: native code runs without the GIL (ctypes releases it), each thread with its
 own context (shared and local memory, warp state, site table, step counts).  A thread woken for
 less costs more than it saves (handing every 1 ms launch of a Jacobi step to 16 threads made each
-take 3 ms).  Blocks that race on no memory end the same whatever the order, so the results are
-the ones a run in order gives.  A round's failures are reported from the failing chunk that comes
-first in block order: that block is the one a run in order would have stopped at.
+take 3 ms), and the estimate waits for a chunk after the first (which meets its context's memory
+first) that took a tenth of that share.  Blocks that race
+on no memory end the same whatever the order, so the results are the ones a run in order gives.
+A round's failures are reported from the failing chunk that comes first in block order: that block
+is the one a run in order would have stopped at.
 
 ``PTXBRIDGE_CPU_THREADS`` sets how many threads (1: always in order); the default is every CPU this
 process may run on.
@@ -37,7 +39,7 @@ from .jit import Compiled
 __all__ = ["dependence", "run_blocks", "threads", "stats"]
 
 _CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
-_SHARE_SECONDS = 0.00025  # the least work (seconds on one thread) worth another thread
+_SHARE_SECONDS = 0.002  # the least work (seconds on one thread) worth another thread
 _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process
@@ -132,7 +134,8 @@ def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
                 return status, ctx, contexts
             took = time.perf_counter() - started
             per_block = took / (end - first)
-            if more is not None and end < blocks:
+            warm = first > 0 and 10 * took >= _SHARE_SECONDS  # block 0 meets the context's memory first
+            if more is not None and end < blocks and warm:
                 contexts += [more() for _ in range(_helpers(per_block * (blocks - end)))]
             if took < _CHUNK_SECONDS:
                 chunk *= 2
