@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +356,27 @@ def test_independent_blocks_on_several_threads_end_as_in_order(monkeypatch):
                       grid=(n // 16, n // 16), block=(16, 16))
     _same(got, want)
     assert compiled_blocks.stats["rounds"] >= rounds + 2  # both kernels ran rounds across threads
+
+
+def test_a_forked_child_runs_spread_blocks_on_threads_of_its_own(monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
+    compiled, _ = _cuda(fx.COLLATZ)
+    start = np.arange(1, 3073, dtype=np.uint32)
+    want = np.zeros_like(start)
+    compiled.collatz(start, want, start.size, grid=12, block=256)  # the parent's pool has threads now
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's pool threads did not come along
+        code = 1
+        try:
+            signal.alarm(60)  # a child that hangs is killed, and the parent sees it
+            rounds, got = compiled_blocks.stats["rounds"], np.zeros_like(start)
+            compiled.collatz(start, got, start.size, grid=12, block=256)
+            code = 0 if got.tobytes() == want.tobytes() and compiled_blocks.stats["rounds"] > rounds else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
 DEPENDENT = {

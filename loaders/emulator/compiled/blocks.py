@@ -8,10 +8,10 @@ chunk to each of them: native code runs without the GIL (ctypes releases it), ea
 own context (shared and local memory, warp state, site table, step counts).  A thread woken for
 less costs more than it saves (handing every 1 ms launch of a Jacobi step to 16 threads made each
 take 3 ms), and the estimate waits for a chunk after the first (which meets its context's memory
-first) that took a tenth of that share.  Blocks that race
-on no memory end the same whatever the order, so the results are the ones a run in order gives.
-A round's failures are reported from the failing chunk that comes first in block order: that block
-is the one a run in order would have stopped at.
+first) that took a tenth of that share.  Blocks that race on no memory end the same whatever the
+order, so the results are the ones a run in order gives.  A round's failures are reported from the
+failing chunk that comes first in block order: that block is the one a run in order would have
+stopped at.
 
 ``PTXBRIDGE_CPU_THREADS`` sets how many threads (1: always in order); the default is every CPU this
 process may run on.
@@ -44,6 +44,7 @@ _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
@@ -87,11 +88,23 @@ def threads() -> int:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    global _pool
+    """The process's pool, with at least ``workers`` threads."""
+    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool._max_workers < workers:
+        if _pool is None or _pool_size < workers:  # a smaller one left idle: a launch may still use it
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptxbridge-cpu")
+            _pool_size = workers
         return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child the pool's threads are gone, and a pool that believes it has idle ones
+    would never start new ones: the child makes its own."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _run(compiled: Compiled, ctx: np.ndarray, first: int, end: int) -> int:

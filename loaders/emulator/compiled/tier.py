@@ -116,6 +116,7 @@ class CompiledTier:
         param_data = np.frombuffer(bytearray(params), np.uint8)
         parameters = Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID,
                             writable=False)
+        # the caller's buffers are host memory at their own addresses: host minus base is 0
         rows = [(start, end, 0, int(writable)) for start, end, writable, _ in merged_buffers(buffers)]
         rows += [_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions, parameters)]
         fields = {
