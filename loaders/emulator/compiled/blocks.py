@@ -31,8 +31,8 @@ import numpy as np
 
 from ptxbridge.abi.errors import ArgumentError
 
+from ..build import Context
 from ..machine import Function
-from ..parse import Instruction
 from .emit import CTX
 from .jit import Compiled
 
@@ -48,14 +48,6 @@ _pool_size = 0
 _pool_lock = threading.Lock()
 
 
-def _space(ins: Instruction) -> str:
-    for mod in ins.mods:
-        head = mod.split("::")[0]
-        if head in _BLOCK_LOCAL or head == "global":
-            return head
-    return "generic"
-
-
 def dependence(fn: Function) -> str | None:
     """None when the blocks of kernel ``fn`` cannot see each other's work, else the first instruction
     through which one may: an atomic or reduction outside shared memory (blocks count or claim
@@ -65,9 +57,10 @@ def dependence(fn: Function) -> str | None:
         ins = step.ins
         if ins.opcode in ("fence", "membar"):
             return ins.text
-        if ins.opcode in ("atom", "red", "ld", "ldu", "st") and _space(ins) not in _BLOCK_LOCAL and (
-            ins.opcode in ("atom", "red") or _ORDERED.intersection(ins.mods)
-        ):
+        if ins.opcode not in ("atom", "red", "ld", "ldu", "st"):
+            continue
+        outside = Context.state_space(set(ins.mods)) not in _BLOCK_LOCAL
+        if outside and (ins.opcode in ("atom", "red") or _ORDERED.intersection(ins.mods)):
             return ins.text
     return None
 
