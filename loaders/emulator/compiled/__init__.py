@@ -12,6 +12,7 @@ Modules::
     flow               uniform, block-local and barrier-live registers
     emit, values       registers, operands, masks and types as vector IR text
     ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
+    warp               shfl, vote, activemask, redux, match, elect: a warp's lanes permuted, reduced
     access, runtime    checked memory helpers (one module every kernel links), the region lookup,
                        the grid driver
     direct             the inline fast paths: remembered checks per instruction, direct and

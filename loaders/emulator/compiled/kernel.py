@@ -20,7 +20,7 @@ from typing import Any
 from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Imm, Instruction, Mem, Reg
-from . import convert, mem  # noqa: F401  (lowerings)
+from . import convert, mem, warp  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
 from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers, written_in
@@ -142,6 +142,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%out", vec("i64")),
         ("%addr", vec("i64")),
         ("%linp", vec("i64")),
+        ("%lanes", vec("i32")),
         ("%val", f"[8 x {vec('i64')}]"),
         ("%spanin", vec("i64")),
         ("%spanout", "[4 x i64]"),

@@ -19,7 +19,7 @@ from ..parse import Instruction, Pair, Vec
 from .emit import Emitter
 from .values import LANES, Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
-__all__ = ["LOWER", "ROUND_TO_INT", "flush", "saturate"]
+__all__ = ["LOWER", "ROUND_TO_INT", "flush", "saturate", "lower", "modifiers", "operands"]
 
 Lower = Callable[[Emitter, Instruction, str], None]
 LOWER: dict[str, Lower] = {}
@@ -37,7 +37,7 @@ def lower(*names: str) -> Callable[[Lower], Lower]:
     return register
 
 
-def _mods(
+def modifiers(
     ins: Instruction, allowed: set[str], types: frozenset[str], ntypes: int = 1
 ) -> tuple[set[str], list[str]]:
     mods = ins.mods
@@ -59,7 +59,7 @@ def _call(e: Emitter, name: str, t: str, *args: str) -> str:
     return e.op(f"call {_v(t)} @llvm.{name}.{suffix}({', '.join(f'{_v(t)} {a}' for a in args)})")
 
 
-def _operands(ins: Instruction, count: int) -> tuple:
+def operands(ins: Instruction, count: int) -> tuple:
     if len(ins.operands) != count:
         raise Unsupported(f"{ins.opcode} with {len(ins.operands)} operands")
     return ins.operands
@@ -74,7 +74,7 @@ def _binary(
     out: str | None = None,
     b_type: str | None = None,
 ) -> None:
-    d, a, b = _operands(ins, 3)
+    d, a, b = operands(ins, 3)
     e.write(d, build(e.read(a, t), e.read(b, b_type or t)), out or t, m)
 
 
@@ -120,7 +120,7 @@ class _Float:
 def _float(e: Emitter, ins: Instruction, extra: frozenset[str] = frozenset()) -> _Float:
     """A float instruction in round-to-nearest, with or without .ftz; .sat and other roundings are
     Unsupported."""
-    flags, (t,) = _mods(ins, {"rn", "ftz"} | extra, _FLOATS)
+    flags, (t,) = modifiers(ins, {"rn", "ftz"} | extra, _FLOATS)
     return _Float(e, t, "ftz" in flags and t == "f32")
 
 
@@ -145,7 +145,7 @@ def saturate(e: Emitter, x: str, t: str) -> str:
 
 
 def _float_binary(e: Emitter, ins: Instruction, m: str, f: _Float, build: Callable[[str, str], str]) -> None:
-    d, a, b = _operands(ins, 3)
+    d, a, b = operands(ins, 3)
     e.write(d, f.done(build(f.read(a), f.read(b))), f.t, m)
 
 
@@ -155,7 +155,7 @@ def _add_sub(e: Emitter, ins: Instruction, m: str) -> None:
         f = _float(e, ins)
         _float_binary(e, ins, m, f, lambda a, b: e.op(f"f{ins.opcode} {_v(f.t)} {a}, {b}"))
         return
-    _, (t,) = _mods(ins, set(), _INTS)
+    _, (t,) = modifiers(ins, set(), _INTS)
     _binary(e, ins, m, t, lambda a, b: e.op(f"{ins.opcode} {_v(t)} {a}, {b}"))
 
 
@@ -165,10 +165,10 @@ def _mul(e: Emitter, ins: Instruction, m: str) -> None:
         f = _float(e, ins)
         _float_binary(e, ins, m, f, lambda a, b: e.op(f"fmul {_v(f.t)} {a}, {b}"))
         return
-    flags, (t,) = _mods(ins, {"lo", "hi", "wide"}, _INTS)
+    flags, (t,) = modifiers(ins, {"lo", "hi", "wide"}, _INTS)
     if len(flags) != 1 or (flags == {"wide"} and t.endswith("64")):
         raise Unsupported(f"mul.{'.'.join(ins.mods)}")
-    d, a, b = _operands(ins, 3)
+    d, a, b = operands(ins, 3)
     value, out = _product(e, flags.pop(), t, e.read(a, t), e.read(b, t))
     e.write(d, value, out, m)
 
@@ -241,7 +241,7 @@ def _directed_fma(e: Emitter, t: str, mode: str, a: str, b: str, c: str) -> str:
 
 @lower("mad", "fma")
 def _mad(e: Emitter, ins: Instruction, m: str) -> None:
-    d, a, b, c = _operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     if ins.mods and ins.mods[-1] in _FLOATS:
         f = _float(e, ins, frozenset(_DIRECTED) if ins.opcode == "fma" else frozenset())
         mode = next(iter(set(ins.mods) & set(_DIRECTED)), "rn")
@@ -251,7 +251,7 @@ def _mad(e: Emitter, ins: Instruction, m: str) -> None:
         return
     if ins.opcode == "fma":
         raise Unsupported(f"fma.{'.'.join(ins.mods)}")
-    flags, (t,) = _mods(ins, {"lo", "hi", "wide"}, _INTS)
+    flags, (t,) = modifiers(ins, {"lo", "hi", "wide"}, _INTS)
     if len(flags) != 1 or (flags == {"wide"} and t.endswith("64")):
         raise Unsupported(f"mad.{'.'.join(ins.mods)}")
     mode = flags.pop()
@@ -267,7 +267,7 @@ def _div_rem(e: Emitter, ins: Instruction, m: str) -> None:
         f = _float(e, ins, frozenset(("approx", "full")))
         _float_binary(e, ins, m, f, lambda a, b: e.op(f"fdiv {_v(f.t)} {a}, {b}"))
         return
-    _, (t,) = _mods(ins, set(), _INTS)
+    _, (t,) = modifiers(ins, set(), _INTS)
     remainder = ins.opcode == "rem"
 
     def divide(a: str, b: str) -> str:
@@ -293,7 +293,7 @@ def _roots(e: Emitter, ins: Instruction, m: str) -> None:
     ``rsqrt`` as ``1 / sqrt(x)`` in double precision, rounded once to the type."""
     f = _float(e, ins, frozenset(("approx", "full")))
     t = f.t
-    d, a = _operands(ins, 2)
+    d, a = operands(ins, 2)
     x = f.read(a)
     if ins.opcode == "rcp":
         value = e.op(f"fdiv {_v(t)} splat ({elem(t)} 1.0), {x}")
@@ -341,7 +341,7 @@ def _approximate(e: Emitter, ins: Instruction, m: str) -> None:
     if LIBM is None:
         raise Unsupported(f"{ins.opcode}: the C library's functions need ptxbridge's _native extension")
     f = _float(e, ins, frozenset(("approx", "full")))
-    d, a = _operands(ins, 2)
+    d, a = operands(ins, 2)
     x = f.read(a)
     wide = e.op(f"fpext {_v('f32')} {x} to {_v('f64')}") if f.t == "f32" else x
     value = e.op(f"call {_v('f64')} {_libm_helper(e, LIBM_FUNCTIONS[ins.opcode])}({_v('f64')} {wide})")
@@ -353,21 +353,21 @@ def _approximate(e: Emitter, ins: Instruction, m: str) -> None:
 @lower("copysign")
 def _copysign(e: Emitter, ins: Instruction, m: str) -> None:
     """``copysign d, a, b``: b's magnitude with a's sign (a bit copy: NaNs too)."""
-    _, (t,) = _mods(ins, set(), _FLOATS)
-    d, a, b = _operands(ins, 3)
+    _, (t,) = modifiers(ins, set(), _FLOATS)
+    d, a, b = operands(ins, 3)
     e.write(d, _call(e, "copysign", t, e.read(b, t), e.read(a, t)), t, m)
 
 
 @lower("abs", "neg")
 def _abs_neg(e: Emitter, ins: Instruction, m: str) -> None:
-    d, a = _operands(ins, 2)
+    d, a = operands(ins, 2)
     if ins.mods and ins.mods[-1] in _FLOATS:
         f = _float(e, ins)
         x = f.read(a)
         e.write(d, f.done(_call(e, "fabs", f.t, x) if ins.opcode == "abs" else e.op(f"fneg {_v(f.t)} {x}")),
                 f.t, m)
         return
-    _, (t,) = _mods(ins, set(), frozenset(("s16", "s32", "s64")))
+    _, (t,) = modifiers(ins, set(), frozenset(("s16", "s32", "s64")))
     x = e.read(a, t)
     if ins.opcode == "neg":
         value = e.op(f"sub {_v(t)} zeroinitializer, {x}")
@@ -383,7 +383,7 @@ def _min_max(e: Emitter, ins: Instruction, m: str) -> None:
         f = _float(e, ins)
         _float_binary(e, ins, m, f, lambda a, b: _float_min_max(e, ins.opcode, f.t, a, b))
         return
-    _, (t,) = _mods(ins, set(), _INTS)
+    _, (t,) = modifiers(ins, set(), _INTS)
     name = ("s" if is_signed(t) else "u") + ins.opcode
     _binary(e, ins, m, t, lambda a, b: _call(e, name, t, a, b))
 
@@ -409,14 +409,14 @@ def _float_min_max(e: Emitter, name: str, t: str, a: str, b: str) -> str:
 
 @lower("and", "or", "xor")
 def _logic(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), frozenset(("pred", "b16", "b32", "b64")))
+    _, (t,) = modifiers(ins, set(), frozenset(("pred", "b16", "b32", "b64")))
     _binary(e, ins, m, t, lambda a, b: e.op(f"{ins.opcode} {_v(t)} {a}, {b}"))
 
 
 @lower("not", "cnot")
 def _not(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), frozenset(("pred", "b16", "b32", "b64")))
-    d, a = _operands(ins, 2)
+    _, (t,) = modifiers(ins, set(), frozenset(("pred", "b16", "b32", "b64")))
+    d, a = operands(ins, 2)
     x = e.read(a, t)
     if ins.opcode == "not":
         value = e.op(f"xor {_v(t)} {x}, {e.ones(t)}")
@@ -427,7 +427,7 @@ def _not(e: Emitter, ins: Instruction, m: str) -> None:
 
 @lower("shl", "shr")
 def _shift(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), _INTS)
+    _, (t,) = modifiers(ins, set(), _INTS)
     bits = bits_of(t)
     how = "shl" if ins.opcode == "shl" else "ashr" if is_signed(t) else "lshr"
 
@@ -445,8 +445,8 @@ def _shift(e: Emitter, ins: Instruction, m: str) -> None:
 
 @lower("popc", "clz", "brev")
 def _bits(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), frozenset(("b32", "b64")))
-    d, a = _operands(ins, 2)
+    _, (t,) = modifiers(ins, set(), frozenset(("b32", "b64")))
+    d, a = operands(ins, 2)
     x = e.read(a, t)
     if ins.opcode == "brev":
         e.write(d, _call(e, "bitreverse", t, x), t, m)
@@ -457,6 +457,72 @@ def _bits(e: Emitter, ins: Instruction, m: str) -> None:
     e.intrinsic(f"declare {_v(t)} @llvm.{name}.{suffix}({_v(t)}{', i1' if extra else ''})")
     count = e.op(f"call {_v(t)} @llvm.{name}.{suffix}({_v(t)} {x}{extra})")
     e.write(d, e.convert(count, bits_of(t), 32, False), "u32", m)
+
+
+_W = vec("i64")  # bit fields are computed in 64 bits per lane, as the interpreter does
+
+
+def _field_operand(e: Emitter, operand: object) -> str:
+    """A position or length operand of bfe/bfi: its low byte, in 64 bits."""
+    low = e.op(f"and {_v('u32')} {e.read(operand, 'u32')}, splat (i32 255)")
+    return e.op(f"zext {_v('u32')} {low} to {_W}")
+
+
+def _field_mask(e: Emitter, length: str) -> str:
+    """``length`` low bits set (all 64 from 64 on)."""
+    shifted = e.op(f"shl {_W} splat (i64 1), {_call(e, 'umin', 'u64', length, 'splat (i64 63)')}")
+    ones = e.op(f"sub {_W} {shifted}, splat (i64 1)")
+    wide = e.op(f"icmp uge {_W} {length}, splat (i64 64)")
+    return e.op(f"select {vec('i1')} {wide}, {_W} splat (i64 -1), {_W} {ones}")
+
+
+def _as_wide(e: Emitter, value: str, t: str, signed: bool = False) -> str:
+    return e.convert(e.to_bits(value, t), bits_of(t), 64, signed)
+
+
+@lower("bfe")
+def _bfe(e: Emitter, ins: Instruction, m: str) -> None:
+    """Extract ``c`` bits from ``b`` on (``.s``: sign-extended from the field's top bit, or from
+    the msb when the field runs past it), as the interpreter's ``bfe``."""
+    _, (t,) = modifiers(ins, set(), frozenset(("u32", "s32", "u64", "s64")))
+    d, a, b, c = operands(ins, 4)
+    bits, x = bits_of(t), _as_wide(e, e.read(a, t), t)
+    pos, length = _field_operand(e, b), _field_operand(e, c)
+    width = f"splat (i64 {bits})"
+    room = e.op(f"sub {_W} {width}, {_call(e, 'umin', 'u64', pos, width)}")
+    past = e.op(f"icmp uge {_W} {pos}, {width}")
+    fits = _call(e, "umin", "u64", length, room)
+    inside = e.op(f"select {vec('i1')} {past}, {_W} zeroinitializer, {_W} {fits}")
+    keep = _field_mask(e, inside)
+    moved = e.op(f"lshr {_W} {x}, {_call(e, 'umin', 'u64', pos, f'splat (i64 {bits - 1})')}")
+    field = e.op(f"and {_W} {moved}, {keep}")
+    if is_signed(t):
+        end = _call(e, "umin", "u64", e.op(f"add {_W} {pos}, {length}"), width)
+        top = _call(e, "umin", "u64", e.op(f"sub {_W} {end}, splat (i64 1)"), "splat (i64 63)")
+        bit = e.op(f"and {_W} {e.op(f'lshr {_W} {x}, {top}')}, splat (i64 1)")
+        empty = e.op(f"icmp eq {_W} {length}, zeroinitializer")
+        set_bit = e.op(f"icmp ne {_W} {bit}, zeroinitializer")
+        sign = e.op(f"and {vec('i1')} {set_bit}, {e.op(f'xor <32 x i1> {empty}, splat (i1 true)')}")
+        filled = e.op(f"or {_W} {field}, {e.op(f'xor {_W} {keep}, splat (i64 -1)')}")
+        field = e.op(f"select {vec('i1')} {sign}, {_W} {filled}, {_W} {field}")
+    e.write(d, e.convert(field, 64, bits, False), t, m)
+
+
+@lower("bfi")
+def _bfi(e: Emitter, ins: Instruction, m: str) -> None:
+    """Insert the low ``e`` bits of ``a`` into ``b`` at bit ``c``, as the interpreter's ``bfi``."""
+    _, (t,) = modifiers(ins, set(), frozenset(("b32", "b64")))
+    d, f, b, c, length = operands(ins, 5)
+    bits = bits_of(t)
+    field, base = _as_wide(e, e.read(f, t), t), _as_wide(e, e.read(b, t), t)
+    pos = _field_operand(e, c)
+    shift = _call(e, "umin", "u64", pos, "splat (i64 63)")
+    placed = e.op(f"shl {_W} {_field_mask(e, _field_operand(e, length))}, {shift}")
+    past = e.op(f"icmp uge {_W} {pos}, splat (i64 {bits})")
+    mask = e.op(f"select {vec('i1')} {past}, {_W} zeroinitializer, {_W} {placed}")
+    kept = e.op(f"and {_W} {base}, {e.op(f'xor {_W} {mask}, splat (i64 -1)')}")
+    inserted = e.op(f"and {_W} {e.op(f'shl {_W} {field}, {shift}')}, {mask}")
+    e.write(d, e.convert(e.op(f"or {_W} {kept}, {inserted}"), 64, bits, False), t, m)
 
 
 # -- comparisons, selects, moves ----------------------------------------------------------------------
@@ -497,7 +563,7 @@ _COMBINE = ("and", "or", "xor")
 
 @lower("setp")
 def _setp(e: Emitter, ins: Instruction, m: str) -> None:
-    flags, (t,) = _mods(ins, set(_INT_CMP) | set(_FLOAT_CMP) | set(_COMBINE) | {"ftz"}, _INTS | _FLOATS)
+    flags, (t,) = modifiers(ins, set(_INT_CMP) | set(_FLOAT_CMP) | set(_COMBINE) | {"ftz"}, _INTS | _FLOATS)
     f = _Float(e, t, "ftz" in flags and t == "f32")
     if "ftz" in flags and not is_float(t):
         raise Unsupported(f"setp.{'.'.join(ins.mods)}")
@@ -505,7 +571,7 @@ def _setp(e: Emitter, ins: Instruction, m: str) -> None:
     cmps = flags - combine - {"ftz"}
     if len(cmps) != 1 or len(combine) > 1:
         raise Unsupported(f"setp.{'.'.join(ins.mods)}")
-    ops = _operands(ins, 4 if combine else 3)
+    ops = operands(ins, 4 if combine else 3)
     first, second = (ops[0].first, ops[0].second) if isinstance(ops[0], Pair) else (ops[0], None)
     result = compare(e, cmps.pop(), t, f.read(ops[1]), f.read(ops[2]))
     other = e.op(f"xor {vec('i1')} {result}, splat (i1 true)") if second is not None else None
@@ -521,16 +587,16 @@ def _setp(e: Emitter, ins: Instruction, m: str) -> None:
 
 @lower("selp")
 def _selp(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), _INTS | _FLOATS)
-    d, a, b, c = _operands(ins, 4)
+    _, (t,) = modifiers(ins, set(), _INTS | _FLOATS)
+    d, a, b, c = operands(ins, 4)
     x, y, p = e.read(a, t), e.read(b, t), e.read(c, "pred")
     e.write(d, e.op(f"select {vec('i1')} {p}, {_v(t)} {x}, {_v(t)} {y}"), t, m)
 
 
 @lower("mov")
 def _mov(e: Emitter, ins: Instruction, m: str) -> None:
-    _, (t,) = _mods(ins, set(), _INTS | _FLOATS | {"pred"})
-    d, a = _operands(ins, 2)
+    _, (t,) = modifiers(ins, set(), _INTS | _FLOATS | {"pred"})
+    d, a = operands(ins, 2)
     if isinstance(d, Vec) or isinstance(a, Vec):
         _pack(e, t, d, a, m)
         return
