@@ -521,6 +521,15 @@ _OPS = [
     ("bfe.u32", 4),
     ("bfe.s32", 4),
     ("bfi.b32", 5),
+    ("add.cc.u32", 3),
+    ("addc.u32", 3),
+    ("addc.cc.u32", 3),
+    ("sub.cc.u32", 3),
+    ("subc.cc.u32", 3),
+    ("subc.u32", 3),
+    ("mad.lo.cc.u32", 4),
+    ("madc.hi.cc.u32", 4),
+    ("madc.lo.u32", 4),
 ]
 _program = st.lists(
     st.tuples(st.sampled_from(_OPS), st.integers(0, 5), st.lists(st.integers(0, 5), min_size=4, max_size=4)),
@@ -1048,8 +1057,8 @@ def test_a_fast_math_cuda_kernel_compiles_and_matches_the_interpreter():
 
 
 def test_numba_math_functions_compile_and_match_the_interpreter():
-    # libdevice's expf, tanhf and logf use ex2.approx.ftz.f32 and rcp.approx.ftz, in f64 too (its sinf
-    # reduces with integer carry chains, which the compiled tier does not translate)
+    # libdevice's expf, tanhf and logf use ex2.approx.ftz.f32 and rcp.approx.ftz, in f64 too; its sinf
+    # and cosf reduce large arguments with integer carry chains (madc.hi.cc, addc)
     numba = pytest.importorskip("ptxbridge.numba")
     import math
 
@@ -1059,7 +1068,8 @@ def test_numba_math_functions_compile_and_match_the_interpreter():
         i = cuda.grid(1)
         if i < x.size:
             v = x[i]
-            y[i] = v / (1 + math.exp(-v)) + math.tanh(v) + math.log(1 + abs(v))
+            y[i] = v / (1 + math.exp(-v)) + math.tanh(v) + math.log(1 + abs(v)) + math.sin(v * 1e4) \
+                - math.cos(v)
 
     modules = tiers(*(numba.compile(activations, f"void({t}[::1], {t}[::1])", arch="sm_90",
                                        name=f"act_{t}") for t in ("float32", "float64")))

@@ -8,6 +8,7 @@ Modules::
 
     tier               the launch: the same contract as the interpreter's run_kernel, fallback
     kernel             the warp function: blocks, the min-PC scheduler, barriers
+    inline             calls of device functions replaced by their bodies
     watch              the watchdog: the step limit, loops that can never end
     flow               uniform, block-local and barrier-live registers
     emit, values       registers, operands, masks and types as vector IR text

@@ -14,7 +14,9 @@ from typing import Any
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 
-__all__ = ["read_registers", "uniform_registers", "blocks_of", "barrier_live", "looping", "written_in"]
+__all__ = [
+    "read_registers", "uniform_registers", "blocks_of", "barrier_live", "entry_live", "looping", "written_in",
+]
 
 _STORES = frozenset(("st", "red"))
 
@@ -156,10 +158,9 @@ def _used(ins: Instruction) -> set[str]:
     return found
 
 
-def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
-    """Registers live at the start of a block some barrier resumes at (what a waiting warp keeps)."""
+def _live(fn: Function, blocks: list[tuple[int, int]]) -> list[set[str]]:
+    """The registers live at the start of each block: read on some path before every lane writes them."""
     steps = fn.steps
-    index = {start: k for k, (start, _) in enumerate(blocks)}
     successors = _successors(fn, blocks)
     uses, defs = [], []
     for start, end in blocks:
@@ -179,8 +180,21 @@ def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
             new = uses[k] | (out - defs[k])
             if new != live[k]:
                 live[k], changed = new, True
+    return live
+
+
+def barrier_live(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[str]:
+    """Registers live at the start of a block some barrier resumes at (what a waiting warp keeps)."""
+    steps, live = fn.steps, _live(fn, blocks)
+    index = {start: k for k, (start, _) in enumerate(blocks)}
     resumes = {index[end] for start, end in blocks if steps[end - 1].kind == BAR and end in index}
     return frozenset().union(*(live[k] for k in resumes)) if resumes else frozenset()
+
+
+def entry_live(fn: Function) -> frozenset[str]:
+    """The registers of ``fn`` some path from its entry reads before writing (they read zero)."""
+    blocks = blocks_of(fn)
+    return frozenset(_live(fn, blocks)[0] & set(fn.zeros)) if blocks else frozenset()
 
 
 def _successors(fn: Function, blocks: list[tuple[int, int]]) -> list[list[int]]:

@@ -24,7 +24,7 @@ from . import convert, mem, warp  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
 from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers, written_in
-from .ops import LOWER
+from .ops import CARRY, LOWER, uses_carry
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
 from .watch import watch_globals, watch_ir, watch_start
@@ -71,7 +71,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
                           "faster than the kernel (minutes at 1,700), longer than interpreting most launches")
     for step in fn.steps:
         if step.kind not in (PLAIN, BRA, RET, EXIT, BAR, TRAP):
-            raise Unsupported(f"`{step.ins.text}` (calls run on the interpreter)")
+            raise Unsupported(f"`{step.ins.text}` (a call not inlined: .inline)")
         if step.kind == BAR and step.target is not None:
             raise Unsupported(f"`{step.ins.text}` (barrier reductions and grid sync)")
         if (
@@ -84,6 +84,9 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     registers = {
         name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()
     }
+    carries = any(uses_carry(s.ins) for s in fn.steps)
+    if carries:  # the carry flag: a register no operand names, zero at the start as the interpreter's
+        registers[CARRY] = 1
     e = Emitter(registers, symbol, fn.name)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
@@ -93,6 +96,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     instructions = [s.ins for s in fn.steps]
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
+    e.local -= {CARRY}  # read by instructions that do not name it: kept, zeroed, written under the mask
     e.uniform = uniform_registers(fn, blocks[0], e.local)
     e.saved = barrier_live(fn, blocks)
     memos_at = _memos_at(len(registers))

@@ -19,7 +19,9 @@ from ..parse import Instruction, Pair, Vec
 from .emit import Emitter
 from .values import LANES, Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
-__all__ = ["LOWER", "ROUND_TO_INT", "flush", "saturate", "lower", "modifiers", "operands"]
+__all__ = [
+    "LOWER", "ROUND_TO_INT", "CARRY", "flush", "saturate", "lower", "modifiers", "operands", "uses_carry",
+]
 
 Lower = Callable[[Emitter, Instruction, str], None]
 LOWER: dict[str, Lower] = {}
@@ -155,8 +157,55 @@ def _add_sub(e: Emitter, ins: Instruction, m: str) -> None:
         f = _float(e, ins)
         _float_binary(e, ins, m, f, lambda a, b: e.op(f"f{ins.opcode} {_v(f.t)} {a}, {b}"))
         return
-    _, (t,) = modifiers(ins, set(), _INTS)
+    flags, (t,) = modifiers(ins, {"cc"}, _INTS)
+    if flags:
+        _extended(e, ins, m, t, ins.opcode == "sub", False, True)
+        return
     _binary(e, ins, m, t, lambda a, b: e.op(f"{ins.opcode} {_v(t)} {a}, {b}"))
+
+
+CARRY = "%cc"  # the carry flag of the extended-precision instructions: one bit per lane
+
+
+def uses_carry(ins: Instruction) -> bool:
+    """Whether ``ins`` reads or writes the carry flag."""
+    chained = ins.opcode in ("add", "sub", "mad") and "cc" in ins.mods
+    return chained or ins.opcode in ("addc", "subc", "madc")
+
+
+def _extended(e: Emitter, ins: Instruction, m: str, t: str, subtract: bool, carry_in: bool, carry_out: bool,
+              product: str | None = None) -> None:
+    """add.cc / addc / sub.cc / subc / mad{c}.{lo,hi}.cc on unsigned bits, as the interpreter computes
+    them: a subtraction adds the complement and the flag (set: no borrow), its first one adds 1."""
+    u = f"u{t[1:]}"
+    ops = operands(ins, 4 if product else 3)
+    values = [e.read(o, u) for o in ops[1:]]
+    a, b = (_product(e, product, u, values[0], values[1])[0], values[2]) if product else values
+    if subtract:
+        b = e.op(f"xor {_v(u)} {b}, splat ({int_elem(bits_of(u))} -1)")
+    flag = e.load_reg(CARRY)
+    carry = e.convert(flag, 1, bits_of(u), False) if carry_in else e.constant(int(subtract), u)
+    first = e.op(f"add {_v(u)} {a}, {b}")
+    result = e.op(f"add {_v(u)} {first}, {carry}")
+    out = e.op(f"or {vec('i1')} {e.op(f'icmp ult {_v(u)} {first}, {a}')}, "
+               f"{e.op(f'icmp ult {_v(u)} {result}, {first}')}")
+    e.write(ops[0], result, u, m)
+    if carry_out:  # the lanes outside the mask keep their flag
+        kept = e.op(f"select {vec('i1')} {m}, {vec('i1')} {out}, {vec('i1')} {flag}")
+        e.emit(f"store {vec('i1')} {kept}, ptr {e.slot(CARRY)}")
+
+
+@lower("addc", "subc", "madc")
+def _with_carry(e: Emitter, ins: Instruction, m: str) -> None:
+    if ins.opcode == "madc":
+        flags, (t,) = modifiers(ins, {"lo", "hi", "cc"}, _INTS)
+        halves = flags - {"cc"}
+        if len(halves) != 1:
+            raise Unsupported(f"madc.{'.'.join(ins.mods)}")
+        _extended(e, ins, m, t, False, True, "cc" in flags, halves.pop())
+        return
+    flags, (t,) = modifiers(ins, {"cc"}, _INTS)
+    _extended(e, ins, m, t, ins.opcode == "subc", True, "cc" in flags)
 
 
 @lower("mul")
@@ -251,7 +300,10 @@ def _mad(e: Emitter, ins: Instruction, m: str) -> None:
         return
     if ins.opcode == "fma":
         raise Unsupported(f"fma.{'.'.join(ins.mods)}")
-    flags, (t,) = modifiers(ins, {"lo", "hi", "wide"}, _INTS)
+    flags, (t,) = modifiers(ins, {"lo", "hi", "wide", "cc"}, _INTS)
+    if "cc" in flags and len(flags) == 2 and "wide" not in flags:
+        _extended(e, ins, m, t, False, False, True, (flags - {"cc"}).pop())
+        return
     if len(flags) != 1 or (flags == {"wide"} and t.endswith("64")):
         raise Unsupported(f"mad.{'.'.join(ins.mods)}")
     mode = flags.pop()

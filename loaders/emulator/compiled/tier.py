@@ -1,9 +1,10 @@
 """The compiled tier's launch: the same contract as :func:`..launch.run_kernel`, in native code.
 
-A kernel is compiled on its first launch; one the tier cannot translate (an instruction it does
-not lower, a call, a barrier reduction, grid sync, an atomic whose old value is read) runs on the
-interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).  The memory a
-launch can reach is the interpreter's: the caller's buffers, module variables, the parameter
+A kernel is compiled on its first launch, the device functions it calls inlined (:mod:`.inline`);
+one the tier cannot translate (an instruction it does not lower, a recursive or indirect call, a
+call of ``printf`` or ``malloc``, a barrier reduction, grid sync, an atomic whose old value is read)
+runs on the interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).
+The memory a launch can reach is the interpreter's: the caller's buffers, module variables, the parameter
 buffer, the device heap, and one block's shared and local memory (zeroed for every block, as the
 interpreter allocates them).  An access whose address derives from one pointer parameter
 (:mod:`..provenance`) must also stay in that argument's extent (:mod:`..extents`): each launch
@@ -39,6 +40,7 @@ from .access import runtime_ir
 from .blocks import dependence, run_blocks, threads
 from .direct import SITE_WORDS
 from .emit import CTX, HANG_CODE, STEPS_CODE
+from .inline import CALL_PARAMETERS, Flat, flatten
 from .jit import Compiled, compile_ir, has_permutes
 from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
 from .runtime import REASONS
@@ -60,6 +62,7 @@ class CompiledTier:
         self.origins: dict[str, tuple[list[frozenset[int]], frozenset[int]]] = {}
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
         self.independent: dict[str, bool] = {}  # whether a kernel's blocks may run on several threads
+        self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -69,8 +72,9 @@ class CompiledTier:
                 if "grid" in self.program.check_launch(name):
                     raise Unsupported("grid-wide synchronization")
                 entry = self.program.entries[name]
-                function, symbols = self.program.functions[name], self.program.symbols[name]
-                found = compile_ir(kernel_ir(function, symbols, entry.size, has_permutes()), RUNTIME)
+                flat = self.flat[name] = flatten(self.program.functions, self.program.symbols, name)
+                ir = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes())
+                found = compile_ir(ir, RUNTIME)
             except Unsupported as exc:
                 found = f"{exc}"
                 log.debug("kernel %r runs on the interpreter: %s", name, exc)
@@ -111,7 +115,7 @@ class CompiledTier:
                 program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
                 heap, signature, heap_written,
             )
-        fn = program.functions[name]
+        flat = self.flat[name]
         extents, extent_rows = self._extents(name, signature, params, buffers)
         param_data = np.frombuffer(bytearray(params), np.uint8)
         parameters = Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID,
@@ -127,14 +131,14 @@ class CompiledTier:
         kept: list[np.ndarray] = []  # what the contexts point at, alive until the launch returns
 
         def context() -> np.ndarray:
-            return _context(program, fn, block, shared_mem, rows, fields, kept)
+            return _context(program, flat, block, shared_mem, rows, fields, kept)
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
         status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
             return sum(int(c[CTX["thread_steps"]]) for c in contexts)
-        step = fn.steps[int(ctx[CTX["err_insn"]])]
+        fn, step = flat.origin[int(ctx[CTX["err_insn"]])]  # the instruction as its own function has it
         where = instruction_at(fn, step)
         if status in (STEPS_CODE, HANG_CODE):  # the watchdog's verdict, as the interpreter words it
             verdict = step_limit(max_steps) if status == STEPS_CODE else ENDLESS
@@ -164,7 +168,7 @@ class CompiledTier:
         why not is logged once)."""
         found = self.independent.get(name)
         if found is None:
-            why = dependence(self.program.functions[name])
+            why = dependence(self.flat[name].function)
             if why is not None:
                 log.debug("kernel %r runs its blocks in order, on one thread: `%s`", name, why)
             found = self.independent[name] = why is None
@@ -185,7 +189,7 @@ class CompiledTier:
         (checked against the regions only, as the interpreter's :meth:`~..memory.Memory.extent`)."""
         found = self.origins.get(name)
         if found is None:
-            origins = extent_origins(self.program.functions[name])
+            origins = extent_origins(self.flat[name].function)
             found = self.origins[name] = (origins, frozenset().union(*origins))
         origins, words = found
         by_param = parameter_extents(signature, params, named_extents(buffers), words) if origins else {}
@@ -206,16 +210,19 @@ def _row(region: Region, host: int) -> _Row:
             int(region.writable) | (2 if region.per == PER_THREAD else 0))
 
 
-def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem: int,
+def _context(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int,
              rows: list[_Row], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
     """A context for running blocks of the launch: its own shared and local memory, region table
-    (the launch's rows and those two's), warp state and site table, with the launch's ``fields``,
-    carved from one arena (added to ``kept``)."""
+    (the launch's rows and those of its shared memory, local memory and call parameters, the
+    last two in one instance per thread), warp state and site table, with the launch's
+    ``fields``, carved from one arena (added to ``kept``)."""
+    fn = flat.function
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
     shared_size = shared_bytes(program, shared_mem)
-    local_stride = instance_stride(program.local_size, PER_THREAD)
-    count = len(rows) + bool(shared_size) + bool(program.local_size)
+    locals_stride = instance_stride(program.local_size, PER_THREAD)
+    local_stride = instance_stride(locals_stride + flat.call_bytes, PER_THREAD)
+    count = len(rows) + bool(shared_size) + bool(program.local_size) + bool(flat.call_bytes)
     arena, piece, address = _carve({
         "shared": shared_size, "local": local_stride * 32 * warps, "regions": 32 * count,
         "state": warps * state_bytes(len(fn.zeros)), "sites": 8 * SITE_WORDS * len(fn.steps),
@@ -224,7 +231,10 @@ def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem:
     kept.append(arena)
     shared = Region("shared memory", WINDOWS["shared"], shared_size, piece["shared"], PER_BLOCK)
     local = Region("local memory", WINDOWS["local"], program.local_size, piece["local"], PER_THREAD)
-    own = [_row(r, address[key]) for key, r in (("shared", shared), ("local", local)) if r.size]
+    calls = Region("call parameters", WINDOWS["local"] + CALL_PARAMETERS, flat.call_bytes, piece["local"],
+                   PER_THREAD)
+    own = [_row(r, host) for r, host in ((shared, address["shared"]), (local, address["local"]),
+                                         (calls, address["local"] + locals_stride)) if r.size]
     piece["regions"].view(np.uint64).reshape(count, 4)[:] = [*rows, *own]
     piece["sites"].view(np.uint64)[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
     ctx = piece["ctx"].view(np.uint64)
@@ -235,7 +245,7 @@ def _context(program: Program, fn: Any, block: tuple[int, int, int], shared_mem:
         "shared_size": shared_size,
         "local": address["local"],
         "local_stride": local_stride,
-        "local_size": local_stride * 32 * warps if program.local_size else 0,
+        "local_size": local_stride * 32 * warps if local_stride else 0,
         "state": address["state"],
         "threads": per_block,
         "nwarps": warps,
