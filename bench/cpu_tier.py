@@ -5,7 +5,11 @@
 Kernels (the issue's targets): numba-cuda saxpy over 2**20 float32 (NumPy ``a * x + y``), a
 16x16-tiled shared-memory matmul at n=512 in CUDA C++ (NumPy ``@``, BLAS on one thread), a
 shared-memory atomic 256-bin histogram of 2**22 bytes (``np.bincount``), and the Collatz step
-counts of 2**16 starts, a divergent per-thread loop (a NumPy loop over the still-active values).
+counts of 2**16 starts, a divergent per-thread loop (a NumPy loop over the still-active values);
+then what runs compiled since the tier took warp instructions and calls: per-warp sums of 2**22
+floats by ``__shfl_down_sync`` (NumPy's row sums), and a Rust axpy over slices, indexed as Rust
+programmers index them (every access bounds-checked, a panic path in the kernel), 2**20 float32,
+where Debian's rustc-web is installed.
 Each result is checked against NumPy's.  Times are wall seconds, best of ``--repeat`` (the compiled
 tier runs independent blocks on several threads: ``--threads`` sets how many, as
 ``PTXBRIDGE_CPU_THREADS`` does; NumPy's BLAS runs on one); the first launch (compile, or the disk
@@ -77,6 +81,30 @@ def _collatz_numpy(start: np.ndarray) -> np.ndarray:
     return steps
 
 
+RUST_AXPY = """#![no_std]
+#![feature(abi_ptx, stdarch_nvptx)]
+use core::arch::nvptx::{_block_dim_x, _block_idx_x, _thread_idx_x};
+
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn axpy(a: f32, x: &[f32], y: &[f32], out: &mut [f32]) {
+    let i = unsafe { (_block_idx_x() * _block_dim_x() + _thread_idx_x()) as usize };
+    if i < out.len() {
+        out[i] = a * x[i] + y[i];
+    }
+}
+"""
+
+
+def _rust_axpy() -> Any:
+    """The Rust axpy's artifact, or None where Debian's rustc is not installed."""
+    from ptxbridge.abi.errors import ToolchainError
+
+    try:
+        return ptxbridge.rust.compile(RUST_AXPY, arch="sm_90", progress=False)
+    except ToolchainError:
+        return None
+
+
 def cases() -> list[tuple[str, Any, Callable[[Any], Any], Callable[[], Any], Callable[[Any], bool]]]:
     """(name, artifact, launch(module), numpy(), check(module result)) per kernel."""
     import ptxbridge.numba as pn
@@ -100,7 +128,10 @@ def cases() -> list[tuple[str, Any, Callable[[Any], Any], Callable[[], Any], Cal
         bins[:] = 0
         m.histogram(data, bins, data.size, grid=256, block=256)
 
-    return [
+    floats = rng.random(1 << 22, np.float32)
+    sums = np.zeros(floats.size // 32, np.float32)
+    rust = _rust_axpy()
+    rows = [
         (
             "saxpy (numba-cuda), 2^20 float32",
             saxpy,
@@ -129,7 +160,23 @@ def cases() -> list[tuple[str, Any, Callable[[Any], Any], Callable[[], Any], Cal
             lambda: _collatz_numpy(starts),
             lambda m: np.array_equal(steps, _collatz_numpy(starts)),
         ),
+        (
+            "warp sums by __shfl_down_sync (NVRTC), 2^22 float32",
+            nvrtc.compile(fx.WARP_SUMS, arch="sm_90", output="ptx"),
+            lambda m: m.warp_sums(floats, sums, floats.size, grid=floats.size // 256, block=256),
+            lambda: floats.reshape(-1, 32).sum(axis=1),
+            lambda m: np.allclose(sums, floats.reshape(-1, 32).sum(axis=1), rtol=1e-5),
+        ),
     ]
+    if rust is not None:
+        rows.append((
+            "bounds-checked Rust axpy over slices, 2^20 float32",
+            rust,
+            lambda m: m.axpy(np.float32(2.0), x, y, out, grid=n // 256, block=256),
+            lambda: np.float32(2.0) * x + y,
+            lambda m: np.array_equal(out, np.float32(2.0) * x + y),
+        ))
+    return rows
 
 
 def main() -> None:

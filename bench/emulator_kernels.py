@@ -149,6 +149,16 @@ extern "C" __global__ void collatz(const unsigned int* start, unsigned int* step
 '''
 
 
+WARP_SUMS = r'''
+extern "C" __global__ void warp_sums(const float* x, float* sums, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+  if ((threadIdx.x & 31) == 0) sums[i / 32] = v;
+}
+'''
+
+
 def binomial_inputs(count: int, seed: int = 0) -> np.ndarray:
     """``count`` options as the kernel's ``OptionData`` records (riskless rate 6%, volatility 10%)."""
     rng = np.random.default_rng(seed)

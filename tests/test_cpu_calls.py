@@ -11,6 +11,7 @@ callee is reported as the interpreter reports it, naming the callee.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
@@ -20,7 +21,7 @@ from _tiers import both, cuda_tiers, same, tiers
 
 import ptxbridge
 from ptxbridge import nvrtc
-from ptxbridge.abi.errors import EmulatorError, MemoryAccessError
+from ptxbridge.abi.errors import EmulatorError, KernelRaisedError, MemoryAccessError
 
 HELPERS = r"""
 struct Sample { float value; int index; double scale; };
@@ -163,15 +164,36 @@ extern "C" __global__ void prints(int* out) { if (threadIdx.x == 0) printf("hi\n
 
 @pytest.mark.parametrize(("source", "kernel", "why"), [(RECURSIVE, "recursive", "a recursive call"),
                                                        (PRINTS, "prints", "implements itself")])
-def test_calls_the_tier_does_not_inline_run_on_the_interpreter_and_say_why(source, kernel, why):
+def test_launches_reaching_a_call_the_tier_does_not_inline_end_on_the_interpreter(source, kernel, why):
     compiled, interpreted = cuda_tiers(source)
-    outs = []
-    for module in (compiled, interpreted):
-        out = np.zeros(32, np.int32)
-        getattr(module, kernel)(out, grid=1, block=32)
-        outs.append(out)
-    assert (outs[0] == outs[1]).all()
+    for _ in range(2):  # each launch reaches the call: the second sends the kernel to the interpreter
+        outs = []
+        for module in (compiled, interpreted):
+            out = np.zeros(32, np.int32)
+            getattr(module, kernel)(out, grid=1, block=32)
+            outs.append(out)
+        assert (outs[0] == outs[1]).all() and outs[0].any()
     assert why in compiled.backend.compiled_tier.why_interpreted(kernel)
+
+
+BUMP = r"""
+extern "C" __global__ void bump(int* x, int reach) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    x[i] += 1;
+    if (i == reach) printf("thread %d got here\n", i);
+}
+"""
+
+
+def test_a_launch_that_leaves_the_compiled_code_runs_again_from_the_memory_it_found(capfd):
+    compiled, _ = cuda_tiers(BUMP)
+    x = np.arange(256, dtype=np.int32)
+    compiled.bump(x, -1, grid=4, block=64)  # no thread prints: compiled through
+    assert (x == np.arange(256) + 1).all() and capfd.readouterr().out == ""
+    compiled.bump(x, 200, grid=4, block=64)  # blocks 0-2 ran compiled before block 3 got there
+    assert (x == np.arange(256) + 2).all()  # each element bumped once: the interpreter's run
+    assert capfd.readouterr().out == "thread 200 got here\n"
+    assert compiled.backend.compiled_tier.why_interpreted("bump") is None  # one miss: still compiled
 
 
 FAULTS = r"""
@@ -207,3 +229,24 @@ def test_a_hang_inside_a_callee_is_stopped_and_named_as_the_interpreter_names_it
     # the same thread, in the callee (each tier looks at the loop from its own instruction)
     assert [text.split("at block (0, 0, 0), thread (0, 0, 0), in _Z4spinPVi, PTX line ")[1:] != []
             for text in said] == [True, True]
+
+
+@pytest.mark.usefixtures("sysroot")  # skips where Debian's rustc-web is not installed
+def test_rust_kernels_with_bounds_checks_compile_and_a_panicking_launch_ends_as_the_interpreters(caplog):
+    art = ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch="sm_90", progress=False)
+    compiled, interpreted = tiers(art)
+    x, y = np.random.default_rng(44).random((2, 4096), dtype=np.float32)
+    with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
+        got, want = both((compiled, interpreted), "axpy", lambda: [np.float32(1.5), x, y.copy()], grid=16,
+                         block=256)
+    same(got, want)  # bounds-checked indexing, compiled through: no thread panicked
+    assert not [r for r in caplog.records if "left the compiled code" in r.getMessage()]
+    said, ys = [], []
+    for module in (compiled, interpreted):  # x one short: thread 4095, in the last block, panics
+        ys.append(y.copy())
+        with pytest.raises(KernelRaisedError) as raised:
+            module.axpy(np.float32(1.5), x[:-1], ys[-1], grid=16, block=256)
+        said.append(str(raised.value))
+    assert said[0] == said[1] and "index out of bounds: the len is 4095 but the index is 4095" in said[0]
+    assert ys[0].tobytes() == ys[1].tobytes()  # the blocks run compiled before it were undone, run again
+    assert (ys[0][:-1] == np.float32(1.5) * x[:-1] + y[:-1]).all() and ys[0][-1] == y[-1]

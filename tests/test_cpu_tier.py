@@ -414,15 +414,19 @@ ret;""",
 )
 
 
-def test_a_kernel_the_tier_does_not_translate_runs_on_the_interpreter_and_says_why(caplog):
+def test_a_kernel_whose_launches_reach_what_the_tier_does_not_translate_ends_on_the_interpreter(caplog):
     out = np.zeros(32, np.uint32)
     be = backend(COUNTING_BARRIER, tier="compiled")
     with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
-        for _ in range(2):
+        for _ in range(3):
+            out[:] = 0
             launch(be, "k", [ptr("u32")], [out.ctypes.data], grid=1, block=32, arrays=[out])
-    assert (out == 16).all()  # the odd threads, counted at the barrier
+            assert (out == 16).all()  # the odd threads, counted at the barrier
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("bar.red.popc.u32" in text and "compiles" in text for text in said) == 1
+    assert sum("left the compiled code" in text for text in said) == 2  # the third launch does not try
+    assert sum("runs on the interpreter: its launches keep reaching" in text for text in said) == 1
     assert "bar.red.popc.u32" in be.compiled_tier.why_interpreted("k")
-    assert sum("runs on the interpreter" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):

@@ -7,6 +7,7 @@ the oracle its tests compare against.
 Modules::
 
     tier               the launch: the same contract as the interpreter's run_kernel, fallback
+    snapshot           the memory a launch may write, kept for a launch that leaves the compiled code
     kernel             the warp function: blocks, the min-PC scheduler, barriers
     inline             calls of device functions replaced by their bodies
     watch              the watchdog: the step limit, loops that can never end

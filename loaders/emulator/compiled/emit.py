@@ -20,7 +20,9 @@ from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
 from .direct import DirectMoves
 from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, is_float, is_signed, vec
 
-__all__ = ["Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "SPECIALS", "LANE_IDS"]
+__all__ = [
+    "Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE", "SPECIALS", "LANE_IDS",
+]
 
 # the launch context, an array of i64 the runtime fills (see .runtime)
 CTX = {
@@ -64,6 +66,7 @@ CTX = {
     )
 }
 FAULT, TRAP_CODE, STEPS_CODE, HANG_CODE = 2, 4, 3, 5
+COLD_CODE = 6  # a warp reached a call of a function that never returns (.inline): the interpreter takes over
 SPECIALS = (
     "%tid.x",
     "%tid.y",
@@ -128,6 +131,7 @@ class Emitter(DirectMoves):
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
         self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
         self.shift: tuple[str, Operand] | None = None  # the instruction adds a uniform amount to a base
+        self.cold: dict[int, str] = {}  # instructions not compiled (a warp reaching one leaves): why
 
     def intrinsic(self, declaration: str) -> None:
         self.declarations.add(declaration)

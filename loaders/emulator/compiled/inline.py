@@ -8,12 +8,16 @@ guard fails).  Each inlined call has its own registers (renamed ``name@k``), zer
 the callee may read them before writing, as the interpreter's fresh frame holds zeros; ``ret``
 is a branch to the instruction after the call.
 
+A call the tier does not inline is marked *cold*: a launch whose thread reaches it leaves the
+compiled code, and the tier runs the launch again on the interpreter from the memory it started
+with (:mod:`.tier`).  Such calls are those of a function that never returns (no ``ret``: Rust's
+panics, which format their message through trait objects and end the thread), indirect calls,
+recursion and the built-ins the loader implements natively (``vprintf``, ``malloc``).
+
 The ``.param`` variables of call sequences (the caller's arguments and return values, which the
 callee reads and writes as its own parameters) are per-thread memory: ``ld.param``/``st.param`` of
 them become local accesses of a region of their own, apart from the kernel's local variables so
-that an access past either is still a fault.  Indirect calls, recursion and the built-ins the
-loader implements natively (``vprintf``, ``malloc``) are refused: such kernels run on the
-interpreter.
+that an access past either is still a fault.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..build import Context, Symbol
-from ..machine import BRA, CALL, PLAIN, RET, Function, Step
+from ..machine import BRA, CALL, PLAIN, RET, TRAP, Function, Step
 from ..parse import Group, Imm, Instruction, Mem, Not, Operand, Pair, Reg, Sym, Vec
 from .flow import entry_live
 from .values import Unsupported
@@ -42,21 +46,23 @@ class Flat:
     symbols: Callable[[str], Symbol | None]
     call_bytes: int  # per thread: the call sequences' .param variables
     origin: tuple[tuple[Function, Step], ...]  # per step: the function and step a report names
+    cold: dict[int, str]  # the trap steps standing for calls not inlined, and why
 
 
 def flatten(functions: dict[str, Function], symbols: dict[str, Callable[[str], Symbol | None]],
             kernel: str) -> Flat:
     """Kernel ``kernel`` of a program (its ``functions`` and their ``symbols``) with every call inlined;
-    raises :class:`Unsupported` for a call the tier does not inline."""
+    raises :class:`Unsupported` for a ``.param`` variable used where it cannot be placed."""
     fn = functions[kernel]
     if not any(step.kind == CALL for step in fn.steps):
-        return Flat(fn, symbols[kernel], 0, tuple((fn, step) for step in fn.steps))
+        return Flat(fn, symbols[kernel], 0, tuple((fn, step) for step in fn.steps), {})
     flat = _Flattener(functions, symbols)
     flat.expand(fn, _Scope(symbols[kernel], fn.zeros, "", {}, flat), (kernel,))
     steps = tuple(flat.steps)
     inlined = replace(fn, steps=list(steps), zeros=flat.zeros, origins=tuple(flat.provenance))
     names, kernel_names = flat.names, symbols[kernel]
-    return Flat(inlined, lambda name: names.get(name) or kernel_names(name), flat.size, tuple(flat.origin))
+    return Flat(inlined, lambda name: names.get(name) or kernel_names(name), flat.size, tuple(flat.origin),
+                flat.cold)
 
 
 @dataclass(slots=True)
@@ -102,6 +108,7 @@ class _Flattener:
         self.offsets: dict[str, int] = {}  # .param variables -> their offset in the call region
         self.size = 0
         self.calls = 0
+        self.cold: dict[int, str] = {}
 
     def slot(self, name: str, size: int) -> None:
         if name not in self.offsets:
@@ -141,15 +148,20 @@ class _Flattener:
     def _call(self, fn: Function, step: Step, ins: Instruction, scope: _Scope,
               stack: tuple[str, ...]) -> None:
         target = step.target
-        if target.function is None:
-            raise Unsupported(f"`{step.ins.text}` (an indirect call)")
-        callee = self.functions.get(target.function)
-        if callee is None or callee.native is not None:
-            raise Unsupported(f"`{step.ins.text}` (a call of a function the CPU loader implements itself)")
-        if target.function in stack:
-            raise Unsupported(f"`{step.ins.text}` (a recursive call)")
-        if (len(target.arguments), len(target.returns)) != (len(callee.params), len(callee.returns)):
-            raise Unsupported(f"`{step.ins.text}` (its arguments do not match {callee.name}'s parameters)")
+        callee = self.functions.get(target.function) if target.function is not None else None
+        why = (
+            "an indirect call" if callee is None
+            else "a call of a function the CPU loader implements itself" if callee.native is not None
+            else "a call of a function that never returns" if not any(s.kind == RET for s in callee.steps)
+            else "a recursive call" if target.function in stack
+            else f"its arguments do not match {callee.name}'s parameters"
+            if (len(target.arguments), len(target.returns)) != (len(callee.params), len(callee.returns))
+            else None
+        )
+        if why is not None:  # a thread that gets here sends the launch to the interpreter
+            self.cold[len(self.steps)] = f"`{step.ins.text}` ({why})"
+            self.append(Step(TRAP, None, None, step.guard, step.negated, ins), fn, step)
+            return
         skip = None
         if step.ins.guard is not None:  # the threads whose guard fails go round the body
             skip = len(self.steps)

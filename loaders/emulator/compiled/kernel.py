@@ -22,7 +22,7 @@ from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Imm, Instruction, Mem, Reg
 from . import convert, mem, warp  # noqa: F401  (lowerings)
 from .access import HELPERS
-from .emit import LANE_IDS, SPECIALS, TRAP_CODE, Emitter
+from .emit import COLD_CODE, LANE_IDS, SPECIALS, TRAP_CODE, Emitter
 from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers, written_in
 from .ops import CARRY, LOWER, uses_carry
 from .runtime import DECLARATIONS, launch_ir
@@ -61,26 +61,20 @@ def _memos_at(registers: int) -> int:
     return STATE_HEADER + SLOT * max(registers, 1)
 
 
-def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False) -> str:
-    """The LLVM module of kernel ``fn``; raises :class:`Unsupported` for PTX it does not compile.
-    ``permutes``: the host has AVX-512's permutes, for windowed loads (:mod:`.direct`) through the
-    base registers no loop's body writes (their memo outlives a pass; one rewritten every pass would
-    pay for a window it reads once)."""
+def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False,
+              cold: dict[int, str] | None = None) -> tuple[str, dict[int, str]]:
+    """The LLVM module of kernel ``fn`` and its *cold* steps (index -> why): the instructions it does
+    not compile, which end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the
+    interpreter), ``cold``'s (:mod:`.inline`'s calls) among them; raises :class:`Unsupported` for a
+    kernel it does not compile at all.  ``permutes``: the host has AVX-512's permutes, for windowed
+    loads (:mod:`.direct`) through the base registers no loop's body writes (their memo outlives a
+    pass; one rewritten every pass would pay for a window it reads once)."""
     if len(fn.steps) > MAX_INSTRUCTIONS:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling grows "
                           "faster than the kernel (minutes at 1,700), longer than interpreting most launches")
     for step in fn.steps:
         if step.kind not in (PLAIN, BRA, RET, EXIT, BAR, TRAP):
             raise Unsupported(f"`{step.ins.text}` (a call not inlined: .inline)")
-        if step.kind == BAR and step.target is not None:
-            raise Unsupported(f"`{step.ins.text}` (barrier reductions and grid sync)")
-        if (
-            step.kind == PLAIN
-            and step.ins.opcode not in LOWER
-            and step.ins.opcode not in _NOOPS
-            and not (step.ins.opcode in ("bar", "barrier") and "warp" in step.ins.mods)
-        ):
-            raise Unsupported(f"`{step.ins.text}`")
     registers = {
         name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()
     }
@@ -88,6 +82,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if carries:  # the carry flag: a register no operand names, zero at the start as the interpreter's
         registers[CARRY] = 1
     e = Emitter(registers, symbol, fn.name)
+    e.cold = dict(cold or {})
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
     rows = {origin: k + 1 for k, origin in enumerate(extent_origins(fn))}
@@ -108,7 +103,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     _entry(e, blocks)
     for k, (start, end) in enumerate(blocks):
         e.looping = k in loops
-        _block(e, fn, k, start, end, block_of)
+        _block(e, fn, k, start, end, block_of, cold)
     _scheduler(e, len(blocks))
     watch_ir(e, len(blocks), _kept(e))
     body = "\n".join(e.lines)
@@ -124,7 +119,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
             "}",
             launch_ir(state),
         ]
-    )
+    ), e.cold
 
 
 def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
@@ -249,7 +244,8 @@ def _kept(e: Emitter) -> list[str]:
     return [name for name in e.slots if name not in e.local]
 
 
-def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int]) -> None:
+def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int],
+           cold: frozenset[int]) -> None:
     e.put_label(f"B{k}")
     m = e.mask = f"%m{k}"
     e.spans, e.deltas = {}, {}
@@ -290,7 +286,9 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         e.defining = writes(ins, True)
         e.shift = _shift_of(e, ins)
         if ins.opcode in LOWER:
-            LOWER[ins.opcode](e, ins, e.guard(ins))
+            _lowered(e, ins)
+        elif ins.opcode not in _NOOPS and not (ins.opcode in ("bar", "barrier") and "warp" in ins.mods):
+            _cold(e, ins, f"`{ins.text}`")
     e.insn = end - 1
     e.defining, e.shift = False, None
     following = block_of[end]
@@ -309,20 +307,45 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         e.emit(f"br i1 {e.reduce('or', rest, 'i1')}, label %{on}, label %sched")
         e.put_label(on)
         _goto(e, rest, following)
+    elif last.kind == BAR and last.target is not None:  # bar.red: the interpreter's
+        _cold(e, last.ins, f"`{last.ins.text}` (a barrier reduction)")
+        _goto(e, m, following)
     elif last.kind == BAR:
         arriving = e.guard(last.ins)
         _set_pcs(e, m, following)
         blocked = e.op(f"load {vec('i1')}, ptr %blocked")
         e.emit(f"store {vec('i1')} {e.op(f'or {_M} {blocked}, {arriving}')}, ptr %blocked")
         e.emit("br label %sched")
-    else:  # trap: the interpreter re-runs the launch and reports it
-        trapping = e.guard(last.ins)
-        stop, on = e.label("trap"), e.label("untrapped")
-        e.emit(f"br i1 {e.reduce('or', trapping, 'i1')}, label %{stop}, label %{on}")
-        e.put_label(stop)
-        e.leave(TRAP_CODE)
-        e.put_label(on)
+    else:  # trap (or a call .inline leaves to the interpreter): the interpreter re-runs the launch
+        _leave_if_reached(e, last.ins, COLD_CODE if end - 1 in e.cold else TRAP_CODE)
         _goto(e, m, following)
+
+
+def _leave_if_reached(e: Emitter, ins: Instruction, code: int) -> None:
+    """End the warp with ``code`` if some lane runs ``ins``; else go on."""
+    stop, on = e.label("leave"), e.label("stay")
+    e.emit(f"br i1 {e.reduce('or', e.guard(ins), 'i1')}, label %{stop}, label %{on}")
+    e.put_label(stop)
+    e.leave(code)
+    e.put_label(on)
+
+
+def _cold(e: Emitter, ins: Instruction, why: str) -> None:
+    """An instruction the tier does not compile: a warp that reaches it leaves the compiled code."""
+    e.cold[e.insn] = why
+    _leave_if_reached(e, ins, COLD_CODE)
+
+
+def _lowered(e: Emitter, ins: Instruction) -> None:
+    """``ins`` as IR, or left cold (and what its lowering had emitted taken back) where the lowering
+    does not support its form."""
+    kept = (len(e.lines), e.block, dict(e.spans), dict(e.deltas), e.base)
+    try:
+        LOWER[ins.opcode](e, ins, e.guard(ins))
+    except Unsupported as exc:
+        del e.lines[kept[0] :]
+        e.block, e.spans, e.deltas, e.base = kept[1:]
+        _cold(e, ins, f"`{ins.text}` ({exc})")
 
 
 def _set_pcs(e: Emitter, lanes: str, block: int) -> None:

@@ -554,7 +554,8 @@ def _bfe(e: Emitter, ins: Instruction, m: str) -> None:
         bit = e.op(f"and {_W} {e.op(f'lshr {_W} {x}, {top}')}, splat (i64 1)")
         empty = e.op(f"icmp eq {_W} {length}, zeroinitializer")
         set_bit = e.op(f"icmp ne {_W} {bit}, zeroinitializer")
-        sign = e.op(f"and {vec('i1')} {set_bit}, {e.op(f'xor <32 x i1> {empty}, splat (i1 true)')}")
+        kept = e.op(f"xor {vec('i1')} {empty}, splat (i1 true)")
+        sign = e.op(f"and {vec('i1')} {set_bit}, {kept}")
         filled = e.op(f"or {_W} {field}, {e.op(f'xor {_W} {keep}, splat (i64 -1)')}")
         field = e.op(f"select {vec('i1')} {sign}, {_W} {filled}, {_W} {field}")
     e.write(d, e.convert(field, 64, bits, False), t, m)
@@ -575,6 +576,52 @@ def _bfi(e: Emitter, ins: Instruction, m: str) -> None:
     kept = e.op(f"and {_W} {base}, {e.op(f'xor {_W} {mask}, splat (i64 -1)')}")
     inserted = e.op(f"and {_W} {e.op(f'shl {_W} {field}, {shift}')}, {mask}")
     e.write(d, e.convert(e.op(f"or {_W} {kept}, {inserted}"), 64, bits, False), t, m)
+
+
+def _joined(e: Emitter, ins: Instruction) -> tuple[object, str, object]:
+    """``(d, {b, a} as 64 bits, c)`` of shf and prmt, whose ``b`` is the high word."""
+    d, a, b, c = operands(ins, 4)
+    low, high = (e.op(f"zext {_v('u32')} {e.read(x, 'u32')} to {_W}") for x in (a, b))
+    return d, e.op(f"or {_W} {e.op(f'shl {_W} {high}, splat (i64 32)')}, {low}"), c
+
+
+@lower("shf")
+def _shf(e: Emitter, ins: Instruction, m: str) -> None:
+    """Funnel shift of ``{b, a}`` by ``c`` (mod 32, or at most 32): its high word (``.l``) or low word."""
+    flags, _ = modifiers(ins, {"l", "r", "wrap", "clamp"}, frozenset(("b32",)))
+    if len(flags & {"l", "r"}) != 1 or len(flags & {"wrap", "clamp"}) != 1:
+        raise Unsupported("shf needs one of .l/.r and one of .wrap/.clamp")
+    d, both, c = _joined(e, ins)
+    n = e.read(c, "u32")
+    n = e.op(f"and {_v('u32')} {n}, splat (i32 31)") if "wrap" in flags else \
+        _call(e, "umin", "u32", n, "splat (i32 32)")
+    by = e.op(f"zext {_v('u32')} {n} to {_W}")
+    if "l" in flags:
+        moved = e.op(f"lshr {_W} {e.op(f'shl {_W} {both}, {by}')}, splat (i64 32)")
+    else:
+        moved = e.op(f"lshr {_W} {both}, {by}")
+    e.write(d, e.convert(moved, 64, 32, False), "b32", m)
+
+
+@lower("prmt")
+def _prmt(e: Emitter, ins: Instruction, m: str) -> None:
+    """Byte ``k`` of the result is the byte of ``{b, a}`` that nibble ``k`` of ``c`` selects, or that
+    byte's sign replicated where the nibble's top bit is set (the default mode only)."""
+    modifiers(ins, set(), frozenset(("b32",)))
+    d, both, c = _joined(e, ins)
+    selector, u32 = e.read(c, "u32"), _v("u32")
+    result = "zeroinitializer"
+    for k in range(4):
+        nibble = e.op(f"and {u32} {e.op(f'lshr {u32} {selector}, splat (i32 {4 * k})')}, splat (i32 15)")
+        which = e.op(f"and {u32} {nibble}, splat (i32 7)")
+        at = e.op(f"zext {u32} {e.op(f'shl {u32} {which}, splat (i32 3)')} to {_W}")
+        byte = e.convert(e.op(f"and {_W} {e.op(f'lshr {_W} {both}, {at}')}, splat (i64 255)"), 64, 32, False)
+        negative = e.op(f"icmp ne {u32} {e.op(f'and {u32} {byte}, splat (i32 128)')}, zeroinitializer")
+        signed = e.op(f"icmp ne {u32} {e.op(f'and {u32} {nibble}, splat (i32 8)')}, zeroinitializer")
+        sign = e.op(f"select {vec('i1')} {negative}, {u32} splat (i32 255), {u32} zeroinitializer")
+        chosen = e.op(f"select {vec('i1')} {signed}, {u32} {sign}, {u32} {byte}")
+        result = e.op(f"or {u32} {result}, {e.op(f'shl {u32} {chosen}, splat (i32 {8 * k})')}")
+    e.write(d, result, "b32", m)
 
 
 # -- comparisons, selects, moves ----------------------------------------------------------------------

@@ -39,11 +39,12 @@ from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
 from .blocks import dependence, run_blocks, threads
 from .direct import SITE_WORDS
-from .emit import CTX, HANG_CODE, STEPS_CODE
+from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
 from .inline import CALL_PARAMETERS, Flat, flatten
 from .jit import Compiled, compile_ir, has_permutes
 from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
 from .runtime import REASONS
+from .snapshot import Snapshot
 from .values import Unsupported
 
 __all__ = ["CompiledTier"]
@@ -63,6 +64,8 @@ class CompiledTier:
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
         self.independent: dict[str, bool] = {}  # whether a kernel's blocks may run on several threads
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
+        self.cold: dict[str, dict[int, str]] = {}  # the instructions a kernel leaves to the interpreter
+        self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -73,8 +76,12 @@ class CompiledTier:
                     raise Unsupported("grid-wide synchronization")
                 entry = self.program.entries[name]
                 flat = self.flat[name] = flatten(self.program.functions, self.program.symbols, name)
-                ir = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes())
+                ir, cold = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold)
                 found = compile_ir(ir, RUNTIME)
+                self.cold[name] = cold
+                if cold:
+                    log.debug("kernel %r compiles; a launch that reaches any of %s runs on the interpreter",
+                              name, "; ".join(cold.values()))
             except Unsupported as exc:
                 found = f"{exc}"
                 log.debug("kernel %r runs on the interpreter: %s", name, exc)
@@ -135,11 +142,22 @@ class CompiledTier:
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
+        cold = self.cold[name]
+        before = Snapshot(rows) if cold else None  # a cold instruction sends the launch to the interpreter
         status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
+            self.misses[name] = 0
             return sum(int(c[CTX["thread_steps"]]) for c in contexts)
         fn, step = flat.origin[int(ctx[CTX["err_insn"]])]  # the instruction as its own function has it
         where = instruction_at(fn, step)
+        if before is not None:
+            before.restore()
+        if status == COLD_CODE:  # the interpreter runs the launch from the start
+            self._missed(name, cold[int(ctx[CTX["err_insn"]])])
+            return run_kernel(
+                program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
+                heap, signature, heap_written,
+            )
         if status in (STEPS_CODE, HANG_CODE):  # the watchdog's verdict, as the interpreter words it
             verdict = step_limit(max_steps) if status == STEPS_CODE else ENDLESS
             raise stopped(name, verdict, _thread(grid, block, ctx), fn, step)
@@ -162,6 +180,15 @@ class CompiledTier:
             f"(linear); {where} (found by the compiled CPU tier; the interpreter's "
             "re-run of the launch did not meet it, as the kernel had changed memory)"
         )
+
+    def _missed(self, name: str, why: str) -> None:
+        """A launch of ``name`` left the compiled code at ``why``; after :data:`_MISSES` in a row the
+        kernel runs on the interpreter for good (each such launch ran twice)."""
+        self.misses[name] = self.misses.get(name, 0) + 1
+        log.debug("kernel %r left the compiled code at %s: the launch runs on the interpreter", name, why)
+        if self.misses[name] >= _MISSES:
+            self.kernels[name] = f"its launches keep reaching {why}"
+            log.debug("kernel %r runs on the interpreter: %s", name, self.kernels[name])
 
     def _independent(self, name: str) -> bool:
         """Whether kernel ``name``'s blocks may run on several threads (:func:`.blocks.dependence`;
@@ -201,6 +228,7 @@ class CompiledTier:
         return table, rows
 
 
+_MISSES = 2  # launches in a row that leave the compiled code before a kernel stays on the interpreter
 _Row = tuple[int, int, int, int]
 
 
