@@ -97,6 +97,7 @@ pub extern "ptx-kernel" fn axpy(a: f32, x: &[f32], y: &[f32], out: &mut [f32]) {
 
 def _rust_axpy() -> Any:
     """The Rust axpy's artifact, or None where Debian's rustc is not installed."""
+    import ptxbridge.rust
     from ptxbridge.abi.errors import ToolchainError
 
     try:
