@@ -28,6 +28,7 @@ import numpy as np
 from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 from ptxbridge.loaders.base import Buffer
 
+from ..build import Context
 from ..extents import Extent, extent_of, named_extents, overrun, parameter_extents
 from ..frame import coordinates
 from ..heap import Heap
@@ -35,7 +36,7 @@ from ..launch import merged_buffers, run_kernel, shared_bytes
 from ..machine import Machine, instruction_at, stopped
 from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
-from ..watchdog import ENDLESS, step_limit
+from ..watchdog import ENDLESS, step_limit, writes_memory
 from .access import runtime_ir
 from .blocks import dependence, run_blocks, threads
 from .direct import SITE_WORDS
@@ -66,6 +67,7 @@ class CompiledTier:
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
         self.cold: dict[str, dict[int, str]] = {}  # the instructions a kernel leaves to the interpreter
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
+        self.writes: dict[str, frozenset[int | None]] = {}  # extent rows a kernel's stores stay in (None: ?)
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -143,7 +145,8 @@ class CompiledTier:
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
         cold = self.cold[name]
-        before = Snapshot(rows) if cold else None  # a cold instruction sends the launch to the interpreter
+        # a cold instruction sends the launch to the interpreter, which must find memory as it was
+        before = Snapshot(self._writable(name, rows, extent_rows)) if cold else None
         status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
             self.misses[name] = 0
@@ -206,6 +209,25 @@ class CompiledTier:
         if size is None:
             size = self.sizes[name] = self.program.entries[name].size
         return size
+
+    def _writable(self, name: str, rows: list[_Row], extents: list[Extent | None]) -> list[_Row]:
+        """The rows of ``rows`` kernel ``name``'s compiled code may write: the extents of the arguments
+        its stores' addresses derive from, where every store outside shared and local memory has
+        one (:mod:`..provenance`; the tier keeps each such access inside it), else every writable row."""
+        found = self.writes.get(name)
+        if found is None:
+            fn, origins = self.flat[name].function, self.origins[name][0]
+            written = {
+                fn.origins[k] if k < len(fn.origins) else None
+                for k, step in enumerate(fn.steps)
+                if k not in self.cold[name] and writes_memory(step.ins)
+                and Context.state_space(set(step.ins.mods)) not in ("shared", "local")
+            }
+            rows_of = {origin: k + 1 for k, origin in enumerate(origins)}
+            found = self.writes[name] = frozenset(rows_of.get(o) for o in written)
+        if None in found or any(extents[k] is None for k in found):
+            return rows
+        return [(extents[k].lo, extents[k].hi, 0, 1) for k in sorted(found)]
 
     def _extents(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
