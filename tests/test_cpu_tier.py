@@ -399,18 +399,23 @@ def test_a_bad_thread_count_is_refused_by_name(monkeypatch, given):
         launch(backend(SPIN_IN_TWO_BLOCKS, tier="compiled"), "k", [ptr("u32")], [0], grid=2, block=32)
 
 
-COUNTING_BARRIER = kernel_ptx(
+COUNTING_BARRIER = kernel_ptx(  # with count != 0, the odd threads are counted at a barrier
     """
 mov.u32 %r1, %tid.x;
-and.b32 %r3, %r1, 1;
-setp.ne.u32 %p1, %r3, 0;
-bar.red.popc.u32 %r2, 0, %p1;
 ld.param.u64 %rd1, [out];
 mul.wide.u32 %rd2, %r1, 4;
 add.s64 %rd3, %rd1, %rd2;
+ld.param.u32 %r4, [count];
+setp.eq.u32 %p2, %r4, 0;
+@%p2 bra SKIP;
+and.b32 %r3, %r1, 1;
+setp.ne.u32 %p1, %r3, 0;
+bar.red.popc.u32 %r2, 0, %p1;
 st.global.u32 [%rd3], %r2;
+SKIP:
 ret;""",
-    regs=".reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n.reg .pred %p1;",
+    params=".param .u64 out, .param .u32 count",
+    regs=".reg .b32 %r<5>;\n.reg .b64 %rd<4>;\n.reg .pred %p<3>;",
 )
 
 
@@ -418,15 +423,22 @@ def test_a_kernel_whose_launches_reach_what_the_tier_does_not_translate_ends_on_
     out = np.zeros(32, np.uint32)
     be = backend(COUNTING_BARRIER, tier="compiled")
     with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
-        for _ in range(3):
-            out[:] = 0
-            launch(be, "k", [ptr("u32")], [out.ctypes.data], grid=1, block=32, arrays=[out])
-            assert (out == 16).all()  # the odd threads, counted at the barrier
+        for count in (0, 1, 0, 1, 1, 1):  # two in a row that reach the barrier reduction: interpreted
+            out[:] = 7
+            launch(be, "k", [ptr("u32"), scalar("u32")], [out.ctypes.data, count], grid=1, block=32,
+                   arrays=[out])
+            assert (out == (16 if count else 7)).all()  # the odd threads, counted at the barrier
     said = [r.getMessage() for r in caplog.records]
     assert sum("bar.red.popc.u32" in text and "compiles" in text for text in said) == 1
-    assert sum("left the compiled code" in text for text in said) == 2  # the third launch does not try
+    assert sum("left the compiled code" in text for text in said) == 3  # the sixth launch does not try
     assert sum("runs on the interpreter: its launches keep reaching" in text for text in said) == 1
     assert "bar.red.popc.u32" in be.compiled_tier.why_interpreted("k")
+
+
+def test_a_kernel_every_thread_of_which_reaches_what_the_tier_does_not_translate_is_not_compiled():
+    be = backend(kernel_ptx("bar.red.popc.u32 %r1, 0, 1;\nret;", regs=".reg .b32 %r1;"), tier="compiled")
+    launch(be, "k", [ptr("u32")], [0], grid=1, block=32)
+    assert "every thread reaches `bar.red.popc.u32 %r1, 0, 1`" in be.compiled_tier.why_interpreted("k")
 
 
 def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):

@@ -15,7 +15,8 @@ from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 
 __all__ = [
-    "read_registers", "uniform_registers", "blocks_of", "barrier_live", "entry_live", "looping", "written_in",
+    "read_registers", "uniform_registers", "blocks_of", "barrier_live", "entry_live", "looping",
+    "named_registers", "successors", "written_in",
 ]
 
 _STORES = frozenset(("st", "red"))
@@ -32,6 +33,12 @@ def _regs(operand: Any) -> list[str]:
         return _regs(operand.first) + _regs(operand.second)
     inner = getattr(operand, "inner", None)
     return _regs(inner) if inner is not None else []
+
+
+def named_registers(instructions: list[Instruction]) -> frozenset[str]:
+    """Every register some of ``instructions`` names (an operand or a guard)."""
+    names = {r for ins in instructions for o in ins.operands for r in _regs(o)}
+    return frozenset(names | {ins.guard.name for ins in instructions if ins.guard is not None})
 
 
 def read_registers(instructions: list[Instruction]) -> frozenset[str]:
@@ -161,7 +168,7 @@ def _used(ins: Instruction) -> set[str]:
 def _live(fn: Function, blocks: list[tuple[int, int]]) -> list[set[str]]:
     """The registers live at the start of each block: read on some path before every lane writes them."""
     steps = fn.steps
-    successors = _successors(fn, blocks)
+    after = successors(fn, blocks)
     uses, defs = [], []
     for start, end in blocks:
         used: set[str] = set()
@@ -176,7 +183,7 @@ def _live(fn: Function, blocks: list[tuple[int, int]]) -> list[set[str]]:
     while changed:
         changed = False
         for k in reversed(range(len(blocks))):
-            out = set().union(*(live[j] for j in successors[k])) if successors[k] else set()
+            out = set().union(*(live[j] for j in after[k])) if after[k] else set()
             new = uses[k] | (out - defs[k])
             if new != live[k]:
                 live[k], changed = new, True
@@ -197,33 +204,33 @@ def entry_live(fn: Function) -> frozenset[str]:
     return frozenset(_live(fn, blocks)[0] & set(fn.zeros)) if blocks else frozenset()
 
 
-def _successors(fn: Function, blocks: list[tuple[int, int]]) -> list[list[int]]:
+def successors(fn: Function, blocks: list[tuple[int, int]]) -> list[list[int]]:
     """The blocks each block may go on to (by index)."""
     index = {start: k for k, (start, _) in enumerate(blocks)}
-    successors = []
+    found = []
     for _, end in blocks:
         last = fn.steps[end - 1]
         after = [index[end]] if end in index else []
         if last.kind == BRA:
-            successors.append([index[last.target], *(after if last.ins.guard is not None else [])])
+            found.append([index[last.target], *(after if last.ins.guard is not None else [])])
         elif last.kind in (RET, EXIT, TRAP):
-            successors.append(after if last.ins.guard is not None else [])
+            found.append(after if last.ins.guard is not None else [])
         else:
-            successors.append(after)
-    return successors
+            found.append(after)
+    return found
 
 
 def looping(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[int]:
     """The blocks on some cycle of the control flow (a loop's body), by index."""
-    successors = _successors(fn, blocks)
+    after = successors(fn, blocks)
     found = set()
     for k in range(len(blocks)):
-        seen, todo = set(), list(successors[k])
+        seen, todo = set(), list(after[k])
         while todo and k not in seen:
             j = todo.pop()
             if j not in seen:
                 seen.add(j)
-                todo.extend(successors[j])
+                todo.extend(after[j])
         if k in seen:
             found.add(k)
     return frozenset(found)

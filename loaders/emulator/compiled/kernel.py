@@ -23,7 +23,16 @@ from ..parse import Imm, Instruction, Mem, Reg
 from . import convert, mem, warp  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import COLD_CODE, LANE_IDS, SPECIALS, TRAP_CODE, Emitter
-from .flow import barrier_live, blocks_of, looping, read_registers, uniform_registers, written_in
+from .flow import (
+    barrier_live,
+    blocks_of,
+    looping,
+    named_registers,
+    read_registers,
+    successors,
+    uniform_registers,
+    written_in,
+)
 from .ops import CARRY, LOWER, uses_carry
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
@@ -32,6 +41,7 @@ from .watch import watch_globals, watch_ir, watch_start
 __all__ = ["kernel_ir", "extent_origins", "state_bytes", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
+_MAX_READ = 8 * MAX_INSTRUCTIONS  # the most a kernel may have before its cold parts are left out
 
 SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
@@ -68,26 +78,78 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     interpreter), ``cold``'s (:mod:`.inline`'s calls) among them; raises :class:`Unsupported` for a
     kernel it does not compile at all.  ``permutes``: the host has AVX-512's permutes, for windowed
     loads (:mod:`.direct`) through the base registers no loop's body writes (their memo outlives a
-    pass; one rewritten every pass would pay for a window it reads once)."""
-    if len(fn.steps) > MAX_INSTRUCTIONS:
-        raise Unsupported(f"{len(fn.steps)} instructions (more than {MAX_INSTRUCTIONS}): compiling grows "
-                          "faster than the kernel (minutes at 1,700), longer than interpreting most launches")
+    pass; one rewritten every pass would pay for a window it reads once).
+
+    The blocks from which every thread goes on to a cold step, and those only such blocks lead to,
+    are not compiled: a warp that enters one leaves at once (the interpreter then runs the launch
+    from the start, as it would have when the warp got to the cold step): a kernel's panic path,
+    inlined, costs no compile time."""
     for step in fn.steps:
         if step.kind not in (PLAIN, BRA, RET, EXIT, BAR, TRAP):
             raise Unsupported(f"`{step.ins.text}` (a call not inlined: .inline)")
-    registers = {
-        name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize for name, zero in fn.zeros.items()
+    if len(fn.steps) > _MAX_READ:
+        raise Unsupported(f"{len(fn.steps)} instructions (more than {_MAX_READ})")
+    blocks = blocks_of(fn)
+    ir, found = _module(fn, symbol, param_size, permutes, cold or {}, {})  # Python's work only, if cut
+    cut = _doomed(fn, blocks, found)
+    live = len(fn.steps) - sum(blocks[k][1] - blocks[k][0] for k in cut)
+    if live > MAX_INSTRUCTIONS:
+        raise Unsupported(f"{live} instructions (more than {MAX_INSTRUCTIONS}): compiling grows faster "
+                          "than the kernel (minutes at 1,700), longer than interpreting most launches")
+    return _module(fn, symbol, param_size, permutes, found, cut) if cut else (ir, found)
+
+
+def _skipped(ins: Instruction) -> bool:
+    """Whether ``ins`` is a no-op here (hints, fences: a warp's lanes already run in order)."""
+    return ins.opcode in _NOOPS or (ins.opcode in ("bar", "barrier") and "warp" in ins.mods)
+
+
+def _doomed(fn: Function, blocks: list[tuple[int, int]], cold: dict[int, str]) -> dict[int, str]:
+    """The blocks not to compile (index -> why): those every path from which reaches a cold step
+    before the kernel can end (least fixed point: a loop that may spin forever is not doomed), and
+    those only through such blocks reached from the entry."""
+    after = successors(fn, blocks)
+    doomed = {k: cold[i] for k, (start, end) in enumerate(blocks) for i in range(start, end)
+              if i in cold and fn.steps[i].ins.guard is None}
+    changed = True
+    while changed:
+        changed = False
+        for k, (_, end) in enumerate(blocks):
+            last = fn.steps[end - 1]
+            ends = last.kind in (RET, EXIT) or (last.kind == TRAP and end - 1 not in cold)
+            if k not in doomed and not ends and after[k] and all(j in doomed for j in after[k]):
+                doomed[k], changed = doomed[after[k][0]], True
+    if 0 in doomed:
+        raise Unsupported(f"every thread reaches {doomed[0]}")
+    reached, todo = {0}, [0]
+    while todo:
+        for j in after[todo.pop()]:
+            if j not in reached:
+                reached.add(j)
+                if j not in doomed:
+                    todo.append(j)
+    return doomed | {k: doomed.get(k, "nothing: only code the tier leaves out leads here")
+                     for k in range(len(blocks)) if k not in reached}
+
+
+def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: dict[int, str],
+            cut: dict[int, str]) -> tuple[str, dict[int, str]]:
+    """:func:`kernel_ir`'s module with the blocks of ``cut`` left out, and its cold steps."""
+    blocks = blocks_of(fn)
+    named = named_registers([s.ins for k, (a, b) in enumerate(blocks) if k not in cut for s in fn.steps[a:b]])
+    registers = {  # those the compiled blocks name: a panic path's thousand registers get no slots
+        name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize
+        for name, zero in fn.zeros.items() if name in named
     }
     carries = any(uses_carry(s.ins) for s in fn.steps)
     if carries:  # the carry flag: a register no operand names, zero at the start as the interpreter's
         registers[CARRY] = 1
     e = Emitter(registers, symbol, fn.name)
-    e.cold = dict(cold or {})
+    e.cold = dict(cold)
     e.reads = read_registers([s.ins for s in fn.steps])
     e.param_size = param_size
     rows = {origin: k + 1 for k, origin in enumerate(extent_origins(fn))}
     e.extents = [0 if origin is None else rows[origin] for origin in fn.origins]
-    blocks = blocks_of(fn)
     instructions = [s.ins for s in fn.steps]
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
@@ -103,7 +165,15 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     _entry(e, blocks)
     for k, (start, end) in enumerate(blocks):
         e.looping = k in loops
-        _block(e, fn, k, start, end, block_of, cold)
+        if k in cut:  # a warp that gets here leaves: the interpreter runs the launch
+            e.put_label(f"B{k}")
+            e.emit(f"br label %K{k}")
+            e.put_label(f"K{k}")  # where the watchdog's look comes back to
+            e.insn = start
+            e.cold.setdefault(start, f"`{fn.steps[start].ins.text}`, on the way to {cut[k]}")
+            e.leave(COLD_CODE)
+        else:
+            _block(e, fn, k, start, end, block_of)
     _scheduler(e, len(blocks))
     watch_ir(e, len(blocks), _kept(e))
     body = "\n".join(e.lines)
@@ -244,8 +314,7 @@ def _kept(e: Emitter) -> list[str]:
     return [name for name in e.slots if name not in e.local]
 
 
-def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int],
-           cold: frozenset[int]) -> None:
+def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dict[int, int]) -> None:
     e.put_label(f"B{k}")
     m = e.mask = f"%m{k}"
     e.spans, e.deltas = {}, {}
@@ -287,7 +356,7 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         e.shift = _shift_of(e, ins)
         if ins.opcode in LOWER:
             _lowered(e, ins)
-        elif ins.opcode not in _NOOPS and not (ins.opcode in ("bar", "barrier") and "warp" in ins.mods):
+        elif not _skipped(ins):
             _cold(e, ins, f"`{ins.text}`")
     e.insn = end - 1
     e.defining, e.shift = False, None

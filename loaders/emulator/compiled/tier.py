@@ -92,6 +92,9 @@ class CompiledTier:
                 log.debug("kernel %r runs on the interpreter: %s", name, found)
             except UnsupportedInstructionError as exc:
                 found = f"{exc}"  # the interpreter raises it at launch
+            except RuntimeError as exc:  # LLVM refused the IR: the tier's fault, not the kernel's
+                found = f"the compiled tier could not compile it ({str(exc).splitlines()[-1]})"
+                log.warning("kernel %r runs on the interpreter: %s", name, found)
             self.kernels[name] = found
         return found if isinstance(found, Compiled) else None
 
