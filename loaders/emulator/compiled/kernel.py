@@ -42,6 +42,10 @@ __all__ = ["kernel_ir", "extent_origins", "state_bytes", "STATE_HEADER", "SLOT",
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 _MAX_READ = 8 * MAX_INSTRUCTIONS  # the most a kernel may have before its cold parts are left out
+# blocks x registers past which one compile takes more than seconds (every register that lives
+# across blocks meets every block through the scheduler): numba's NRT reshape with its calls
+# inlined, 146 x 700, took minutes; the largest kernel of the tests under it, 22 x 139, 6 s
+_MAX_SPREAD = 4000
 
 SLOT = 256  # bytes per register in a warp's state (32 lanes of 64 bits)
 STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
@@ -96,7 +100,16 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if live > MAX_INSTRUCTIONS:
         raise Unsupported(f"{live} instructions (more than {MAX_INSTRUCTIONS}): compiling grows faster "
                           "than the kernel (minutes at 1,700), longer than interpreting most launches")
+    count, named = len(blocks) - len(cut), len(_named(fn, blocks, cut))
+    if count * named > _MAX_SPREAD:
+        raise Unsupported(f"{count} blocks and {named} registers (their product over {_MAX_SPREAD}): "
+                          "compiling grows as it does, longer than interpreting most launches")
     return _module(fn, symbol, param_size, permutes, found, cut) if cut else (ir, found)
+
+
+def _named(fn: Function, blocks: list[tuple[int, int]], cut: dict[int, str]) -> frozenset[str]:
+    """The registers the blocks not ``cut`` name."""
+    return named_registers([s.ins for k, (a, b) in enumerate(blocks) if k not in cut for s in fn.steps[a:b]])
 
 
 def _skipped(ins: Instruction) -> bool:
@@ -136,7 +149,7 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
             cut: dict[int, str]) -> tuple[str, dict[int, str]]:
     """:func:`kernel_ir`'s module with the blocks of ``cut`` left out, and its cold steps."""
     blocks = blocks_of(fn)
-    named = named_registers([s.ins for k, (a, b) in enumerate(blocks) if k not in cut for s in fn.steps[a:b]])
+    named = _named(fn, blocks, cut)
     registers = {  # those the compiled blocks name: a panic path's thousand registers get no slots
         name: 1 if zero.dtype.kind == "b" else 8 * zero.dtype.itemsize
         for name, zero in fn.zeros.items() if name in named
