@@ -1084,16 +1084,21 @@ def test_numba_math_functions_compile_and_match_the_interpreter():
         i = cuda.grid(1)
         if i < x.size:
             v = x[i]
-            y[i] = v / (1 + math.exp(-v)) + math.tanh(v) + math.log(1 + abs(v)) + math.sin(v * 1e4) \
-                - math.cos(v)
+            y[i] = v / (1 + math.exp(-v)) + math.tanh(v) + math.log(1 + abs(v))
 
-    modules = tiers(*(numba.compile(activations, f"void({t}[::1], {t}[::1])", arch="sm_90",
-                                       name=f"act_{t}") for t in ("float32", "float64")))
+    def waves(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = math.sin(x[i] * 1e4) - math.cos(x[i])
+
+    kernels = [("act", activations, t) for t in ("float32", "float64")] + [("waves", waves, "float32")]
+    modules = tiers(*(numba.compile(f, f"void({t}[::1], {t}[::1])", arch="sm_90", name=f"{stem}_{t}")
+                      for stem, f, t in kernels))
     rng = np.random.default_rng(13)
-    for dtype in (np.float32, np.float64):
-        x = np.concatenate([FLUSH_VALUES.astype(dtype), rng.normal(0, 10, 2000).astype(dtype)])
-        same(*both(modules, f"act_{np.dtype(dtype).name}", lambda x=x: [x, np.zeros_like(x)],
-                     grid=-(-len(x) // 128), block=128))
+    for stem, _, t in kernels:
+        x = np.concatenate([FLUSH_VALUES.astype(t), rng.normal(0, 10, 2000).astype(t)])
+        same(*both(modules, f"{stem}_{t}", lambda x=x: [x, np.zeros_like(x)], grid=-(-len(x) // 128),
+                   block=128))
 
 
 def _directed_fma(mode: str) -> str:
