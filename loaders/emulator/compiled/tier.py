@@ -159,7 +159,7 @@ class CompiledTier:
         if before is not None:
             before.restore()
         if status == COLD_CODE:  # the interpreter runs the launch from the start
-            self._missed(name, cold[int(ctx[CTX["err_insn"]])])
+            self._missed(name, cold.get(int(ctx[CTX["err_insn"]]), f"`{step.ins.text}`"))
             return run_kernel(
                 program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
                 heap, signature, heap_written,
