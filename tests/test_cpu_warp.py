@@ -56,6 +56,11 @@ extern "C" __global__ void warp_ops(const int* x, unsigned* out, int n) {
 """
 
 
+def bits(lanes_set: np.ndarray) -> int:
+    """32 booleans as a lane mask, lane j at bit j."""
+    return int((lanes_set.astype(np.int64) << np.arange(32)).sum())
+
+
 def _warp_ops_numpy(x: np.ndarray, threads: int) -> np.ndarray:
     """What ``warp_ops`` writes, from NumPy (threads past ``x`` read 0)."""
     v = np.zeros(threads, np.int64)
@@ -64,7 +69,6 @@ def _warp_ops_numpy(x: np.ndarray, threads: int) -> np.ndarray:
     want = np.zeros((w.shape[0], 32, 16), np.int64)
     lanes = np.arange(32)
     odd, even = lanes % 2 == 1, lanes % 2 == 0
-    bits = lambda b: int((b.astype(np.int64) << lanes).sum())  # noqa: E731
     for k, row in enumerate(w):
         want[k, 0, 0] = row.sum()  # shfl_down's sum: whole in lane 0, partial elsewhere
         want[k, :, 1] = np.cumsum(row)
