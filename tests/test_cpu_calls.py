@@ -232,8 +232,9 @@ def test_a_hang_inside_a_callee_is_stopped_and_named_as_the_interpreter_names_it
 
 
 @pytest.mark.usefixtures("sysroot")  # skips where Debian's rustc-web is not installed
-def test_rust_kernels_with_bounds_checks_compile_and_a_panicking_launch_ends_as_the_interpreters(caplog):
-    art = ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch="sm_90", progress=False)
+@pytest.mark.parametrize("output", ["ptx", "ltoir"])  # LTO-IR: the panic path inlined into the kernel
+def test_bounds_checked_rust_kernels_compile_and_a_panicking_launch_ends_as_the_interpreters(caplog, output):
+    art = ptxbridge.rust.compile(RUST_DIR / "idiomatic.rs", arch="sm_90", output=output, progress=False)
     compiled, interpreted = tiers(art)
     x, y = np.random.default_rng(44).random((2, 4096), dtype=np.float32)
     with caplog.at_level(logging.DEBUG, logger="ptxbridge.cpu"):
