@@ -15,11 +15,13 @@ interpreter reports.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..build import Context
 from ..liveness import block_local, writes
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Imm, Instruction, Mem, Reg
+from ..watchdog import writes_memory
 from . import convert, mem, warp  # noqa: F401  (lowerings)
 from .access import HELPERS
 from .emit import COLD_CODE, LANE_IDS, SPECIALS, TRAP_CODE, Emitter
@@ -38,7 +40,9 @@ from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
 from .watch import watch_globals, watch_ir, watch_start
 
-__all__ = ["kernel_ir", "extent_origins", "state_bytes", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS"]
+__all__ = [
+    "kernel_ir", "KernelIR", "extent_origins", "state_bytes", "STATE_HEADER", "SLOT", "MAX_INSTRUCTIONS",
+]
 
 MAX_INSTRUCTIONS = 800  # larger kernels (heavily unrolled ones) run on the interpreter
 _MAX_READ = 8 * MAX_INSTRUCTIONS  # the most a kernel may have before its cold parts are left out
@@ -76,11 +80,20 @@ def _memos_at(registers: int) -> int:
     return STATE_HEADER + SLOT * max(registers, 1)
 
 
+class KernelIR(NamedTuple):
+    """A kernel's module, its cold steps (index -> why) and the address origins of the stores its
+    compiled code makes outside shared and local memory (:mod:`..provenance`; None: no argument's)."""
+
+    text: str
+    cold: dict[int, str]
+    stores: frozenset[frozenset[int] | None]
+
+
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False,
-              cold: dict[int, str] | None = None) -> tuple[str, dict[int, str]]:
-    """The LLVM module of kernel ``fn`` and its *cold* steps (index -> why): the instructions it does
-    not compile, which end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the
-    interpreter), ``cold``'s (:mod:`.inline`'s calls) among them; raises :class:`Unsupported` for a
+              cold: dict[int, str] | None = None) -> KernelIR:
+    """The LLVM module of kernel ``fn``, its *cold* steps: the instructions it does not compile, which
+    end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the interpreter),
+    ``cold``'s (:mod:`.inline`'s calls) among them, and its stores; raises :class:`Unsupported` for a
     kernel it does not compile at all.  ``permutes``: the host has AVX-512's permutes, for windowed
     loads (:mod:`.direct`) through the base registers no loop's body writes (their memo outlives a
     pass; one rewritten every pass would pay for a window it reads once).
@@ -95,8 +108,8 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if len(fn.steps) > _MAX_READ:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {_MAX_READ})")
     blocks = blocks_of(fn)
-    ir, found = _module(fn, symbol, param_size, permutes, cold or {}, {})  # Python's work only, if cut
-    cut = _doomed(fn, blocks, found)
+    first = _module(fn, symbol, param_size, permutes, cold or {}, {})  # Python's work only, if cut
+    cut = _doomed(fn, blocks, first.cold)
     live = len(fn.steps) - sum(blocks[k][1] - blocks[k][0] for k in cut)
     if live > MAX_INSTRUCTIONS:
         raise Unsupported(f"{live} instructions (more than {MAX_INSTRUCTIONS}): compiling grows faster "
@@ -105,7 +118,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if count * named > _MAX_SPREAD:
         raise Unsupported(f"{count} blocks and {named} registers (their product over {_MAX_SPREAD}): "
                           "compiling grows as it does, longer than interpreting most launches")
-    return _module(fn, symbol, param_size, permutes, found, cut) if cut else (ir, found)
+    return _module(fn, symbol, param_size, permutes, first.cold, cut) if cut else first
 
 
 def _named(fn: Function, blocks: list[tuple[int, int]], cut: dict[int, str]) -> frozenset[str]:
@@ -147,8 +160,8 @@ def _doomed(fn: Function, blocks: list[tuple[int, int]], cold: dict[int, str]) -
 
 
 def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: dict[int, str],
-            cut: dict[int, str]) -> tuple[str, dict[int, str]]:
-    """:func:`kernel_ir`'s module with the blocks of ``cut`` left out, and its cold steps."""
+            cut: dict[int, str]) -> KernelIR:
+    """:func:`kernel_ir`'s module with the blocks of ``cut`` left out."""
     blocks = blocks_of(fn)
     named = _named(fn, blocks, cut)
     registers = {  # those the compiled blocks name: a panic path's thousand registers get no slots
@@ -193,7 +206,7 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     body = "\n".join(e.lines)
     params = "ptr %ctx, ptr noalias %st, i32 %w, i32 %cx, i32 %cy, i32 %cz, i1 %resume"
     state = state_bytes(len(registers))
-    return "\n".join(
+    text = "\n".join(
         [
             *sorted(e.declarations | DECLARATIONS),
             HELPERS,
@@ -203,7 +216,15 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
             "}",
             launch_ir(state),
         ]
-    ), e.cold
+    )
+    stores = frozenset(
+        fn.origins[i] if i < len(fn.origins) else None
+        for k, (start, end) in enumerate(blocks) if k not in cut
+        for i in range(start, end)
+        if i not in e.cold and writes_memory(fn.steps[i].ins)
+        and Context.state_space(set(fn.steps[i].ins.mods)) not in ("shared", "local")
+    )
+    return KernelIR(text, e.cold, stores)
 
 
 def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:

@@ -28,7 +28,6 @@ import numpy as np
 from ptxbridge.abi.errors import EmulatorError, MemoryAccessError, UnsupportedInstructionError
 from ptxbridge.loaders.base import Buffer
 
-from ..build import Context
 from ..extents import Extent, extent_of, named_extents, overrun, parameter_extents
 from ..frame import coordinates
 from ..heap import Heap
@@ -36,7 +35,7 @@ from ..launch import merged_buffers, run_kernel, shared_bytes
 from ..machine import Machine, instruction_at, stopped
 from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
-from ..watchdog import ENDLESS, step_limit, writes_memory
+from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
 from .blocks import dependence, run_blocks, threads
 from .direct import SITE_WORDS
@@ -67,7 +66,7 @@ class CompiledTier:
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
         self.cold: dict[str, dict[int, str]] = {}  # the instructions a kernel leaves to the interpreter
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
-        self.writes: dict[str, frozenset[int | None]] = {}  # extent rows a kernel's stores stay in (None: ?)
+        self.stores: dict[str, frozenset[Any]] = {}  # the address origins of a kernel's compiled stores
 
     def compiled(self, name: str) -> Compiled | None:
         """The kernel's native code, or None when it runs on the interpreter (logged once)."""
@@ -78,12 +77,12 @@ class CompiledTier:
                     raise Unsupported("grid-wide synchronization")
                 entry = self.program.entries[name]
                 flat = self.flat[name] = flatten(self.program.functions, self.program.symbols, name)
-                ir, cold = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold)
-                found = compile_ir(ir, RUNTIME)
-                self.cold[name] = cold
-                if cold:
+                made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold)
+                found = compile_ir(made.text, RUNTIME)
+                self.cold[name], self.stores[name] = made.cold, made.stores
+                if made.cold:
                     log.debug("kernel %r compiles; a launch that reaches any of %s runs on the interpreter",
-                              name, "; ".join(cold.values()))
+                              name, "; ".join(made.cold.values()))
             except Unsupported as exc:
                 found = f"{exc}"
                 log.debug("kernel %r runs on the interpreter: %s", name, exc)
@@ -217,17 +216,8 @@ class CompiledTier:
         """The rows of ``rows`` kernel ``name``'s compiled code may write: the extents of the arguments
         its stores' addresses derive from, where every store outside shared and local memory has
         one (:mod:`..provenance`; the tier keeps each such access inside it), else every writable row."""
-        found = self.writes.get(name)
-        if found is None:
-            fn, origins = self.flat[name].function, self.origins[name][0]
-            written = {
-                fn.origins[k] if k < len(fn.origins) else None
-                for k, step in enumerate(fn.steps)
-                if k not in self.cold[name] and writes_memory(step.ins)
-                and Context.state_space(set(step.ins.mods)) not in ("shared", "local")
-            }
-            rows_of = {origin: k + 1 for k, origin in enumerate(origins)}
-            found = self.writes[name] = frozenset(rows_of.get(o) for o in written)
+        rows_of = {origin: k + 1 for k, origin in enumerate(self.origins[name][0])}
+        found = {rows_of.get(origin) for origin in self.stores[name]}
         if None in found or any(extents[k] is None for k in found):
             return rows
         return [(extents[k].lo, extents[k].hi, 0, 1) for k in sorted(found)]
