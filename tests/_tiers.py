@@ -43,3 +43,23 @@ def same(a: list[Any], b: list[Any]) -> None:
     for x, y in zip(a, b, strict=True):
         if isinstance(x, np.ndarray):
             assert x.tobytes() == y.tobytes()
+
+
+def ptx_both(ptx: str, kinds: list[Any], inputs: list[np.ndarray], output: np.ndarray, **launch_options: Any
+             ) -> np.ndarray:
+    """Launch kernel ``k`` of hand-written ``ptx`` on each tier with pointers to ``inputs`` and to a fresh
+    copy of ``output``; check the compiled tier compiled it and both outputs are equal bit for bit;
+    return the compiled tier's."""
+    from _emulator import backend, launch
+
+    outs = []
+    for tier in ("compiled", "interp"):
+        be = backend(ptx, tier=tier)
+        arrays = [*inputs, output.copy()]
+        launch(be, "k", kinds, [a.ctypes.data for a in arrays], arrays=arrays, **launch_options)
+        outs.append(arrays[-1])
+        if tier == "compiled":
+            why = be.compiled_tier.why_interpreted("k")
+            assert why is None, f"k runs on the interpreter: {why}"
+    assert outs[0].tobytes() == outs[1].tobytes()
+    return outs[0]

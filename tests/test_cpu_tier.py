@@ -19,7 +19,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from _emulator import backend, kernel_ptx, launch, ptr, scalar
-from _tiers import both, cuda_tiers, same, tiers
+from _tiers import both, cuda_tiers, ptx_both, same, tiers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -589,24 +589,9 @@ add.s64 %rd4, %rd1, %rd2;
 @settings(max_examples=25, deadline=None)
 @given(_program, _values)
 def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, values):
-    ptx = _straight_line(program)
     a = np.array(values, np.uint32)
-    outs = []
-    for tier in ("compiled", "interp"):
-        out = np.zeros(6 * 32, np.uint32)
-        be = backend(ptx, tier=tier)
-        launch(
-            be,
-            "k",
-            [ptr("u32"), ptr("u32")],
-            [a.ctypes.data, out.ctypes.data],
-            grid=1,
-            block=32,
-            arrays=[a, out],
-        )
-        outs.append(out)
-    assert be is not None and backend(ptx, tier="compiled").compiled_tier.why_interpreted("k") is None
-    assert outs[0].tobytes() == outs[1].tobytes()
+    ptx_both(_straight_line(program), [ptr("u32"), ptr("u32")], [a], np.zeros(6 * 32, np.uint32), grid=1,
+             block=32)
 
 
 def _bit_field(op: str) -> str:
@@ -651,15 +636,8 @@ def test_bit_field_extracts_and_inserts_at_every_edge_match_the_interpreter(op):
     rng = np.random.default_rng(31)
     a, b = (rng.integers(0, 2**64, pos.size, dtype=np.uint64) for _ in range(2))
     a[::3] |= np.uint64(1 << 63) | np.uint64(1 << 31)  # set sign bits, for the signed extracts
-    outs, backends = [], [backend(_bit_field(op), tier=tier) for tier in ("compiled", "interp")]
-    for be in backends:
-        out = np.zeros(pos.size, np.uint64)
-        arrays = [a, b, pos, length, out]
-        launch(be, "k", [ptr("u64")] * 5, [x.ctypes.data for x in arrays], grid=1, block=pos.size,
-               arrays=arrays)
-        outs.append(out)
-    assert backends[0].compiled_tier.why_interpreted("k") is None
-    assert outs[0].tobytes() == outs[1].tobytes()
+    ptx_both(_bit_field(op), [ptr("u64")] * 5, [a, b, pos, length], np.zeros(pos.size, np.uint64), grid=1,
+             block=pos.size)
 
 
 _LANE_INPUTS = """mov.u32 %r1, %tid.x;
@@ -794,15 +772,7 @@ def test_reciprocals_and_roots_of_corner_values_are_bit_identical():
     and double precision: the interpreter's bits."""
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, -4.0, 2.0, 3.0, 1e38,
                   0.1, 7.0, 1.5e-39, 65504.0] * 2, np.float32)
-    outs = []
-    for tier in ("compiled", "interp"):
-        out = np.zeros(32 * 6, np.uint32)
-        be = backend(ROOTS, tier=tier)
-        launch(be, "k", [ptr("f32"), ptr("u32")], [x.ctypes.data, out.ctypes.data], grid=1, block=32,
-               arrays=[x, out])
-        outs.append(out)
-        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
-    assert outs[0].tobytes() == outs[1].tobytes()
+    ptx_both(ROOTS, [ptr("f32"), ptr("u32")], [x], np.zeros(32 * 6, np.uint32), grid=1, block=32)
 
 
 VECTORS = kernel_ptx(
@@ -1141,12 +1111,5 @@ def test_directed_rounding_fma_matches_the_interpreter(mode):
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and f32 overflows, on purpose
         z = np.where(rng.random(n) < 0.3, -(x.astype(np.float64) * y), z).astype(np.float32)  # exact cancels
         z[np.isnan(z) | np.isnan(np.float64(x) * y)] = 1.0
-    outs = []
-    for tier in ("compiled", "interp"):
-        out = np.zeros(n, np.float32)
-        be = backend(_directed_fma(mode), tier=tier)
-        launch(be, "k", [ptr("f32")] * 4, [v.ctypes.data for v in (x, y, z, out)], grid=n // 32, block=32,
-               arrays=[x, y, z, out])
-        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
-        outs.append(out)
-    assert outs[0].tobytes() == outs[1].tobytes()
+    ptx_both(_directed_fma(mode), [ptr("f32")] * 4, [x, y, z], np.zeros(n, np.float32), grid=n // 32,
+             block=32)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _emulator import backend, kernel_ptx, launch, ptr
-from _tiers import both, cuda_tiers, same, tiers
+from _emulator import kernel_ptx, ptr
+from _tiers import both, cuda_tiers, ptx_both, same, tiers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -228,15 +228,8 @@ _CLAMPS = st.lists(st.sampled_from([31, 0x1F, 0x181F, 0x101F, 0x1C1F, 0x0F, 0x3,
 @given(shifts=_LANE_WORDS, clamps=_CLAMPS)
 def test_shuffles_with_run_time_lane_and_clamp_operands_match(mode, shifts, clamps):
     b, c = np.array(shifts, np.uint32), np.array(clamps, np.uint32)
-    outs, backends = [], [backend(SHUFFLES[mode], tier=tier) for tier in ("compiled", "interp")]
-    for be in backends:
-        out = np.zeros((32, 2), np.uint32)
-        launch(be, "k", [ptr("u32")] * 3, [b.ctypes.data, c.ctypes.data, out.ctypes.data], grid=1, block=32,
-               arrays=[b, c, out])
-        outs.append(out)
-    assert backends[0].compiled_tier.why_interpreted("k") is None
-    assert outs[0].tobytes() == outs[1].tobytes()
-    assert (outs[0] == _shfl_numpy(mode, b, c)).all()
+    out = ptx_both(SHUFFLES[mode], [ptr("u32")] * 3, [b, c], np.zeros((32, 2), np.uint32), grid=1, block=32)
+    assert (out == _shfl_numpy(mode, b, c)).all()
 
 
 # every membermask-taking form under a guard, each lane passing its own mask: mask[i], whether lane i
@@ -307,18 +300,11 @@ def test_membermasks_that_differ_by_lane_under_a_guard_match(masks, on, values):
     args[:, 0], args[:, 1] = masks, on
     args[:, 2] = np.array(values, np.int32).view(np.uint32)
     args[:, 3] = np.array(values, np.int32).view(np.uint32) & 3
-    outs, backends = [], [backend(MASKED, tier=tier) for tier in ("compiled", "interp")]
-    for be in backends:
-        out = np.zeros((32, 10), np.uint32)
-        launch(be, "k", [ptr("u32")] * 2, [args.ctypes.data, out.ctypes.data], grid=1, block=32,
-               arrays=[args, out])
-        outs.append(out)
-    assert backends[0].compiled_tier.why_interpreted("k") is None
-    assert outs[0].tobytes() == outs[1].tobytes()
+    out = ptx_both(MASKED, [ptr("u32")] * 2, [args], np.zeros((32, 10), np.uint32), grid=1, block=32)
     executing = int((np.array(on, np.int64) << np.arange(32)).sum())
     positive = int(((np.array(values) > 0).astype(np.int64) << np.arange(32)).sum())
     for lane in np.flatnonzero(on):
         members = masks[lane] & executing
-        assert outs[0][lane, 0] == positive & members  # the ballot of the lanes this lane names
-        assert outs[0][lane, 8] & 0xFF == ((members & -members).bit_length() - 1 if members else 0)
-        assert outs[0][lane, 9] == positive & executing  # vote.ballot without .sync: every lane
+        assert out[lane, 0] == positive & members  # the ballot of the lanes this lane names
+        assert out[lane, 8] & 0xFF == ((members & -members).bit_length() - 1 if members else 0)
+        assert out[lane, 9] == positive & executing  # vote.ballot without .sync: every lane
