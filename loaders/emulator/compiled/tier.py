@@ -134,12 +134,14 @@ class CompiledTier:
         # the caller's buffers are host memory at their own addresses: host minus base is 0
         rows = [(start, end, 0, int(writable)) for start, end, writable, _ in merged_buffers(buffers)]
         rows += [_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions, parameters)]
+        # held for the launch: two threads missing the cache at once get arrays it keeps only one of
+        tids = _thread_indices(block)
         fields = {
             "gx": grid[0], "gy": grid[1], "gz": grid[2], "bx": block[0], "by": block[1], "bz": block[2],
             "param": param_data.ctypes.data, "max_steps": max_steps,
-            "tids": _thread_indices(block).ctypes.data, "extents": extents.ctypes.data,
+            "tids": tids.ctypes.data, "extents": extents.ctypes.data,
         }
-        kept: list[np.ndarray] = []  # what the contexts point at, alive until the launch returns
+        kept: list[np.ndarray] = [tids]  # what the contexts point at, alive until the launch returns
 
         def context() -> np.ndarray:
             return _context(program, flat, block, shared_mem, rows, fields, kept)
