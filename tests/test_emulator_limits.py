@@ -135,3 +135,12 @@ def test_fma_f64_of_a_few_threads_of_a_divergent_group():
             for x, y, z in zip(a[:8], b[:8], c[:8], strict=True)]
     assert got[:8].tolist() == want
     assert (got[8:] == 0).all()
+
+
+@pytest.mark.parametrize("grid", [(2**31, 1, 1), (1, 65536, 1), (1, 1, 65536)])
+def test_a_grid_past_cudas_limits_is_refused_before_it_runs(grid):
+    be = backend(GOOD_BAD)
+    out = np.zeros(1024, np.uint32)
+    with pytest.raises(ArgumentError, match=r"good: a grid has at most \(2147483647, 65535, 65535\) blocks"):
+        launch(be, "good", [ptr("u32")], [out.ctypes.data], grid=grid, block=32, arrays=[out])
+    assert not out.any()

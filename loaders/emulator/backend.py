@@ -23,6 +23,7 @@ from .sanitize import Sanitize
 
 __all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "TIERS", "Sanitize"]
 
+_MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's limits, which the compiled tier's index facts rely on
 _MAX_BLOCK_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
 DEFAULT_MAX_STEPS = 100_000_000
@@ -134,6 +135,9 @@ class EmulatorBackend(Backend):
         threads = block[0] * block[1] * block[2]
         if threads > _MAX_BLOCK_THREADS:
             raise ArgumentError(f"{function}: a block has at most {_MAX_BLOCK_THREADS} threads (got {block})")
+        if any(d > most for d, most in zip(grid, _MAX_GRID, strict=True)):
+            raise ArgumentError(f"{function}: a grid has at most {_MAX_GRID} blocks along x, y, z, as on "
+                                f"a GPU (got {grid})")
         entry = self.program.entries[self.function(function)]
         if entry.reqntid is not None and tuple(entry.reqntid) + (1,) * (3 - len(entry.reqntid)) != block:
             raise ArgumentError(f"{function}: .reqntid {entry.reqntid} demands exactly that block "
