@@ -11,7 +11,8 @@ Modules::
     kernel             the warp function: blocks, the min-PC scheduler, barriers
     inline             calls of device functions replaced by their bodies
     watch              the watchdog: the step limit, loops that can never end
-    flow               uniform, block-local and barrier-live registers
+    flow               block-local and barrier-live registers
+    lanes              uniform and affine registers (one scalar a warp)
     emit, values       registers, operands, masks and types as vector IR text
     ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
     warp               shfl, vote, activemask, redux, match, elect: a warp's lanes permuted, reduced

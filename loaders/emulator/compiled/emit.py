@@ -95,9 +95,10 @@ def _patterned(kind: str, count: int, bits: int) -> bool:
     return kind == "load" and bits >= 32
 
 
-def _signed(value: int) -> int:
-    """A u64 as LLVM's i64 literal."""
-    return value - (1 << 64) if value >> 63 else value
+def _signed(value: int, width: int = 64) -> int:
+    """An unsigned ``width``-bit value as LLVM's literal of that width."""
+    value %= 1 << width
+    return value - (1 << width) if value >> (width - 1) else value
 
 
 class Emitter(DirectMoves):
@@ -117,7 +118,9 @@ class Emitter(DirectMoves):
         self.param_size = 0  # bytes of parameters the kernel declares
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
         self.saved: frozenset[str] = frozenset()  # registers live where a barrier resumes (.flow)
-        self.uniform: frozenset[str] = frozenset()  # registers every lane of a warp holds the same value in
+        self.uniform: frozenset[str] = frozenset()  # registers a warp keeps as one scalar (.lanes)
+        self.strides: dict[str, int] = {}  # of those, the ones whose lanes are base + lane * stride
+        self.spreads: dict[str, str] = {}  # vectors known to hold one scalar in every lane -> the scalar
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
         self.spans: dict[
             tuple[str, str], tuple[str, ...]
@@ -172,12 +175,20 @@ class Emitter(DirectMoves):
         return vec(int_elem(self.registers[name]))
 
     def slot_type(self, name: str) -> str:
-        """A uniform register (:func:`.kernel.uniform_registers`) is kept as one scalar."""
+        """A uniform or affine register (:func:`.lanes.lane_strides`) is kept as one scalar: lane 0's."""
         return int_elem(self.registers[name]) if name in self.uniform else self.reg_type(name)
 
     def load_reg(self, name: str) -> str:
         value = self.op(f"load {self.slot_type(name)}, ptr {self.slot(name)}")
-        return self.spread(value, int_elem(self.registers[name])) if name in self.uniform else value
+        if name not in self.uniform:
+            return value
+        t = int_elem(self.registers[name])
+        lanes = self.spread(value, t)
+        stride = self.strides.get(name)
+        if stride is None:
+            return lanes
+        steps = ", ".join(f"{t} {_signed(lane * stride, self.registers[name])}" for lane in range(LANES))
+        return self.op(f"add {vec(t)} {lanes}, <{steps}>")
 
     def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
         """Integer vector width change: truncate, or sign/zero-extend."""
@@ -188,6 +199,10 @@ class Emitter(DirectMoves):
         if dst_bits == 1:
             return self.op(f"icmp ne {vec(int_elem(src_bits))} {value}, zeroinitializer")
         how = "trunc" if src_bits > dst_bits else "sext" if signed else "zext"
+        scalar = self.spreads.get(value)
+        if scalar is not None:  # a uniform value converts once (LLVM keeps a cast of a splat a vector)
+            converted = self.op(f"{how} {int_elem(src_bits)} {scalar} to {int_elem(dst_bits)}")
+            return self.spread(converted, int_elem(dst_bits))
         return self.op(f"{how} {vec(int_elem(src_bits))} {value} to {vec(int_elem(dst_bits))}")
 
     def from_bits(self, value: str, ptx_type: str) -> str:
@@ -257,7 +272,7 @@ class Emitter(DirectMoves):
         elif operand.name in self.memos:  # a new value: its lanes' span is not known
             self.emit(f"store i64 0, ptr {self.memo(operand.name)}")
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
-        if operand.name in self.uniform:  # every lane computed the same value
+        if operand.name in self.uniform:  # lane 0 holds the base every lane's value follows from
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
             self.emit(f"store {self.slot_type(operand.name)} {first}, ptr {self.slot(operand.name)}")
             return
@@ -513,6 +528,7 @@ class Emitter(DirectMoves):
         active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
         labels of the block that jumps to ``skip`` and of the one that goes on."""
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        self.emit(f"store {vec('i64')} %lin64, ptr %linp")  # the lanes' thread indices, for a report
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
@@ -523,6 +539,7 @@ class Emitter(DirectMoves):
     def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
         """Each lane's host pointer for a ``size``-byte read-modify-write at ``address`` (atomics)."""
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        self.emit(f"store {vec('i64')} %lin64, ptr %linp")
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, "
@@ -558,9 +575,11 @@ class Emitter(DirectMoves):
     def spread(self, scalar: str, element: str) -> str:
         """A run-time scalar in every lane."""
         head = self.op(f"insertelement {vec(element)} poison, {element} {scalar}, i32 0")
-        return self.op(
+        lanes = self.op(
             f"shufflevector {vec(element)} {head}, {vec(element)} poison, {vec('i32')} zeroinitializer"
         )
+        self.spreads[lanes] = scalar
+        return lanes
 
     def reduce(self, how: str, value: str, element: str) -> str:
         name = f"llvm.vector.reduce.{how}.v32{element}"

@@ -1,4 +1,4 @@
-"""Data flow over a kernel's basic blocks: which registers are uniform, block-local, live at a barrier.
+"""Data flow over a kernel's basic blocks: which registers are block-local, live at a barrier.
 
 Blocks are cut as :mod:`..liveness` cuts them: at branch targets and after every instruction the
 scheduler carries out (branches, returns, barriers, traps).  Liveness is per thread, as each lane
@@ -15,29 +15,29 @@ from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
 from ..parse import Instruction, Mem, Pair, Reg, Vec
 
 __all__ = [
-    "read_registers", "uniform_registers", "blocks_of", "barrier_live", "entry_live", "looping",
+    "operand_registers", "read_registers", "blocks_of", "barrier_live", "entry_live", "looping",
     "named_registers", "successors", "written_in",
 ]
 
 _STORES = frozenset(("st", "red"))
 
 
-def _regs(operand: Any) -> list[str]:
+def operand_registers(operand: Any) -> list[str]:
     if isinstance(operand, Reg):
         return [operand.name]
     if isinstance(operand, Mem) and isinstance(operand.base, Reg):
         return [operand.base.name]
     if isinstance(operand, Vec):
-        return [n for item in operand.items for n in _regs(item)]
+        return [n for item in operand.items for n in operand_registers(item)]
     if isinstance(operand, Pair):
-        return _regs(operand.first) + _regs(operand.second)
+        return operand_registers(operand.first) + operand_registers(operand.second)
     inner = getattr(operand, "inner", None)
-    return _regs(inner) if inner is not None else []
+    return operand_registers(inner) if inner is not None else []
 
 
 def named_registers(instructions: list[Instruction]) -> frozenset[str]:
     """Every register some of ``instructions`` names (an operand or a guard)."""
-    names = {r for ins in instructions for o in ins.operands for r in _regs(o)}
+    names = {r for ins in instructions for o in ins.operands for r in operand_registers(o)}
     return frozenset(names | {ins.guard.name for ins in instructions if ins.guard is not None})
 
 
@@ -49,88 +49,9 @@ def read_registers(instructions: list[Instruction]) -> frozenset[str]:
         if ins.operands and isinstance(ins.operands[0], Mem):
             sources = ins.operands
         for operand in sources:
-            found.update(_regs(operand))
+            found.update(operand_registers(operand))
         if ins.guard is not None:
             found.add(ins.guard.name)
-    return frozenset(found)
-
-
-_UNIFORM_OPS = frozenset(
-    (
-        "add",
-        "sub",
-        "mul",
-        "mad",
-        "div",
-        "rem",
-        "abs",
-        "neg",
-        "min",
-        "max",
-        "and",
-        "or",
-        "xor",
-        "not",
-        "cnot",
-        "shl",
-        "shr",
-        "popc",
-        "clz",
-        "brev",
-        "setp",
-        "selp",
-        "mov",
-        "cvt",
-        "cvta",
-        "fma",
-    )
-)
-_UNIFORM_SPECIALS = frozenset(
-    (*(f"%{r}.{c}" for r in ("ntid", "ctaid", "nctaid") for c in "xyz"), "%warpid", "%nwarpid", "%warpsize")
-)
-
-
-def uniform_registers(fn: Function, first: tuple[int, int], local: frozenset[str]) -> frozenset[str]:
-    """Registers every lane of a warp holds the same value in, kept as scalars: each write is an
-    unguarded instruction of uniform operands (constants, kernel parameters, ``%ctaid``, ``%ntid``,
-    uniform registers) that either every live lane runs together (in the first block, which no
-    branch enters again) or whose value no other lane reads (a block's temporary, ``local``)."""
-    steps = fn.steps
-    entered = any(s.kind == BRA and s.target == 0 for s in steps)
-    writes: dict[str, list[int]] = {}
-    for i, step in enumerate(steps):
-        ins = step.ins
-        if ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
-            continue
-        for name in _regs(ins.operands[0]):
-            writes.setdefault(name, []).append(i)
-
-    def fit(i: int) -> bool:
-        step, ins = steps[i], steps[i].ins
-        if step.kind != PLAIN or ins.guard is not None:
-            return False
-        parameter = (
-            ins.opcode == "ld"
-            and "param" in ins.mods
-            and isinstance(ins.operands[1], Mem)
-            and not isinstance(ins.operands[1].base, Reg)
-        )
-        return ins.opcode in _UNIFORM_OPS or parameter
-
-    found = {
-        name
-        for name, at in writes.items()
-        if all(fit(i) for i in at)
-        and (name in local or (not entered and all(first[0] <= i < first[1] for i in at)))
-    }
-    changed = True
-    while changed:
-        changed = False
-        for name in sorted(found):
-            sources = {r for i in writes[name] for o in steps[i].ins.operands[1:] for r in _regs(o)}
-            if any(r not in found and r not in _UNIFORM_SPECIALS for r in sources):
-                found.discard(name)
-                changed = True
     return frozenset(found)
 
 
@@ -151,17 +72,17 @@ def _defined(ins: Instruction) -> list[str]:
     """The registers an instruction writes for every lane it runs for (none when guarded)."""
     if ins.guard is not None or ins.opcode in _STORES or not ins.operands or isinstance(ins.operands[0], Mem):
         return []
-    return _regs(ins.operands[0])
+    return operand_registers(ins.operands[0])
 
 
 def _used(ins: Instruction) -> set[str]:
     sources = ins.operands if ins.opcode in _STORES or (ins.operands and isinstance(ins.operands[0], Mem)) \
         else ins.operands[1:]
-    found = {r for o in sources for r in _regs(o)}
+    found = {r for o in sources for r in operand_registers(o)}
     if ins.guard is not None:
         found.add(ins.guard.name)
     if ins.guard is not None or ins.opcode in ("atom",):  # a guarded write keeps the old value for some lanes
-        found.update(r for o in ins.operands[:1] for r in _regs(o) if not isinstance(o, Mem))
+        found.update(r for o in ins.operands[:1] for r in operand_registers(o) if not isinstance(o, Mem))
     return found
 
 
@@ -243,5 +164,5 @@ def written_in(fn: Function, blocks: list[tuple[int, int]], chosen: frozenset[in
         for k in chosen
         for step in fn.steps[blocks[k][0] : blocks[k][1]]
         if step.ins.opcode not in _STORES and step.ins.operands and not isinstance(step.ins.operands[0], Mem)
-        for name in _regs(step.ins.operands[0])
+        for name in operand_registers(step.ins.operands[0])
     )

@@ -32,9 +32,9 @@ from .flow import (
     named_registers,
     read_registers,
     successors,
-    uniform_registers,
     written_in,
 )
+from .lanes import lane_strides
 from .ops import CARRY, LOWER, uses_carry
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
@@ -90,7 +90,7 @@ class KernelIR(NamedTuple):
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False,
-              cold: dict[int, str] | None = None) -> KernelIR:
+              cold: dict[int, str] | None = None, shaped: bool = False) -> KernelIR:
     """The LLVM module of kernel ``fn``, its *cold* steps: the instructions it does not compile, which
     end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the interpreter),
     ``cold``'s (:mod:`.inline`'s calls) among them, and its stores; raises :class:`Unsupported` for a
@@ -108,7 +108,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if len(fn.steps) > _MAX_READ:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {_MAX_READ})")
     blocks = blocks_of(fn)
-    first = _module(fn, symbol, param_size, permutes, cold or {}, {})  # Python's work only, if cut
+    first = _module(fn, symbol, param_size, permutes, cold or {}, {}, shaped)  # Python's work only, if cut
     cut = _doomed(fn, blocks, first.cold)
     live = len(fn.steps) - sum(blocks[k][1] - blocks[k][0] for k in cut)
     if live > MAX_INSTRUCTIONS:
@@ -118,7 +118,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if count * named > _MAX_SPREAD:
         raise Unsupported(f"{count} blocks and {named} registers (their product over {_MAX_SPREAD}): "
                           "compiling grows as it does, longer than interpreting most launches")
-    return _module(fn, symbol, param_size, permutes, first.cold, cut) if cut else first
+    return _module(fn, symbol, param_size, permutes, first.cold, cut, shaped) if cut else first
 
 
 def _named(fn: Function, blocks: list[tuple[int, int]], cut: dict[int, str]) -> frozenset[str]:
@@ -160,7 +160,7 @@ def _doomed(fn: Function, blocks: list[tuple[int, int]], cold: dict[int, str]) -
 
 
 def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: dict[int, str],
-            cut: dict[int, str]) -> KernelIR:
+            cut: dict[int, str], shaped: bool) -> KernelIR:
     """:func:`kernel_ir`'s module with the blocks of ``cut`` left out."""
     blocks = blocks_of(fn)
     named = _named(fn, blocks, cut)
@@ -181,7 +181,8 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.local -= {CARRY}  # read by instructions that do not name it: kept, zeroed, written under the mask
-    e.uniform = uniform_registers(fn, blocks[0], e.local)
+    strides = lane_strides(fn, blocks[0], e.local, e.registers, shaped)
+    e.uniform, e.strides = frozenset(strides), {name: k for name, k in strides.items() if k}
     e.saved = barrier_live(fn, blocks)
     memos_at = _memos_at(len(registers))
     e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
@@ -276,7 +277,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     first = e.op("mul i32 %w, 32")
     e.emit(f"%lin = add {_I32} {e.spread(first, 'i32')}, {LANE_IDS}")
     e.emit(f"%lin64 = zext {_I32} %lin to {vec('i64')}")
-    e.emit(f"store {vec('i64')} %lin64, ptr %linp")
     table = e.op(f"inttoptr i64 {scalars['tids']} to ptr")
     values = {
         "laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
@@ -286,12 +286,12 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     for axis, c in enumerate("xyz"):  # the launch's table of thread indices (a division per lane otherwise)
         at = e.op(f"add i32 {first}, {e.op(f'mul i32 {padded}, {axis}')}")
         values[f"tid.{c}"] = f"load {_I32}, ptr {e.op(f'getelementptr i32, ptr {table}, i32 {at}')}, align 4"
+    uniform = {"warpid": "%w", "nwarpid": small["nwarps"]}
     for c in "xyz":
-        values[f"ntid.{c}"] = f"or {vec('i32')} {e.spread(small['b' + c], 'i32')}, zeroinitializer"
-        values[f"nctaid.{c}"] = f"or {vec('i32')} {e.spread(small['g' + c], 'i32')}, zeroinitializer"
-        values[f"ctaid.{c}"] = f"or {vec('i32')} {e.spread('%c' + c, 'i32')}, zeroinitializer"
-    values["warpid"] = f"or {vec('i32')} {e.spread('%w', 'i32')}, zeroinitializer"
-    values["nwarpid"] = f"or {vec('i32')} {e.spread(small['nwarps'], 'i32')}, zeroinitializer"
+        uniform |= {f"ntid.{c}": small["b" + c], f"nctaid.{c}": small["g" + c], f"ctaid.{c}": "%c" + c}
+    for name, scalar in uniform.items():
+        values[name] = f"or {vec('i32')} {e.spread(scalar, 'i32')}, zeroinitializer"
+        e.spreads[f"%S.{name}"] = scalar
     for name in SPECIALS:
         e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
     live = e.op(f"icmp ult {vec('i32')} %lin, {e.spread(small['threads'], 'i32')}")
@@ -339,7 +339,9 @@ def _shift_of(e: Emitter, ins: Instruction) -> tuple[str, Any] | None:
         return None
     if target.name not in e.memos or e.registers[target.name] != int(ins.mods[0][1:]):
         return None
-    uniform = isinstance(amount, Imm) or (isinstance(amount, Reg) and amount.name in e.uniform)
+    uniform = isinstance(amount, Imm) or (
+        isinstance(amount, Reg) and amount.name in e.uniform and amount.name not in e.strides
+    )
     return (target.name, amount) if uniform else None
 
 

@@ -88,7 +88,7 @@ def _wide_type(t: str) -> str:
 
 
 def _widen(e: Emitter, value: str, t: str) -> str:
-    return e.op(f"{'sext' if is_signed(t) else 'zext'} {_v(t)} {value} to {_v(_wide_type(t))}")
+    return e.convert(value, bits_of(t), 2 * bits_of(t), is_signed(t))
 
 
 def _product(e: Emitter, mode: str, t: str, a: str, b: str) -> tuple[str, str]:

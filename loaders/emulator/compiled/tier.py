@@ -1,6 +1,8 @@
 """The compiled tier's launch: the same contract as :func:`..launch.run_kernel`, in native code.
 
-A kernel is compiled on its first launch, the device functions it calls inlined (:mod:`.inline`);
+A kernel is compiled on its first launch, the device functions it calls inlined (:mod:`.inline`),
+once for launches whose block's x extent is a multiple of 32 (where ``%tid.x`` follows the lane,
+:mod:`.lanes`) and once for others, each when first launched so;
 one the tier cannot translate (an instruction it does not lower, a recursive or indirect call, a
 call of ``printf`` or ``malloc``, a barrier reduction, grid sync, an atomic whose old value is read)
 runs on the interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).
@@ -21,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,6 +45,7 @@ from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
 from .inline import CALL_PARAMETERS, Flat, flatten
 from .jit import Compiled, compile_ir, has_permutes
 from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
+from .lanes import SHAPED_GRID
 from .runtime import REASONS
 from .snapshot import Snapshot
 from .values import Unsupported
@@ -58,49 +61,58 @@ class CompiledTier:
 
     def __init__(self, program: Program):
         self.program = program
-        self.kernels: dict[str, Compiled | str] = {}  # a compiled kernel, or why it runs interpreted
+        self.kernels: dict[str, Compiled | str] = {}  # a compiled variant, or why it runs interpreted
         # a kernel's extent tables' rows, and the parameter words they take addresses from
         self.origins: dict[str, tuple[list[frozenset[int]], frozenset[int]]] = {}
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
         self.independent: dict[str, bool] = {}  # whether a kernel's blocks may run on several threads
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
-        self.cold: dict[str, dict[int, str]] = {}  # the instructions a kernel leaves to the interpreter
+        self.variants: dict[tuple[str, bool], _Variant] = {}  # by kernel and shaped (.lanes) launches
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
-        self.stores: dict[str, frozenset[Any]] = {}  # the address origins of a kernel's compiled stores
 
-    def compiled(self, name: str) -> Compiled | None:
-        """The kernel's native code, or None when it runs on the interpreter (logged once)."""
-        found = self.kernels.get(name)
-        if found is None:
-            try:
-                if "grid" in self.program.check_launch(name):
-                    raise Unsupported("grid-wide synchronization")
-                entry = self.program.entries[name]
-                flat = self.flat[name] = flatten(self.program.functions, self.program.symbols, name)
-                made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold)
-                found = compile_ir(made.text, RUNTIME)
-                self.cold[name], self.stores[name] = made.cold, made.stores
-                if made.cold:
-                    log.debug("kernel %r compiles; a launch that reaches any of %s runs on the interpreter",
-                              name, "; ".join(made.cold.values()))
-            except Unsupported as exc:
-                found = f"{exc}"
-                log.debug("kernel %r runs on the interpreter: %s", name, exc)
-            except ImportError as exc:  # llvmlite comes with numba, an optional extra
-                found = f"llvmlite is not installed ({exc})"
-                log.debug("kernel %r runs on the interpreter: %s", name, found)
-            except UnsupportedInstructionError as exc:
-                found = f"{exc}"  # the interpreter raises it at launch
-            except RuntimeError as exc:  # LLVM refused the IR: the tier's fault, not the kernel's
-                found = f"the compiled tier could not compile it ({str(exc).splitlines()[-1]})"
-                log.warning("kernel %r runs on the interpreter: %s", name, found)
-            self.kernels[name] = found
-        return found if isinstance(found, Compiled) else None
+    def compiled(self, name: str, shaped: bool = False) -> Compiled | None:
+        """The kernel's native code for launches ``shaped`` or not (:mod:`.lanes`), or None when it
+        runs on the interpreter (logged once)."""
+        known = self.kernels.get(name)
+        if isinstance(known, str):
+            return None
+        variant = self.variants.get((name, shaped))
+        if variant is not None:
+            return variant.code
+        try:
+            if "grid" in self.program.check_launch(name):
+                raise Unsupported("grid-wide synchronization")
+            entry = self.program.entries[name]
+            flat = self.flat.get(name) or flatten(self.program.functions, self.program.symbols, name)
+            self.flat[name] = flat
+            made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold, shaped)
+            code = compile_ir(made.text, RUNTIME)
+            self.variants[(name, shaped)] = _Variant(code, made.cold, made.stores)
+            self.kernels[name] = code
+            if made.cold and known is None:
+                log.debug("kernel %r compiles; a launch that reaches any of %s runs on the interpreter",
+                          name, "; ".join(made.cold.values()))
+            return code
+        except Unsupported as exc:
+            found = f"{exc}"
+            log.debug("kernel %r runs on the interpreter: %s", name, exc)
+        except ImportError as exc:  # llvmlite comes with numba, an optional extra
+            found = f"llvmlite is not installed ({exc})"
+            log.debug("kernel %r runs on the interpreter: %s", name, found)
+        except UnsupportedInstructionError as exc:
+            found = f"{exc}"  # the interpreter raises it at launch
+        except RuntimeError as exc:  # LLVM refused the IR: the tier's fault, not the kernel's
+            found = f"the compiled tier could not compile it ({str(exc).splitlines()[-1]})"
+            log.warning("kernel %r runs on the interpreter: %s", name, found)
+        self.kernels[name] = found
+        return None
 
     def why_interpreted(self, name: str) -> str | None:
         """None when kernel ``name`` runs compiled, else why it runs on the interpreter."""
-        found = self.compiled(name)
-        return None if found is not None else str(self.kernels[name])
+        if name not in self.kernels:
+            self.compiled(name)
+        found = self.kernels[name]
+        return found if isinstance(found, str) else None
 
     def launch(
         self,
@@ -120,7 +132,8 @@ class CompiledTier:
     ) -> int:
         """Run kernel ``name`` to completion; return the thread-instructions run (``signature`` and
         ``heap_written`` go to the interpreter when it runs the launch: :func:`run_kernel`)."""
-        compiled = self.compiled(name)
+        shaped = block[0] % 32 == 0 and max(grid) < SHAPED_GRID
+        compiled = self.compiled(name, shaped)
         if compiled is None or len(params) < self._param_size(name):
             return run_kernel(
                 program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
@@ -148,9 +161,10 @@ class CompiledTier:
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
-        cold = self.cold[name]
+        variant = self.variants[(name, shaped)]
+        cold = variant.cold
         # a cold instruction sends the launch to the interpreter, which must find memory as it was
-        before = Snapshot(self._writable(name, rows, extent_rows)) if cold else None
+        before = Snapshot(self._writable(name, variant.stores, rows, extent_rows)) if cold else None
         status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
             self.misses[name] = 0
@@ -214,12 +228,13 @@ class CompiledTier:
             size = self.sizes[name] = self.program.entries[name].size
         return size
 
-    def _writable(self, name: str, rows: list[_Row], extents: list[Extent | None]) -> list[_Row]:
+    def _writable(self, name: str, stores: frozenset[Any], rows: list[_Row],
+                  extents: list[Extent | None]) -> list[_Row]:
         """The rows of ``rows`` kernel ``name``'s compiled code may write: the extents of the arguments
         its stores' addresses derive from, where every store outside shared and local memory has
         one (:mod:`..provenance`; the tier keeps each such access inside it), else every writable row."""
         rows_of = {origin: k + 1 for k, origin in enumerate(self.origins[name][0])}
-        found = {rows_of.get(origin) for origin in self.stores[name]}
+        found = {rows_of.get(origin) for origin in stores}
         if None in found or any(extents[k] is None for k in found):
             return rows
         return [(extents[k].lo, extents[k].hi, 0, 1) for k in sorted(found)]
@@ -243,6 +258,14 @@ class CompiledTier:
             if extent is not None:
                 table[k, :2] = extent.lo, extent.hi
         return table, rows
+
+
+class _Variant(NamedTuple):
+    """A kernel compiled for one kind of launch: its code, cold steps and stores' address origins."""
+
+    code: Compiled
+    cold: dict[int, str]
+    stores: frozenset[Any]
 
 
 _MISSES = 2  # launches in a row that leave the compiled code before a kernel stays on the interpreter

@@ -1,0 +1,244 @@
+"""The compiled tier's uniform and affine registers (kept as one scalar a warp, ``base + lane * k``):
+generated index arithmetic over the thread index on both tiers, in one block and across a
+divergent branch, and the index code numba and CUDA C++ write, with launches whose block is a
+multiple of 32 (where ``%tid.x`` follows the lane) and launches whose block is not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _emulator import backend, kernel_ptx, launch, ptr, scalar
+from _tiers import both, cuda_tiers, ptx_both, same, tiers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda
+
+from ptxbridge.loaders.emulator.compiled.flow import blocks_of
+from ptxbridge.loaders.emulator.compiled.inline import flatten
+from ptxbridge.loaders.emulator.compiled.lanes import lane_strides
+from ptxbridge.loaders.emulator.liveness import block_local
+from ptxbridge.loaders.emulator.machine import BRA, PLAIN
+
+_R, _RD = 8, 8  # the chain's registers %r0..%r7 and %rd0..%rd7 (%r7 is never written: it reads 0)
+_IMM32 = st.sampled_from(["0", "1", "4", "31", "32", "-1", "-16", "2147483647", "-2147483648", "1024"])
+_IMM64 = st.sampled_from(["0", "1", "8", "63", "-1", "-32", "1099511627776", "9223372036854775807"])
+
+
+def _r(draw: st.DrawFn, written: int) -> str:
+    return f"%r{draw(st.sampled_from([*range(written), _R - 1]))}"
+
+
+def _rd(draw: st.DrawFn) -> str:
+    return f"%rd{draw(st.integers(0, _RD - 1))}"
+
+
+@st.composite
+def _instruction(draw: st.DrawFn, written: int) -> str:
+    """One instruction of index arithmetic (``written``: the 32-bit registers written so far)."""
+    a32, b32 = _r(draw, written), _r(draw, written) if draw(st.booleans()) else draw(_IMM32)
+    a64, b64 = _rd(draw), _rd(draw) if draw(st.booleans()) else draw(_IMM64)
+    d32, d64 = f"%r{draw(st.integers(0, min(written, _R - 2)))}", _rd(draw)
+    choices = [
+        (f"{draw(st.sampled_from(['add', 'sub']))}.s32 {d32}, {a32}, {b32};", False),
+        (f"mul.lo.s32 {d32}, {a32}, {b32};", False),
+        (f"mad.lo.s32 {d32}, {a32}, {b32}, {_r(draw, written)};", False),
+        (f"shl.b32 {d32}, {a32}, {draw(st.integers(0, 31))};", False),
+        (f"shr.{draw(st.sampled_from(['s32', 'u32']))} {d32}, {a32}, {draw(st.integers(0, 31))};", False),
+        (f"and.b32 {d32}, {a32}, {draw(st.sampled_from(['1023', '31', '-4', '65535']))};", False),
+        (f"neg.s32 {d32}, {a32};", False),
+        (f"cvt.u32.u64 {d32}, {a64};", False),
+        (f"{draw(st.sampled_from(['add', 'sub']))}.s64 {d64}, {a64}, {b64};", True),
+        (f"mul.lo.s64 {d64}, {a64}, {b64};", True),
+        (f"shl.b64 {d64}, {a64}, {draw(st.integers(0, 63))};", True),
+        (f"shr.{draw(st.sampled_from(['s64', 'u64']))} {d64}, {a64}, {draw(st.integers(0, 63))};", True),
+        (f"and.b64 {d64}, {a64}, {draw(st.sampled_from(['4095', '-8', '9223372036854775807']))};", True),
+        (f"{draw(st.sampled_from(['cvt.s64.s32', 'cvt.u64.u32']))} {d64}, {a32};", True),
+        (f"mul.wide.{draw(st.sampled_from(['s32', 'u32']))} {d64}, {a32}, {b32};", True),
+        (f"mad.wide.s32 {d64}, {a32}, {b32}, {a64};", True),
+        (f"neg.s64 {d64}, {a64};", True),
+    ]
+    return draw(st.sampled_from(choices))[0]
+
+
+@st.composite
+def _program(draw: st.DrawFn) -> list[str]:
+    """A chain over ``%tid.x``, ``%ctaid.x``, ``%ntid.x``, ``%laneid`` and two parameters."""
+    lines, written = [], 7  # %r0..%r6 below
+    for _ in range(draw(st.integers(3, 14))):
+        lines.append(draw(_instruction(written)))
+    return lines
+
+
+def _kernel(chain: list[str], split: int | None) -> str:
+    """Every register of ``chain`` stored per thread (8 bytes each); ``split``: lanes whose
+    ``%tid.x`` is below it skip ahead past the chain's second half."""
+    head = [
+        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mov.u32 %r3, %laneid;",
+        "ld.param.u32 %r4, [u];", "ld.param.u64 %rd0, [v];", "cvt.u64.u32 %rd1, %r4;",
+        "mad.lo.s32 %r8, %r1, %r2, %r0;",  # registers not written before read hold 0
+    ]
+    half = len(chain) // 2 if split is not None else len(chain)
+    body = [*head, *chain[:half]]
+    if split is not None:
+        body += [f"setp.lt.u32 %p1, %r0, {split};", "@%p1 bra SKIP;", *chain[half:]]
+    body += ["ld.param.u64 %rd9, [out];", f"mul.wide.u32 %rd10, %r8, {8 * (_R + _RD)};",
+             "add.s64 %rd9, %rd9, %rd10;"]
+    body += [f"st.global.u32 [%rd9+{8 * k}], %r{k};" for k in range(_R)]
+    body += [f"st.global.u64 [%rd9+{8 * (_R + k)}], %rd{k};" for k in range(_RD)]
+    body += ["SKIP:", "ret;"] if split is not None else ["ret;"]
+    return kernel_ptx("\n".join(body), ".param .u32 u, .param .u64 v, .param .u64 out",
+                      ".reg .b32 %r<10>; .reg .b64 %rd<11>; .reg .pred %p<2>;")
+
+
+_PARAMS = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_program(), _PARAMS, st.sampled_from([(64, 2), (32, 3), (48, 2)]), st.sampled_from([None, 0, 13, 40]))
+def test_generated_index_arithmetic_over_the_thread_index_matches_the_interpreter(chain, params, shape,
+                                                                                   split):
+    block, grid = shape
+    _match(_kernel(chain, split), params, grid, block)
+
+
+def _match(ptx: str, params: tuple[int, int], grid: int, block: int) -> None:
+    """Kernel ``k`` of :func:`_kernel` on both tiers: the registers every thread stored, bit for bit."""
+    outs = []
+    for tier in ("compiled", "interp"):
+        be = backend(ptx, tier=tier)
+        out = np.zeros((grid * block, _R + _RD), np.uint64)
+        launch(be, "k", [scalar("u32"), scalar("u64"), ptr("u64")], [*params, out.ctypes.data], grid=grid,
+               block=block, arrays=[out])
+        outs.append(out)
+        if tier == "compiled":
+            assert be.compiled_tier.why_interpreted("k") is None
+    assert outs[0].tobytes() == outs[1].tobytes()
+
+
+EDGES = [
+    ["shr.u32 %r5, %r0, 3;"],  # lanes of a warp shift to different values
+    ["shr.u32 %r5, %r0, 10;", "shl.b32 %r6, %r5, 4;"],  # ... and to one
+    ["add.s32 %r5, %r0, 2147483632;", "cvt.s64.s32 %rd2, %r5;"],  # a sign extension across the wrap
+    ["add.s32 %r5, %r0, -40;", "shr.s32 %r6, %r5, 31;", "cvt.u64.u32 %rd2, %r5;"],  # a sign that differs
+    ["sub.s32 %r5, %r0, 20;", "mul.wide.s32 %rd2, %r5, 4;", "mul.wide.u32 %rd3, %r5, 8;"],
+    ["and.b32 %r5, %r0, 15;", "and.b32 %r6, %r0, 1023;"],  # a mask that cuts the range, one that does not
+    # read before its write: 0 then, not 100 (which would make the shifted sign one value in a warp)
+    ["add.s32 %r6, %r7, %r0;", "mov.u32 %r7, 100;", "sub.s32 %r5, %r6, 40;", "shr.s32 %r4, %r5, 31;"],
+    ["neg.s32 %r5, %r0;", "neg.s64 %rd2, %rd1;"],
+    ["mov.u32 %r6, 1023;", "sub.s32 %r5, %r6, %r0;", "cvt.s64.s32 %rd2, %r5;", "mul.wide.s32 %rd3, %r5, 4;"],
+    ["mad.lo.s32 %r5, %r0, 3, %r4;", "shl.b32 %r6, %r5, 30;", "cvt.u64.u32 %rd2, %r6;"],
+    ["cvt.u64.u32 %rd2, %r3;", "shl.b64 %rd3, %rd2, 62;", "shr.s64 %rd4, %rd3, 63;", "neg.s64 %rd5, %rd4;"],
+    ["mul.wide.u32 %rd2, %r0, %r4;", "mad.wide.s32 %rd3, %r0, -3, %rd0;", "cvt.u32.u64 %r5, %rd3;"],
+    ["mov.u32 %r5, %r0;", "mov.u32 %r5, %r1;"],  # two writes: a stride, then none
+]
+
+
+@pytest.mark.parametrize("chain", EDGES, ids=range(len(EDGES)))
+@pytest.mark.parametrize("split", [None, 13])
+def test_index_arithmetic_at_the_edges_of_its_rules_matches_the_interpreter(chain, split):
+    for params in ((7, 2**63 + 5), (2**32 - 3, 1)):
+        _match(_kernel(chain, split), params, grid=2, block=64)
+
+
+def _saxpy(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+
+
+def _saxpy_facts(shaped: bool) -> tuple[dict[str, int], list[str]]:
+    """The lane facts of numba-cuda's saxpy and its PTX."""
+    import ptxbridge
+    import ptxbridge.numba as pn
+
+    art = pn.compile(_saxpy, "void(float32, float32[::1], float32[::1], float32[::1])", arch="sm_90")
+    program = ptxbridge.load([art], "cpu").backend.program
+    fn = flatten(program.functions, program.symbols, next(iter(program.entries))).function
+    widths = {n: 1 if z.dtype.kind == "b" else 8 * z.dtype.itemsize for n, z in fn.zeros.items()}
+    steps = fn.steps
+    local = block_local([s.ins for s in steps], [s.kind == PLAIN for s in steps],
+                        [s.target for s in steps if s.kind == BRA], list(widths))
+    return lane_strides(fn, blocks_of(fn)[0], local, widths, shaped), [s.ins.text for s in steps]
+
+
+def test_numbas_array_indexing_is_one_scalar_a_warp_and_its_accesses_consecutive():
+    facts, text = _saxpy_facts(shaped=True)
+    accesses = [line for line in text if line.startswith(("ld.global", "st.global"))]
+    addresses = [line.split("[")[1].split("]")[0] for line in accesses]
+    assert len(addresses) == 3 and all(facts[a] == 4 for a in addresses)  # consecutive f32 per lane
+    # the wraparound of a negative index: the sign of an index known nonnegative is 0 in every lane
+    shifts = [line for line in text if line.startswith("shr.s64 ") and line.endswith(" 63")]
+    signs = [line.split()[1].rstrip(",") for line in shifts]
+    assert signs and all(facts[s] == 0 for s in signs)
+    unshaped, _ = _saxpy_facts(shaped=False)  # %tid.x does not follow the lane: no affine registers
+    assert not any(unshaped.values()) and all(unshaped[s] == 0 for s in signs)
+
+
+def _shifted(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i - 16] + a[-1 - i]  # negative indices wrap around, some lanes of a warp only
+
+
+@pytest.mark.parametrize("block", [32, 64, 48])
+def test_numba_indices_whose_sign_differs_across_a_warp_wrap_around_as_numpy(block):
+    import ptxbridge.numba as pn
+
+    art = pn.compile(_shifted, "void(float32[::1], float32[::1])", arch="sm_90")
+    pair = tiers(art)
+    a = np.arange(96, dtype=np.float32)
+    compiled, interpreted = both(pair, "_shifted", lambda: [a, np.zeros(96, np.float32)],
+                                 grid=-(-96 // block), block=block)
+    same(compiled, interpreted)
+    i = np.arange(96)
+    np.testing.assert_array_equal(compiled[1], a[i - 16] + a[-1 - i])
+
+
+REVERSE = r'''
+extern "C" __global__ void reverse_axpy(float a, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[n - 1 - i] + y[i];
+}
+extern "C" __global__ void strided(const int* in, int* out, int n, int stride) {
+    unsigned i = (blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[(i * stride) % n] + (int)(threadIdx.x >> 3) + (int)(threadIdx.y * 7);
+}
+'''
+
+
+@pytest.mark.parametrize("block", [(32, 1), (64, 1), (40, 1), (32, 4)])
+def test_cuda_index_arithmetic_with_a_block_of_any_shape_matches(block):
+    pair = cuda_tiers(REVERSE)
+    n = 1000
+    x = np.random.default_rng(1).random(n, np.float32)
+    grid = -(-n // block[0])
+    compiled, interpreted = both(pair, "reverse_axpy", lambda: [np.float32(3.0), x, np.ones(n, np.float32),
+                                                                np.int32(n)], grid=grid, block=block[0])
+    same(compiled, interpreted)
+    np.testing.assert_array_equal(compiled[2], np.float32(3.0) * x[::-1] + np.float32(1.0))
+    data = np.arange(n * 4, dtype=np.int32) * 3
+    threads = block[0] * block[1]
+    compiled, interpreted = both(pair, "strided",
+                                 lambda: [data, np.zeros(n * 4, np.int32), np.int32(n * 4), np.int32(7)],
+                                 grid=-(-n * 4 // threads), block=block)
+    same(compiled, interpreted)
+    i = np.arange(n * 4)
+    tid = i % threads
+    expected = data[(i * 7) % (n * 4)] + (tid % block[0] >> 3) + (tid // block[0]) * 7
+    np.testing.assert_array_equal(compiled[1], expected)
+
+
+def test_a_shuffle_of_a_register_that_follows_the_lane_reads_each_lanes_value():
+    body = """
+mov.u32 %r1, %laneid;
+add.u32 %r2, %r1, 5;
+shfl.sync.idx.b32 %r3, %r2, 3, 31, -1;
+ld.param.u64 %rd1, [out];
+mov.u32 %r0, %tid.x;
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd1, %rd1, %rd2;
+st.global.u32 [%rd1], %r3;
+ret;"""
+    ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<4>; .reg .b64 %rd<3>;")
+    out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
+    np.testing.assert_array_equal(out, np.full(64, 8, np.uint32))
