@@ -1113,3 +1113,36 @@ def test_directed_rounding_fma_matches_the_interpreter(mode):
         z[np.isnan(z) | np.isnan(np.float64(x) * y)] = 1.0
     ptx_both(_directed_fma(mode), [ptr("f32")] * 4, [x, y, z], np.zeros(n, np.float32), grid=n // 32,
              block=32)
+
+
+LOCAL_LEFTOVER = kernel_ptx(
+    """
+.local .align 4 .b8 frame[16];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, %ctaid.x;
+mov.u32 %r3, %ntid.x;
+mad.lo.s32 %r4, %r2, %r3, %r1;
+and.b32 %r5, %r1, 3;
+shl.b32 %r5, %r5, 2;
+mov.u64 %rd1, frame;
+cvt.u64.u32 %rd2, %r5;
+add.s64 %rd1, %rd1, %rd2;
+ld.local.u32 %r6, [%rd1];
+ld.param.u64 %rd3, [out];
+mul.wide.u32 %rd4, %r4, 4;
+add.s64 %rd3, %rd3, %rd4;
+st.global.u32 [%rd3], %r6;
+setp.ne.u32 %p1, %r2, 1;
+@%p1 bra DONE;
+st.local.u32 [%rd1], 7;
+DONE:
+ret;""",
+    regs=".reg .b32 %r<7>; .reg .b64 %rd<5>; .reg .pred %p<2>;",
+)
+
+
+@pytest.mark.parametrize("block", [32, 24])
+def test_local_memory_a_block_wrote_is_zero_again_for_the_next(block):
+    # the compiled tier zeroes local memory only once a block has touched it: block 1 writes it
+    out = ptx_both(LOCAL_LEFTOVER, [ptr("u32")], [], np.full(4 * block, 9, np.uint32), grid=4, block=block)
+    assert not out.any()

@@ -62,6 +62,7 @@ CTX = {
             "err_extent",
             "err_write",
             "sites",
+            "local_used",
         )
     )
 }

@@ -7,7 +7,9 @@ add, lanes spread over several regions are looked up one by one.  A misaligned, 
 read-only access records the address and a reason in the context and returns 2.
 
 ``@launch`` runs blocks ``[first_block, end_block)`` one after the other: it zeroes the block's
-shared and local memory (the interpreter allocates them zeroed) and runs its warps in rounds.  A
+shared and local memory (the interpreter allocates them zeroed; local memory, which every access
+reaches through ``@delta``, only once some block of the context has touched it: a Rust kernel's
+panic path declares a frame the hot path never uses) and runs its warps in rounds.  A
 warp returns 0 when its lanes are done, 1 when they wait at a barrier (what they need to resume
 kept in the warp's state), anything else on an error; a round in which some warp waits is followed by
 another that resumes the waiting warps, which is the interpreter's barrier: threads park until
@@ -129,6 +131,10 @@ readonly:
 ok:
   %per = and i64 %flags, 2
   %isper = icmp ne i64 %per, 0
+  %up = getelementptr i64, ptr %ctx, i64 {field("local_used")}
+  %used = load i64, ptr %up
+  %touched = or i64 %used, %per
+  store i64 %touched, ptr %up
   %sp = getelementptr i64, ptr %ctx, i64 {field("local_stride")}
   %stride = load i64, ptr %sp
   %inst = mul i64 %lin, %stride
@@ -310,7 +316,11 @@ start:
   %cy = trunc i64 %cy64 to i32
   %cz = trunc i64 %cz64 to i32
   call void @llvm.memset.p0.i64(ptr %sh, i8 0, i64 %shs, i1 false)
-  call void @llvm.memset.p0.i64(ptr %lo, i8 0, i64 %los, i1 false)
+  %lup = getelementptr i64, ptr %ctx, i64 {field("local_used")}
+  %lu = load i64, ptr %lup
+  %dirty = icmp ne i64 %lu, 0
+  %lon = select i1 %dirty, i64 %los, i64 0
+  call void @llvm.memset.p0.i64(ptr %lo, i8 0, i64 %lon, i1 false)
   call void @llvm.memset.p0.i64(ptr %status, i8 1, i64 32, i1 false)
   br label %round
 round:
