@@ -13,7 +13,7 @@ from ..memory import WINDOWS
 from ..parse import Instruction, Sym
 from .emit import Emitter
 from .ops import ROUND_TO_INT, flush, lower, saturate
-from .values import Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
+from .values import Unsupported, bits_of, elem, int_elem, is_float, is_signed, signed_literal, vec
 
 __all__: list[str] = []
 
@@ -129,6 +129,5 @@ def _cvta(e: Emitter, ins: Instruction, m: str) -> None:
         return
     x = e.read(a, t)
     if delta:
-        signed = delta - (1 << width) if delta >> (width - 1) else delta
-        x = e.op(f"add {_v(t)} {x}, splat (i{width} {signed})")
+        x = e.op(f"add {_v(t)} {x}, splat (i{width} {signed_literal(delta, width)})")
     e.write(d, x, t, m)

@@ -18,7 +18,18 @@ from typing import Any
 from ..memory import WINDOWS
 from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
 from .direct import DirectMoves
-from .values import LANES, Unsupported, bits_of, constant_bits, elem, int_elem, is_float, is_signed, vec
+from .values import (
+    LANES,
+    Unsupported,
+    bits_of,
+    constant_bits,
+    elem,
+    int_elem,
+    is_float,
+    is_signed,
+    signed_literal,
+    vec,
+)
 
 __all__ = [
     "Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE", "SPECIALS", "LANE_IDS",
@@ -94,12 +105,6 @@ LANE_IDS = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
 def _patterned(kind: str, count: int, bits: int) -> bool:
     """Whether an access through a register base moves as :func:`.direct.patterned` does."""
     return kind == "load" and bits >= 32
-
-
-def _signed(value: int, width: int = 64) -> int:
-    """An unsigned ``width``-bit value as LLVM's literal of that width."""
-    value %= 1 << width
-    return value - (1 << width) if value >> (width - 1) else value
 
 
 class Emitter(DirectMoves):
@@ -188,7 +193,8 @@ class Emitter(DirectMoves):
         stride = self.strides.get(name)
         if stride is None:
             return lanes
-        steps = ", ".join(f"{t} {_signed(lane * stride, self.registers[name])}" for lane in range(LANES))
+        width = self.registers[name]
+        steps = ", ".join(f"{t} {signed_literal(lane * stride, width)}" for lane in range(LANES))
         return self.op(f"add {vec(t)} {lanes}, <{steps}>")
 
     def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
@@ -360,7 +366,7 @@ class Emitter(DirectMoves):
         self.base = (base.name, value, offset)
         if not offset:
             return value
-        return self.op(f"add {vec('i64')} {value}, splat (i64 {_signed(offset)})")
+        return self.op(f"add {vec('i64')} {value}, splat (i64 {signed_literal(offset)})")
 
     def move(
         self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int,
@@ -434,7 +440,7 @@ class Emitter(DirectMoves):
         if group not in self.deltas:  # one check for every access of the group: the offsets' span
             least, most = self.offsets[name]
             low, high = (
-                self.op(f"add i64 {x}, {_signed((window + o) % (1 << 64))}")
+                self.op(f"add i64 {x}, {signed_literal((window + o) % (1 << 64))}")
                 for x, o in ((lo, least), (hi, most))
             )
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {whole - 1}')}, 0")
@@ -451,14 +457,14 @@ class Emitter(DirectMoves):
             windows, other = self.label("windowed"), self.label("unwindowed")
             self.emit(f"br i1 {self.deltas[quick]}, label %{windows}, label %{other}")
             self.put_label(windows)
-            moved = self.op(f"add i64 {delta}, {_signed(offset)}")
+            moved = self.op(f"add i64 {delta}, {signed_literal(offset)}")
             arrived.append((self.block, self.windowed(moved, mask, bits, count, table)))
             self.emit(f"br label %{done}")
             self.put_label(other)
         fast, slow = self.label("hoisted"), self.label("checked")
         self.emit(f"br i1 {self.op(f'icmp ne i64 {delta}, -1')}, label %{fast}, label %{slow}")
         self.put_label(fast)
-        moved = self.op(f"add i64 {delta}, {_signed(offset)}")
+        moved = self.op(f"add i64 {delta}, {signed_literal(offset)}")
         if _patterned(kind, count, bits):
             got = self.patterned(value, self.op(f"trunc i64 {pattern} to i32"), moved, mask, bits, count)
             arrived.append((self.block, got))

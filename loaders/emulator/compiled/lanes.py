@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 
 from ..machine import BRA, PLAIN, Function
 from ..parse import Imm, Instruction, Mem, Reg
-from .flow import operand_registers
-from .values import Unsupported, constant_bits
+from .flow import entry_live, operand_registers
+from .values import Unsupported, constant_bits, signed_literal
 
 __all__ = ["lane_strides", "SHAPED_GRID"]
 
@@ -76,7 +76,7 @@ def lane_strides(fn: Function, first: tuple[int, int], local: frozenset[str],
     collective = {r for s in steps if s.ins.opcode in _COLLECTIVE
                   for o in s.ins.operands for r in operand_registers(o)}
     specials = _specials(shaped)
-    unwritten = _read_first(fn, first, frozenset(writes) - local)  # the value a frame starts with: 0
+    unwritten = entry_live(fn) & frozenset(writes)  # read at the value a frame starts with: 0
     facts: dict[str, Fact] = {}
     updates: dict[str, int] = {}
     _settle(writes, facts, updates, specials, unwritten, steps)
@@ -113,23 +113,6 @@ def _settle(writes: dict[str, list[int]], facts: dict[str, Fact], updates: dict[
                 found = Fact(found.stride if updates[name] <= 2 * _MAX_UPDATES else None, None)
             if found != facts.get(name):
                 facts[name], changed = found, True
-
-
-def _read_first(fn: Function, first: tuple[int, int], names: frozenset[str]) -> frozenset[str]:
-    """Those of ``names`` (written in the first block only) some instruction of it reads before
-    the first write (or a later block reads with none: they are read at their starting value)."""
-    written: set[str] = set()
-    found: set[str] = set()
-    for step in fn.steps[first[0]:first[1]]:
-        ins = step.ins
-        stores = ins.opcode in _STORES or (ins.operands and isinstance(ins.operands[0], Mem))
-        sources = ins.operands if stores else ins.operands[1:]
-        found.update(r for o in sources for r in operand_registers(o) if r in names and r not in written)
-        if ins.guard is not None and ins.guard.name in names and ins.guard.name not in written:
-            found.add(ins.guard.name)
-        if not stores and ins.operands:
-            written.update(operand_registers(ins.operands[0]))
-    return frozenset(found)
 
 
 def _candidates(fn: Function, first: tuple[int, int], local: frozenset[str]) -> dict[str, list[int]]:
@@ -216,11 +199,6 @@ def _within(lo: int, hi: int, width: int) -> tuple[int, int] | None:
     return (lo, hi) if 0 <= lo <= hi < 1 << (width - 1) else None
 
 
-def _signed(value: int, width: int) -> int:
-    value %= 1 << width
-    return value - (1 << width) if value >> (width - 1) else value
-
-
 def _constant(fact: Fact) -> int | None:
     known = fact.stride == 0 and fact.span is not None and fact.span[0] == fact.span[1]
     return fact.span[0] if known else None  # type: ignore[index]
@@ -285,7 +263,7 @@ def _extended(a: Fact, source: int, width: int) -> Fact:
         return Fact(a.stride, a.span and _within(*a.span, width))
     if a.stride is None or (a.stride != 0 and a.span is None):
         return Fact(None, a.span)
-    return Fact(_signed(a.stride, source), a.span)
+    return Fact(signed_literal(a.stride, source), a.span)
 
 
 def _product(a: Fact, b: Fact, width: int, wide: bool) -> Fact:

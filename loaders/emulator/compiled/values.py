@@ -23,6 +23,7 @@ __all__ = [
     "int_elem",
     "splat",
     "constant_bits",
+    "signed_literal",
 ]
 
 LANES = 32
@@ -87,3 +88,9 @@ def constant_bits(text: str, ptx_type: str) -> int:
             {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]
         )[()]
     )
+
+
+def signed_literal(value: int, width: int = 64) -> int:
+    """``value`` modulo ``2**width`` as LLVM's literal of that width (its two's-complement value)."""
+    value %= 1 << width
+    return value - (1 << width) if value >> (width - 1) else value
