@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import cuda
 
+from ptxbridge.abi.errors import MemoryAccessError
 from ptxbridge.loaders.emulator.compiled.flow import blocks_of
 from ptxbridge.loaders.emulator.compiled.inline import flatten
-from ptxbridge.loaders.emulator.compiled.lanes import lane_strides
+from ptxbridge.loaders.emulator.compiled.lanes import UNIFORM, lane_offsets, warp_shape
 from ptxbridge.loaders.emulator.liveness import block_local
 from ptxbridge.loaders.emulator.machine import BRA, PLAIN
 
@@ -62,7 +63,7 @@ def _instruction(draw: st.DrawFn, written: int) -> str:
 
 @st.composite
 def _program(draw: st.DrawFn) -> list[str]:
-    """A chain over ``%tid.x``, ``%ctaid.x``, ``%ntid.x``, ``%laneid`` and two parameters."""
+    """A chain over ``%tid.x``, ``%tid.y``, ``%ctaid.x``, ``%ntid.x``, ``%laneid`` and two parameters."""
     lines, written = [], 7  # %r0..%r6 below
     for _ in range(draw(st.integers(3, 14))):
         lines.append(draw(_instruction(written)))
@@ -74,8 +75,10 @@ def _kernel(chain: list[str], split: int | None) -> str:
     ``%tid.x`` is below it skip ahead past the chain's second half."""
     head = [
         "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mov.u32 %r3, %laneid;",
-        "ld.param.u32 %r4, [u];", "ld.param.u64 %rd0, [v];", "cvt.u64.u32 %rd1, %r4;",
-        "mad.lo.s32 %r8, %r1, %r2, %r0;",  # registers not written before read hold 0
+        "ld.param.u32 %r4, [u];", "ld.param.u64 %rd0, [v];", "cvt.u64.u32 %rd1, %r4;", "mov.u32 %r5, %tid.y;",
+        # the thread's linear index (registers not written before read hold 0)
+        "mov.u32 %r9, %ntid.y;", "mul.lo.s32 %r9, %r9, %r2;", "mad.lo.s32 %r8, %r5, %r2, %r0;",
+        "mad.lo.s32 %r8, %r1, %r9, %r8;",
     ]
     half = len(chain) // 2 if split is not None else len(chain)
     body = [*head, *chain[:half]]
@@ -91,22 +94,26 @@ def _kernel(chain: list[str], split: int | None) -> str:
 
 
 _PARAMS = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1))
+# (block, grid): 1-D blocks a multiple of 32 or with a last partial warp, 2-D blocks whose warps hold
+# whole rows (the thread index follows the lane by constants), and one whose second warp wraps a row
+_SHAPES = [(64, 2), (32, 3), (48, 2), ((16, 4), 2), ((8, 8), 1), ((4, 8), 2), ((16, 3), 1), ((48, 2), 1)]
 
 
 @settings(max_examples=60, deadline=None)
-@given(_program(), _PARAMS, st.sampled_from([(64, 2), (32, 3), (48, 2)]), st.sampled_from([None, 0, 13, 40]))
+@given(_program(), _PARAMS, st.sampled_from(_SHAPES), st.sampled_from([None, 0, 13, 40]))
 def test_generated_index_arithmetic_over_the_thread_index_matches_the_interpreter(chain, params, shape,
                                                                                    split):
     block, grid = shape
     _match(_kernel(chain, split), params, grid, block)
 
 
-def _match(ptx: str, params: tuple[int, int], grid: int, block: int) -> None:
+def _match(ptx: str, params: tuple[int, int], grid: int, block: int | tuple[int, int]) -> None:
     """Kernel ``k`` of :func:`_kernel` on both tiers: the registers every thread stored, bit for bit."""
     outs = []
+    threads = block if isinstance(block, int) else block[0] * block[1]
     for tier in ("compiled", "interp"):
         be = backend(ptx, tier=tier)
-        out = np.zeros((grid * block, _R + _RD), np.uint64)
+        out = np.zeros((grid * threads, _R + _RD), np.uint64)
         launch(be, "k", [scalar("u32"), scalar("u64"), ptr("u64")], [*params, out.ctypes.data], grid=grid,
                block=block, arrays=[out])
         outs.append(out)
@@ -135,9 +142,10 @@ EDGES = [
 
 @pytest.mark.parametrize("chain", EDGES, ids=range(len(EDGES)))
 @pytest.mark.parametrize("split", [None, 13])
-def test_index_arithmetic_at_the_edges_of_its_rules_matches_the_interpreter(chain, split):
+@pytest.mark.parametrize("block", [64, (16, 4)])
+def test_index_arithmetic_at_the_edges_of_its_rules_matches_the_interpreter(chain, split, block):
     for params in ((7, 2**63 + 5), (2**32 - 3, 1)):
-        _match(_kernel(chain, split), params, grid=2, block=64)
+        _match(_kernel(chain, split), params, grid=2, block=block)
 
 
 def _saxpy(a, x, y, out):
@@ -146,7 +154,7 @@ def _saxpy(a, x, y, out):
         out[i] = a * x[i] + y[i]
 
 
-def _saxpy_facts(shaped: bool) -> tuple[dict[str, int], list[str]]:
+def _saxpy_facts(shaped: bool) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """The lane facts of numba-cuda's saxpy and its PTX."""
     import ptxbridge
     import ptxbridge.numba as pn
@@ -158,20 +166,22 @@ def _saxpy_facts(shaped: bool) -> tuple[dict[str, int], list[str]]:
     steps = fn.steps
     local = block_local([s.ins for s in steps], [s.kind == PLAIN for s in steps],
                         [s.target for s in steps if s.kind == BRA], list(widths))
-    return lane_strides(fn, blocks_of(fn)[0], local, widths, shaped), [s.ins.text for s in steps]
+    shape = warp_shape((256, 1, 1)) if shaped else None
+    return lane_offsets(fn, blocks_of(fn), local, widths, shape), [s.ins.text for s in steps]
 
 
 def test_numbas_array_indexing_is_one_scalar_a_warp_and_its_accesses_consecutive():
     facts, text = _saxpy_facts(shaped=True)
     accesses = [line for line in text if line.startswith(("ld.global", "st.global"))]
     addresses = [line.split("[")[1].split("]")[0] for line in accesses]
-    assert len(addresses) == 3 and all(facts[a] == 4 for a in addresses)  # consecutive f32 per lane
+    consecutive = tuple(range(0, 128, 4))  # f32 per lane
+    assert len(addresses) == 3 and all(facts[a] == consecutive for a in addresses)
     # the wraparound of a negative index: the sign of an index known nonnegative is 0 in every lane
     shifts = [line for line in text if line.startswith("shr.s64 ") and line.endswith(" 63")]
     signs = [line.split()[1].rstrip(",") for line in shifts]
-    assert signs and all(facts[s] == 0 for s in signs)
+    assert signs and all(facts[s] == UNIFORM for s in signs)
     unshaped, _ = _saxpy_facts(shaped=False)  # %tid.x does not follow the lane: no affine registers
-    assert not any(unshaped.values()) and all(unshaped[s] == 0 for s in signs)
+    assert all(v == UNIFORM for v in unshaped.values()) and all(unshaped[s] == UNIFORM for s in signs)
 
 
 def _shifted(a, out):
@@ -242,3 +252,143 @@ ret;"""
     ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<4>; .reg .b64 %rd<3>;")
     out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
     np.testing.assert_array_equal(out, np.full(64, 8, np.uint32))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 9), st.integers(1, 4))
+def test_a_warp_shape_is_how_every_warps_thread_index_follows_its_lanes(bx, by, bz):
+    threads = bx * by * bz
+    index = [(t % bx, t // bx % by, t // (bx * by)) for t in range(threads)]
+    warps = [  # per warp, each running lane's thread index less the warp's first
+        [tuple(index[first + lane][axis] - index[first][axis] for axis in range(3))
+         for lane in range(min(32, threads - first))]
+        for first in range(0, threads, 32)
+    ]
+    alike = all(lanes == warps[0][: len(lanes)] for lanes in warps)
+    shape = warp_shape((bx, by, bz))
+    assert (shape is not None) == alike
+    if shape is not None:
+        assert all(lanes == [tuple(shape[axis][lane] for axis in range(3)) for lane in range(len(lanes))]
+                   for lanes in warps)
+    if bx % 32 == 0 or (32 % bx == 0 and (bx * by) % 32 == 0):  # whole rows, or warps within a row
+        assert shape is not None
+
+
+TILES = r'''
+extern "C" __global__ void rows_and_columns(const float* in, float* out, int n) {
+  __shared__ float t[32][32];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int x = blockIdx.x * blockDim.x + tx, y = blockIdx.y * blockDim.y + ty;
+  bool inside = x < n && y < n;
+  t[ty][tx] = inside ? in[y * n + x] : 0.0f;
+  __syncthreads();
+  float s = 0.0f;
+  for (int k = 0; k < blockDim.x; ++k) s += t[ty][k] * (k + 1);  // one element a row of lanes
+  for (int k = 0; k < blockDim.y; ++k) s += t[k][tx];            // a row's consecutive elements
+  if (inside) out[y * n + x] = s;
+}
+extern "C" __global__ void two_rows(const float* in, float* out) {
+  int tx = threadIdx.x, ty = threadIdx.y;
+  out[ty * 16 + tx] = in[ty * 64 + tx];  // rows 256 bytes apart
+}
+'''
+
+
+@pytest.mark.parametrize("block", [(16, 16), (8, 8), (16, 4), (32, 4), (4, 8), (16, 3), (2, 16)])
+def test_tile_rows_and_columns_read_by_blocks_of_whole_rows_match_numpy(block):
+    """A 16-wide block's ``t[ty][k]`` is two elements a warp, ``t[k][tx]`` one run of 16 twice: both
+    load as the lanes' constants say; a 4-wide one's row reads eight elements (moved otherwise)."""
+    pair = cuda_tiers(TILES)
+    n = 40  # blocks at the edges have threads outside the matrix
+    a = np.random.default_rng(2).random((n, n), np.float32)
+    grid = (-(-n // block[0]), -(-n // block[1]))
+    make = lambda: [a, np.zeros((n, n), np.float32), np.int32(n)]  # noqa: E731
+    compiled, interpreted = both(pair, "rows_and_columns", make, grid=grid, block=block)
+    same(compiled, interpreted)
+    bx, by = block
+    expected = np.zeros((n, n), np.float32)
+    padded = np.zeros((grid[1] * by, grid[0] * bx), np.float32)
+    padded[:n, :n] = a
+    for y in range(n):
+        for x in range(n):
+            r0, c0 = y - y % by, x - x % bx
+            row = padded[y, c0:c0 + bx].astype(np.float64) @ np.arange(1, bx + 1)
+            expected[y, x] = row + padded[r0:r0 + by, x].astype(np.float64).sum()
+    np.testing.assert_allclose(compiled[1], expected, rtol=1e-5)  # the sums are fused as NVRTC fuses
+
+
+def test_a_row_load_past_its_argument_gives_the_interpreters_report():
+    pair = cuda_tiers(TILES)
+    messages = []
+    short, out = np.zeros(72, np.float32), np.zeros(32, np.float32)  # the reports name their addresses
+    for module in pair:
+        with pytest.raises(MemoryAccessError) as raised:
+            module.two_rows(short, out, grid=1, block=(16, 2))
+        messages.append(str(raised.value))
+    assert pair[0].backend.compiled_tier.why_interpreted("two_rows") is None
+    assert messages[0] == messages[1]
+    assert "overruns argument 'in'" in messages[0] and "thread (8, 1, 0)" in messages[0], messages[0]
+    pair[0].two_rows(np.arange(80, dtype=np.float32), out, grid=1, block=(16, 2))
+    np.testing.assert_array_equal(out, np.r_[np.arange(16), np.arange(64, 80)].astype(np.float32))
+
+
+CONVERGENCE = r'''
+extern "C" __global__ void walk(const int* in, int* out, int steps, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int* p = in + threadIdx.x;        // moves in a loop all lanes run together ...
+  int s = 0;
+  for (int k = 0; k < steps; ++k, p += 32) s += *p;
+  const int* q = in + threadIdx.x;        // ... and in one whose trip count differs by lane
+  for (int k = 0; k < (threadIdx.x & 7); ++k, q += 32) s += *q * 3;
+  s += *q;                                 // where each lane's loop left it
+  int k = threadIdx.x;                     // an index a lane's data moves: lanes leave apart
+  while (k < 250 && in[k] % 5 != 0) k += 32;
+  s += k * 1000;
+  int j = threadIdx.x;
+  if (threadIdx.x % 3 == 0) j = 5 * threadIdx.x + 1;  // written on a divergent path
+  if (i < n) out[i] = s + in[j % 64];
+}
+'''
+
+
+@pytest.mark.parametrize("block", [32, 64, (16, 2)])
+def test_registers_moved_in_converged_and_divergent_loops_match_numpy(block):
+    pair = cuda_tiers(CONVERGENCE)
+    data = np.arange(32 * 9, dtype=np.int32) * 7 - 100
+    n = 64
+    bx = block if isinstance(block, int) else block[0]  # a 2-D block's rows write the same elements
+    compiled, interpreted = both(pair, "walk", lambda: [data, np.zeros(n, np.int32), np.int32(5),
+                                                        np.int32(n)], grid=n // bx, block=block)
+    same(compiled, interpreted)
+    i = np.arange(n)
+    tx = i % bx
+    expected = sum(data[tx + 32 * k] for k in range(5))
+    expected += sum(np.where(k < (tx & 7), data[tx + 32 * k] * 3, 0) for k in range(8))
+    expected += data[tx + 32 * (tx & 7)]
+    k = tx.copy()
+    while ((k < 250) & (data[np.minimum(k, 250)] % 5 != 0)).any():
+        k = np.where((k < 250) & (data[np.minimum(k, 250)] % 5 != 0), k + 32, k)
+    expected += k * 1000
+    j = np.where(tx % 3 == 0, 5 * tx + 1, tx)
+    np.testing.assert_array_equal(compiled[1], expected + data[j % 64])
+
+
+def test_a_block_reached_only_through_lanes_that_diverged_is_not_run_by_all_of_them():
+    """``MID`` follows a divergent branch by an unconditional one: only the lanes that branched run
+    it, so the value it writes is not the warp's (the others read 0 at ``SKIP``)."""
+    body = """
+mov.u32 %r0, %tid.x;
+setp.lt.u32 %p1, %r0, 13;
+@%p1 bra SKIP;
+bra.uni MID;
+MID:
+mov.u32 %r1, 5;
+SKIP:
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd1, %rd1, %rd2;
+st.global.u32 [%rd1], %r1;
+ret;"""
+    ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<2>; .reg .b64 %rd<3>; .reg .pred %p<2>;")
+    out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
+    np.testing.assert_array_equal(out, np.where(np.arange(64) < 13, 0, 5).astype(np.uint32))

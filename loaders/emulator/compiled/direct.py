@@ -20,8 +20,13 @@ broadcast, or a gather per element (:func:`patterned`), the classes ``@ptxb.fetc
 access; where the host has AVX-512 and the lanes' elements lie within 128 bytes (a row and a column
 of a shared tile), one masked load of those bytes and two-table permutes by the lanes' remembered
 indices move the whole warp (:func:`windowed`). Global loads in a loop prefetch their stride ahead
-(:func:`prefetch_ahead`). ``DirectMoves`` is a part of the emitter, kept here so that the emitter's
-own module stays about registers and operands.
+(:func:`prefetch_ahead`).  A load through a register whose lanes are known to follow the lane by
+constants (:mod:`.lanes`: a 16-wide block's tile row, ``base + (lane % 16) * 4``, or column,
+``base + (lane / 16) * 64``) moves as those constants say when all 32 lanes are active: a vector
+load per distinct run of consecutive elements, a scalar load per distinct single element, put in
+place by constant shuffles, behind one check of the span the constants give (:func:`rows`).
+``DirectMoves`` is a part of the emitter, kept here so that the emitter's own module stays about
+registers and operands.
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from typing import Any
 
 from .values import vec
 
-__all__ = ["DirectMoves", "SITE_WORDS", "WHOLE"]
+__all__ = ["DirectMoves", "SITE_WORDS", "WHOLE", "runs"]
 
 SITE_WORDS = 6  # per site: lowest address, highest first address, pointer offset, unused, last, stride
 AHEAD = 8  # how many executions of a global load ahead its stride is prefetched
 WINDOW = 128  # bytes a windowed load reads at most: two 512-bit tables of one permute
 WHOLE = -1  # ``@ptxb.span``'s pattern: every lane active, the lanes' elements consecutive
+MAX_RUNS = 4  # distinct runs a load by the lanes' constants moves at most (a gather beyond)
 _I64, _I32 = vec("i64"), vec("i32")
 
 
@@ -209,6 +215,63 @@ class DirectMoves:
             got.append(self.op(f"select {vec('i1')} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
         return got
 
+    def rows(self, address: str, offsets: tuple[int, ...], mask: str, bits: int) -> tuple[str, str]:
+        """Check a load of one ``bits``-wide element per lane at ``address``, whose lanes add the
+        signed constants ``offsets`` to lane 0's (:func:`runs` of them at most :data:`MAX_RUNS`),
+        for :meth:`moved_rows`: returns ``(ok, pointer)``, ``ok`` true when every lane is active,
+        no lane's address wrapped around (the extreme lanes lie as far apart as their constants
+        say) and the span is admitted, ``pointer`` then lane 0's host pointer."""
+        size = bits // 8
+        low, high = offsets.index(min(offsets)), offsets.index(max(offsets))
+        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
+        full = self.op(f"icmp eq i32 {lanes}, -1")
+        probe, done, start = self.label("rows"), self.label("rowed"), self.label("unrowed")
+        self.emit(f"br label %{start}")
+        self.put_label(start)
+        self.emit(f"br i1 {full}, label %{probe}, label %{done}")
+        self.put_label(probe)
+        lead, lo, hi = (self.op(f"extractelement {_I64} {address}, i32 {k}") for k in (0, low, high))
+        apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
+        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+        ready = self.op(f"and i1 {apart}, {aligned}")
+        delta = self.admitted(lo, hi, ready, size, False)
+        passed, pointer = self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
+        probed = self.label("probed")
+        self.emit(f"br label %{probed}")
+        self.put_label(probed)
+        self.emit(f"br label %{done}")
+        self.put_label(done)
+        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{probed}]")
+        return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
+
+    def moved_rows(self, pointer: str, offsets: tuple[int, ...], bits: int) -> str:
+        """The ``<32 x iN>`` the lanes load at host ``pointer`` (lane 0's) plus their ``offsets``:
+        each distinct run once, then shuffles that place its elements."""
+        size, t = bits // 8, vec(f"i{bits}")
+        found = runs(offsets, size)
+        distinct = list(dict.fromkeys(found))
+        pieces = []
+        for first, length in distinct:
+            at = self.op(f"inttoptr i64 {self.op(f'add i64 {pointer}, {first}')} to ptr")
+            if length == 1:
+                one = self.op(f"load i{bits}, ptr {at}, align {size}")
+                pieces.append(self.op(f"insertelement {t} poison, i{bits} {one}, i32 0"))
+                continue
+            part = f"<{length} x i{bits}>"
+            got = self.op(f"load {part}, ptr {at}, align {size}")
+            wide = ", ".join(f"i32 {k}" if k < length else "i32 poison" for k in range(32))
+            pieces.append(self.op(f"shufflevector {part} {got}, {part} poison, <32 x i32> <{wide}>"))
+        source = [(distinct.index(run), k) for run in found for k in range(run[1])]  # per lane
+        value = pieces[0]
+        for j in range(len(pieces)):  # lanes of pieces before j are in place; piece j's join them
+            order = ", ".join(
+                f"i32 {lane}" if p < j else f"i32 {k + (32 if j else 0)}" if p == j else "i32 poison"
+                for lane, (p, k) in enumerate(source)
+            )
+            other = pieces[j] if j else "poison"
+            value = self.op(f"shufflevector {t} {value}, {t} {other}, <32 x i32> <{order}>")
+        return value
+
     def _memo_word(self, memo: str, k: int) -> str:
         return self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k}')}")
 
@@ -294,6 +357,18 @@ class DirectMoves:
         """A pointer to element ``index`` of ``size`` bytes from host address ``address``."""
         at = self.op(f"add i64 {address}, {index * size}") if index else address
         return self.op(f"inttoptr i64 {at} to ptr")
+
+
+def runs(offsets: tuple[int, ...], size: int) -> list[tuple[int, int]]:
+    """The lanes' ``offsets`` as runs of consecutive ``size``-byte elements, in lane order:
+    (first offset, length) each."""
+    found: list[tuple[int, int]] = []
+    for lane, offset in enumerate(offsets):
+        if lane and offset == offsets[lane - 1] + size:
+            found[-1] = (found[-1][0], found[-1][1] + 1)
+        else:
+            found.append((offset, 1))
+    return found
 
 
 def _slice(e: Any, t: str, vector: str, first: int, count: int) -> str:

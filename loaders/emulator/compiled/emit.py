@@ -17,7 +17,7 @@ from typing import Any
 
 from ..memory import WINDOWS
 from ..parse import Imm, Instruction, Mem, Not, Operand, Reg, Sink, Sym
-from .direct import DirectMoves
+from .direct import MAX_RUNS, DirectMoves, runs
 from .values import (
     LANES,
     Unsupported,
@@ -125,7 +125,7 @@ class Emitter(DirectMoves):
         self.local: frozenset[str] = frozenset()  # registers no block reads before writing (..liveness)
         self.saved: frozenset[str] = frozenset()  # registers live where a barrier resumes (.flow)
         self.uniform: frozenset[str] = frozenset()  # registers a warp keeps as one scalar (.lanes)
-        self.strides: dict[str, int] = {}  # of those, the ones whose lanes are base + lane * stride
+        self.lane_offsets: dict[str, tuple[int, ...]] = {}  # of those, whose lanes differ: by how much
         self.spreads: dict[str, str] = {}  # vectors known to hold one scalar in every lane -> the scalar
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
         self.spans: dict[
@@ -181,7 +181,8 @@ class Emitter(DirectMoves):
         return vec(int_elem(self.registers[name]))
 
     def slot_type(self, name: str) -> str:
-        """A uniform or affine register (:func:`.lanes.lane_strides`) is kept as one scalar: lane 0's."""
+        """A register whose lanes follow the lane (:func:`.lanes.lane_offsets`) is kept as one scalar:
+        lane 0's."""
         return int_elem(self.registers[name]) if name in self.uniform else self.reg_type(name)
 
     def load_reg(self, name: str) -> str:
@@ -190,11 +191,11 @@ class Emitter(DirectMoves):
             return value
         t = int_elem(self.registers[name])
         lanes = self.spread(value, t)
-        stride = self.strides.get(name)
-        if stride is None:
+        offsets = self.lane_offsets.get(name)
+        if offsets is None:
             return lanes
         width = self.registers[name]
-        steps = ", ".join(f"{t} {signed_literal(lane * stride, width)}" for lane in range(LANES))
+        steps = ", ".join(f"{t} {signed_literal(offset, width)}" for offset in offsets)
         return self.op(f"add {vec(t)} {lanes}, <{steps}>")
 
     def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
@@ -391,7 +392,16 @@ class Emitter(DirectMoves):
         shared = based and self.base[0] in self.reused  # type: ignore[index]
         if kind == "load" and space == "global" and self.looping:  # a load warp after warp runs
             self.prefetch_ahead(address)
-        if count == 1 and not shared:
+        rowed = self._rowed(kind, count, bits) if based else None
+        if rowed is not None:  # the lanes' constants say where each lane's element is
+            ok, pointer = self.rows(address, rowed, mask, bits)
+            fast, slow = self.label("rowload"), self.label("checked")
+            self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
+            self.put_label(fast)
+            arrived.append((fast, [self.moved_rows(pointer, rowed, bits)]))
+            self.emit(f"br label %{done}")
+            self.put_label(slow)
+        elif count == 1 and not shared:
             ok, pointer = self.direct(address, mask, bits, kind == "store")
             fast, slow = self.label("direct"), self.label("checked")
             self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
@@ -404,7 +414,7 @@ class Emitter(DirectMoves):
                 arrived.append((fast, []))
             self.emit(f"br label %{done}")
             self.put_label(slow)
-        if shared or (based and _patterned(kind, count, bits)):
+        if rowed is None and (shared or (based and _patterned(kind, count, bits))):
             window = (self.base[2] - mem.offset) % (1 << 64)  # type: ignore[union-attr,index]
             self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
             if not shared:  # its checks were made on a path later accesses need not pass
@@ -423,6 +433,19 @@ class Emitter(DirectMoves):
             self.op(f"phi {t} " + ", ".join(f"[{got[i]}, %{label}]" for label, got in arrived))
             for i in range(count)
         ]
+
+    def _rowed(self, kind: str, count: int, bits: int) -> tuple[int, ...] | None:
+        """The signed offsets of the lanes of the access's base register from lane 0's, where they
+        are constants (:mod:`.lanes`) that a load moves by (:meth:`.direct.DirectMoves.rows`):
+        one element a lane, each aligned, in at most :data:`.direct.MAX_RUNS` distinct runs."""
+        name = self.base[0]  # type: ignore[index]
+        if kind != "load" or count != 1 or name not in self.uniform:
+            return None
+        width, size = self.registers[name], bits // 8
+        offsets = tuple(signed_literal(o, width) for o in self.lane_offsets.get(name, (0,) * LANES))
+        if any(o % size for o in offsets) or len(set(runs(offsets, size))) > MAX_RUNS:
+            return None
+        return offsets
 
     def _hoisted(
         self, kind: str, mask: str, bits: int, count: int, whole: int, window: int, values: list[str] | None,

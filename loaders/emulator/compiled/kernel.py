@@ -34,7 +34,7 @@ from .flow import (
     successors,
     written_in,
 )
-from .lanes import lane_strides
+from .lanes import UNIFORM, Shape, lane_offsets
 from .ops import CARRY, LOWER, uses_carry
 from .runtime import DECLARATIONS, launch_ir
 from .values import Unsupported, vec
@@ -90,13 +90,14 @@ class KernelIR(NamedTuple):
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False,
-              cold: dict[int, str] | None = None, shaped: bool = False) -> KernelIR:
+              cold: dict[int, str] | None = None, shape: Shape | None = None) -> KernelIR:
     """The LLVM module of kernel ``fn``, its *cold* steps: the instructions it does not compile, which
     end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the interpreter),
     ``cold``'s (:mod:`.inline`'s calls) among them, and its stores; raises :class:`Unsupported` for a
     kernel it does not compile at all.  ``permutes``: the host has AVX-512's permutes, for windowed
     loads (:mod:`.direct`) through the base registers no loop's body writes (their memo outlives a
-    pass; one rewritten every pass would pay for a window it reads once).
+    pass; one rewritten every pass would pay for a window it reads once).  ``shape``: how the thread
+    index follows the lane in the launches it is for (:func:`.lanes.warp_shape`).
 
     The blocks from which every thread goes on to a cold step, and those only such blocks lead to,
     are not compiled: a warp that enters one leaves at once (the interpreter then runs the launch
@@ -108,7 +109,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if len(fn.steps) > _MAX_READ:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {_MAX_READ})")
     blocks = blocks_of(fn)
-    first = _module(fn, symbol, param_size, permutes, cold or {}, {}, shaped)  # Python's work only, if cut
+    first = _module(fn, symbol, param_size, permutes, cold or {}, {}, shape)  # Python's work only, if cut
     cut = _doomed(fn, blocks, first.cold)
     live = len(fn.steps) - sum(blocks[k][1] - blocks[k][0] for k in cut)
     if live > MAX_INSTRUCTIONS:
@@ -118,7 +119,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if count * named > _MAX_SPREAD:
         raise Unsupported(f"{count} blocks and {named} registers (their product over {_MAX_SPREAD}): "
                           "compiling grows as it does, longer than interpreting most launches")
-    return _module(fn, symbol, param_size, permutes, first.cold, cut, shaped) if cut else first
+    return _module(fn, symbol, param_size, permutes, first.cold, cut, shape) if cut else first
 
 
 def _named(fn: Function, blocks: list[tuple[int, int]], cut: dict[int, str]) -> frozenset[str]:
@@ -160,7 +161,7 @@ def _doomed(fn: Function, blocks: list[tuple[int, int]], cold: dict[int, str]) -
 
 
 def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: dict[int, str],
-            cut: dict[int, str], shaped: bool) -> KernelIR:
+            cut: dict[int, str], shape: Shape | None) -> KernelIR:
     """:func:`kernel_ir`'s module with the blocks of ``cut`` left out."""
     blocks = blocks_of(fn)
     named = _named(fn, blocks, cut)
@@ -181,8 +182,9 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.local -= {CARRY}  # read by instructions that do not name it: kept, zeroed, written under the mask
-    strides = lane_strides(fn, blocks[0], e.local, e.registers, shaped)
-    e.uniform, e.strides = frozenset(strides), {name: k for name, k in strides.items() if k}
+    offsets = lane_offsets(fn, blocks, e.local, e.registers, shape)
+    e.uniform = frozenset(offsets)
+    e.lane_offsets = {name: lanes for name, lanes in offsets.items() if lanes != UNIFORM}
     e.saved = barrier_live(fn, blocks)
     memos_at = _memos_at(len(registers))
     e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
@@ -340,7 +342,7 @@ def _shift_of(e: Emitter, ins: Instruction) -> tuple[str, Any] | None:
     if target.name not in e.memos or e.registers[target.name] != int(ins.mods[0][1:]):
         return None
     uniform = isinstance(amount, Imm) or (
-        isinstance(amount, Reg) and amount.name in e.uniform and amount.name not in e.strides
+        isinstance(amount, Reg) and amount.name in e.uniform and amount.name not in e.lane_offsets
     )
     return (target.name, amount) if uniform else None
 

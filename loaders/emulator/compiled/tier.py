@@ -45,7 +45,7 @@ from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
 from .inline import CALL_PARAMETERS, Flat, flatten
 from .jit import Compiled, compile_ir, has_permutes
 from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
-from .lanes import SHAPED_GRID
+from .lanes import SHAPED_GRID, Shape, warp_shape
 from .runtime import REASONS
 from .snapshot import Snapshot
 from .values import Unsupported
@@ -67,16 +67,17 @@ class CompiledTier:
         self.sizes: dict[str, int] = {}  # bytes of each kernel's parameters
         self.independent: dict[str, bool] = {}  # whether a kernel's blocks may run on several threads
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
-        self.variants: dict[tuple[str, bool], _Variant] = {}  # by kernel and shaped (.lanes) launches
+        self.variants: dict[tuple[str, Shape | None], _Variant] = {}  # by kernel and warp shape (.lanes)
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
 
-    def compiled(self, name: str, shaped: bool = False) -> Compiled | None:
-        """The kernel's native code for launches ``shaped`` or not (:mod:`.lanes`), or None when it
-        runs on the interpreter (logged once)."""
+    def compiled(self, name: str, shape: Shape | None = None) -> Compiled | None:
+        """The kernel's native code for launches of warp ``shape`` (:func:`.lanes.warp_shape`; None:
+        the thread index does not follow the lane), or None when it runs on the interpreter (logged
+        once)."""
         known = self.kernels.get(name)
         if isinstance(known, str):
             return None
-        variant = self.variants.get((name, shaped))
+        variant = self.variants.get((name, shape))
         if variant is not None:
             return variant.code
         try:
@@ -85,9 +86,9 @@ class CompiledTier:
             entry = self.program.entries[name]
             flat = self.flat.get(name) or flatten(self.program.functions, self.program.symbols, name)
             self.flat[name] = flat
-            made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold, shaped)
+            made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold, shape)
             code = compile_ir(made.text, RUNTIME)
-            self.variants[(name, shaped)] = _Variant(code, made.cold, made.stores)
+            self.variants[(name, shape)] = _Variant(code, made.cold, made.stores)
             self.kernels[name] = code
             if made.cold and known is None:
                 log.debug("kernel %r compiles; a launch that reaches any of %s runs on the interpreter",
@@ -132,8 +133,8 @@ class CompiledTier:
     ) -> int:
         """Run kernel ``name`` to completion; return the thread-instructions run (``signature`` and
         ``heap_written`` go to the interpreter when it runs the launch: :func:`run_kernel`)."""
-        shaped = block[0] % 32 == 0 and max(grid) < SHAPED_GRID
-        compiled = self.compiled(name, shaped)
+        shape = warp_shape(block) if max(grid) < SHAPED_GRID else None
+        compiled = self.compiled(name, shape)
         if compiled is None or len(params) < self._param_size(name):
             return run_kernel(
                 program, machine, name, grid, block, shared_mem, params, buffers, max_threads, max_steps,
@@ -161,7 +162,7 @@ class CompiledTier:
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
-        variant = self.variants[(name, shaped)]
+        variant = self.variants[(name, shape)]
         cold = variant.cold
         # a cold instruction sends the launch to the interpreter, which must find memory as it was
         before = Snapshot(self._writable(name, variant.stores, rows, extent_rows)) if cold else None
