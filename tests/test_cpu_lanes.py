@@ -21,12 +21,20 @@ from ptxbridge.loaders.emulator.liveness import block_local
 from ptxbridge.loaders.emulator.machine import BRA, PLAIN
 
 _R, _RD = 8, 8  # the chain's registers %r0..%r7 and %rd0..%rd7 (%r7 is never written: it reads 0)
+_TID_Y = 10  # %r10 holds %tid.y (never written by a chain)
 _IMM32 = st.sampled_from(["0", "1", "4", "31", "32", "-1", "-16", "2147483647", "-2147483648", "1024"])
 _IMM64 = st.sampled_from(["0", "1", "8", "63", "-1", "-32", "1099511627776", "9223372036854775807"])
 
 
+_CMP32, _CMP64 = (
+    st.sampled_from([f"{c}.s{w}" for c in ("eq", "ne", "lt", "le", "gt", "ge")]
+                    + [f"{c}.u{w}" for c in ("eq", "ne", "lo", "ls", "hi", "hs", "lt", "ge")])
+    for w in (32, 64)
+)
+
+
 def _r(draw: st.DrawFn, written: int) -> str:
-    return f"%r{draw(st.sampled_from([*range(written), _R - 1]))}"
+    return f"%r{draw(st.sampled_from([*range(written), _R - 1, _TID_Y]))}"
 
 
 def _rd(draw: st.DrawFn) -> str:
@@ -57,6 +65,8 @@ def _instruction(draw: st.DrawFn, written: int) -> str:
         (f"mul.wide.{draw(st.sampled_from(['s32', 'u32']))} {d64}, {a32}, {b32};", True),
         (f"mad.wide.s32 {d64}, {a32}, {b32}, {a64};", True),
         (f"neg.s64 {d64}, {a64};", True),
+        (f"setp.{draw(_CMP32)} %p0, {a32}, {b32};\nselp.u32 {d32}, 1, 0, %p0;", False),
+        (f"setp.{draw(_CMP64)} %p0, {a64}, {b64};\nselp.u64 {d64}, 1, 0, %p0;", True),
     ]
     return draw(st.sampled_from(choices))[0]
 
@@ -75,10 +85,10 @@ def _kernel(chain: list[str], split: int | None) -> str:
     ``%tid.x`` is below it skip ahead past the chain's second half."""
     head = [
         "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mov.u32 %r3, %laneid;",
-        "ld.param.u32 %r4, [u];", "ld.param.u64 %rd0, [v];", "cvt.u64.u32 %rd1, %r4;", "mov.u32 %r5, %tid.y;",
-        # the thread's linear index (registers not written before read hold 0)
-        "mov.u32 %r9, %ntid.y;", "mul.lo.s32 %r9, %r9, %r2;", "mad.lo.s32 %r8, %r5, %r2, %r0;",
-        "mad.lo.s32 %r8, %r1, %r9, %r8;",
+        "ld.param.u32 %r4, [u];", "ld.param.u64 %rd0, [v];", "cvt.u64.u32 %rd1, %r4;",
+        # %tid.y, and the thread's linear index (registers not written before read hold 0)
+        "mov.u32 %r10, %tid.y;", "mov.u32 %r9, %ntid.y;", "mul.lo.s32 %r9, %r9, %r2;",
+        "mad.lo.s32 %r8, %r10, %r2, %r0;", "mad.lo.s32 %r8, %r1, %r9, %r8;",
     ]
     half = len(chain) // 2 if split is not None else len(chain)
     body = [*head, *chain[:half]]
@@ -90,7 +100,7 @@ def _kernel(chain: list[str], split: int | None) -> str:
     body += [f"st.global.u64 [%rd9+{8 * (_R + k)}], %rd{k};" for k in range(_RD)]
     body += ["SKIP:", "ret;"] if split is not None else ["ret;"]
     return kernel_ptx("\n".join(body), ".param .u32 u, .param .u64 v, .param .u64 out",
-                      ".reg .b32 %r<10>; .reg .b64 %rd<11>; .reg .pred %p<2>;")
+                      ".reg .b32 %r<11>; .reg .b64 %rd<11>; .reg .pred %p<2>;")
 
 
 _PARAMS = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1))
@@ -137,6 +147,17 @@ EDGES = [
     ["cvt.u64.u32 %rd2, %r3;", "shl.b64 %rd3, %rd2, 62;", "shr.s64 %rd4, %rd3, 63;", "neg.s64 %rd5, %rd4;"],
     ["mul.wide.u32 %rd2, %r0, %r4;", "mad.wide.s32 %rd3, %r0, -3, %rd0;", "cvt.u32.u64 %r5, %rd3;"],
     ["mov.u32 %r5, %r0;", "mov.u32 %r5, %r1;"],  # two writes: a stride, then none
+    # compares of a register that follows the lane against one value: lanes' values that wrap within
+    # the warp (signed, unsigned), the one value on either side, negative offsets, extreme immediates
+    ["add.s32 %r5, %r0, 2147483632;", "setp.lt.s32 %p0, %r5, %r4;", "selp.u32 %r6, 1, 0, %p0;"],
+    ["add.s32 %r5, %r0, -16;", "setp.hs.u32 %p0, %r5, 4294967290;", "selp.u32 %r6, 1, 0, %p0;"],
+    ["setp.lt.s32 %p0, %r4, %r0;", "selp.u32 %r6, 1, 0, %p0;", "setp.ne.s32 %p0, %r0, 17;",
+     "selp.u32 %r5, 1, 0, %p0;"],
+    ["neg.s32 %r5, %r0;", "setp.le.s32 %p0, %r5, -20;", "selp.u32 %r6, 1, 0, %p0;"],
+    ["cvt.u64.u32 %rd2, %r0;", "add.s64 %rd3, %rd2, %rd0;", "setp.hs.u64 %p0, %rd3, %rd0;",
+     "selp.u64 %rd4, 1, 0, %p0;", "setp.gt.s64 %p0, %rd3, %rd0;", "selp.u64 %rd5, 1, 0, %p0;"],
+    ["cvt.u64.u32 %rd2, %r0;", "setp.lt.s64 %p0, %rd2, -9223372036854775808;", "selp.u64 %rd3, 1, 0, %p0;",
+     "setp.ls.u64 %p0, %rd2, 18446744073709551615;", "selp.u64 %rd4, 1, 0, %p0;"],
 ]
 
 

@@ -12,14 +12,15 @@ Modules::
     inline             calls of device functions replaced by their bodies
     watch              the watchdog: the step limit, loops that can never end
     flow               block-local and barrier-live registers
-    lanes              uniform and affine registers (one scalar a warp)
+    lanes              registers whose lanes follow the lane by constants (one scalar a warp)
+    ranges             compares of such a register against one value, as one scalar range test
     emit, values       registers, operands, masks and types as vector IR text
     ops, convert, mem  the instructions (arithmetic, cvt/cvta, loads, stores, atomics)
     warp               shfl, vote, activemask, redux, match, elect: a warp's lanes permuted, reduced
     access, runtime    checked memory helpers (one module every kernel links), the region lookup,
                        the grid driver
-    direct             the inline fast paths: remembered checks per instruction, direct and
-                       patterned moves
+    direct             the inline fast paths: remembered checks per instruction, direct, patterned
+                       and row moves
     jit                llvmlite, the object cache on disk and in the process
 """
 

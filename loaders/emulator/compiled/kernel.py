@@ -277,8 +277,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         for f in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps")
     }
     first = e.op("mul i32 %w, 32")
-    e.emit(f"%lin = add {_I32} {e.spread(first, 'i32')}, {LANE_IDS}")
-    e.emit(f"%lin64 = zext {_I32} %lin to {vec('i64')}")
+    e.emit(f"%first = or i32 {first}, 0")  # the warp's first thread, for reports (.emit.thread_indices)
     table = e.op(f"inttoptr i64 {scalars['tids']} to ptr")
     values = {
         "laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
@@ -296,7 +295,14 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         e.spreads[f"%S.{name}"] = scalar
     for name in SPECIALS:
         e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
-    live = e.op(f"icmp ult {vec('i32')} %lin, {e.spread(small['threads'], 'i32')}")
+    # the lanes below the block's thread count: every lane but in a last, partial warp (bits, not
+    # 32 compares of a thread index)
+    e.intrinsic("declare i32 @llvm.umin.i32(i32, i32)")
+    left = e.op(f"sub i32 {small['threads']}, {first}")
+    shift = e.op(f"call i32 @llvm.umin.i32(i32 {left}, i32 31)")
+    some = e.op(f"sub i32 {e.op(f'shl i32 1, {shift}')}, 1")
+    bits = e.op(f"select i1 {e.op(f'icmp uge i32 {left}, 32')}, i32 -1, i32 {some}")
+    live = e.op(f"bitcast i32 {bits} to {vec('i1')}")
     e.emit("br i1 %resume, label %restore, label %fresh")
     e.put_label("fresh")
     for name in _kept(e):

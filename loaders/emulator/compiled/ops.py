@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..float_math import LIBM, LIBM_FUNCTIONS
 from ..parse import Instruction, Pair, Vec
 from .emit import Emitter
+from .ranges import lane_compare
 from .values import LANES, Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
 __all__ = [
@@ -672,7 +673,12 @@ def _setp(e: Emitter, ins: Instruction, m: str) -> None:
         raise Unsupported(f"setp.{'.'.join(ins.mods)}")
     ops = operands(ins, 4 if combine else 3)
     first, second = (ops[0].first, ops[0].second) if isinstance(ops[0], Pair) else (ops[0], None)
-    result = compare(e, cmps.pop(), t, f.read(ops[1]), f.read(ops[2]))
+    cmp = cmps.pop()
+
+    def lanes() -> str:
+        return compare(e, cmp, t, f.read(ops[1]), f.read(ops[2]))
+
+    result = (None if is_float(t) else lane_compare(e, cmp, t, ops[1], ops[2], lanes)) or lanes()
     other = e.op(f"xor {vec('i1')} {result}, splat (i1 true)") if second is not None else None
     if combine:
         how, c = combine.pop(), e.read(ops[3], "pred")
