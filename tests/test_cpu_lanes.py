@@ -312,6 +312,11 @@ extern "C" __global__ void two_rows(const float* in, float* out) {
   int tx = threadIdx.x, ty = threadIdx.y;
   out[ty * 16 + tx] = in[ty * 64 + tx];  // rows 256 bytes apart
 }
+extern "C" __global__ void three_loads(const float* in, float* out) {
+  int tx = threadIdx.x, ty = threadIdx.y;
+  const float* p = in + ty * 64 + tx;    // three loads through one register: one check for all
+  out[ty * 16 + tx] = p[0] + p[16] * 2.0f + p[48] * 4.0f;
+}
 '''
 
 
@@ -338,19 +343,24 @@ def test_tile_rows_and_columns_read_by_blocks_of_whole_rows_match_numpy(block):
     np.testing.assert_allclose(compiled[1], expected, rtol=1e-5)  # the sums are fused as NVRTC fuses
 
 
-def test_a_row_load_past_its_argument_gives_the_interpreters_report():
+@pytest.mark.parametrize(("kernel", "short"), [("two_rows", 72), ("three_loads", 120)])
+def test_a_row_load_past_its_argument_gives_the_interpreters_report(kernel, short):
     pair = cuda_tiers(TILES)
     messages = []
-    short, out = np.zeros(72, np.float32), np.zeros(32, np.float32)  # the reports name their addresses
+    data, out = np.zeros(short, np.float32), np.zeros(32, np.float32)  # the reports name their addresses
     for module in pair:
         with pytest.raises(MemoryAccessError) as raised:
-            module.two_rows(short, out, grid=1, block=(16, 2))
+            getattr(module, kernel)(data, out, grid=1, block=(16, 2))
         messages.append(str(raised.value))
-    assert pair[0].backend.compiled_tier.why_interpreted("two_rows") is None
+    assert pair[0].backend.compiled_tier.why_interpreted(kernel) is None
     assert messages[0] == messages[1]
     assert "overruns argument 'in'" in messages[0] and "thread (8, 1, 0)" in messages[0], messages[0]
-    pair[0].two_rows(np.arange(80, dtype=np.float32), out, grid=1, block=(16, 2))
-    np.testing.assert_array_equal(out, np.r_[np.arange(16), np.arange(64, 80)].astype(np.float32))
+    whole = np.arange(128, dtype=np.float32)
+    getattr(pair[0], kernel)(whole, out, grid=1, block=(16, 2))
+    p = whole[np.r_[np.arange(16), np.arange(64, 80)]]
+    expected = p if kernel == "two_rows" else p + whole[np.r_[np.arange(16), np.arange(64, 80)] + 16] * 2 \
+        + whole[np.r_[np.arange(16), np.arange(64, 80)] + 48] * 4
+    np.testing.assert_array_equal(out, expected)
 
 
 CONVERGENCE = r'''

@@ -215,12 +215,14 @@ class DirectMoves:
             got.append(self.op(f"select {vec('i1')} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
         return got
 
-    def rows(self, address: str, offsets: tuple[int, ...], mask: str, bits: int) -> tuple[str, str]:
-        """Check a load of one ``bits``-wide element per lane at ``address``, whose lanes add the
-        signed constants ``offsets`` to lane 0's (:func:`runs` of them at most :data:`MAX_RUNS`),
-        for :meth:`moved_rows`: returns ``(ok, pointer)``, ``ok`` true when every lane is active,
-        no lane's address wrapped around (the extreme lanes lie as far apart as their constants
-        say) and the span is admitted, ``pointer`` then lane 0's host pointer."""
+    def rows(self, address: str, offsets: tuple[int, ...], mask: str, bits: int,
+             reach: tuple[int, int] = (0, 0)) -> tuple[str, str]:
+        """Check loads of one ``bits``-wide element per lane at ``address`` plus each of the byte
+        offsets ``reach`` spans (the block's other loads through the same register: one check for
+        all), whose lanes add the signed constants ``offsets`` to lane 0's (:func:`runs` of them at
+        most :data:`MAX_RUNS`), for :meth:`moved_rows`: returns ``(ok, delta)``, ``ok`` true when
+        every lane is active, no lane's address wrapped around (the extreme lanes lie as far apart
+        as their constants say) and the span is admitted, ``delta`` then host minus guest."""
         size = bits // 8
         low, high = offsets.index(min(offsets)), offsets.index(max(offsets))
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
@@ -233,21 +235,25 @@ class DirectMoves:
         lead, lo, hi = (self.op(f"extractelement {_I64} {address}, i32 {k}") for k in (0, low, high))
         apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
         aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-        ready = self.op(f"and i1 {apart}, {aligned}")
-        delta = self.admitted(lo, hi, ready, size, False)
-        passed, pointer = self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
+        first, last = self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
+        ordered = self.op(f"icmp ule i64 {first}, {last}")
+        ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
+        delta = self.admitted(first, last, ready, size, False)
         probed = self.label("probed")
         self.emit(f"br label %{probed}")
         self.put_label(probed)
         self.emit(f"br label %{done}")
         self.put_label(done)
-        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{probed}]")
-        return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
+        found = self.op(f"phi i64 [-1, %{start}], [{delta}, %{probed}]")
+        return self.op(f"icmp ne i64 {found}, -1"), found
 
-    def moved_rows(self, pointer: str, offsets: tuple[int, ...], bits: int) -> str:
-        """The ``<32 x iN>`` the lanes load at host ``pointer`` (lane 0's) plus their ``offsets``:
-        each distinct run once, then shuffles that place its elements."""
+    def moved_rows(self, address: str, delta: str, offsets: tuple[int, ...], bits: int) -> str:
+        """The ``<32 x iN>`` the lanes load at ``address`` (checked: ``delta``, host minus guest),
+        lane 0's plus their ``offsets``: each distinct run once, then shuffles that place its
+        elements."""
         size, t = bits // 8, vec(f"i{bits}")
+        lead = self.op(f"extractelement {_I64} {address}, i32 0")
+        pointer = self.op(f"add i64 {lead}, {delta}")
         found = runs(offsets, size)
         distinct = list(dict.fromkeys(found))
         pieces = []

@@ -394,11 +394,11 @@ class Emitter(DirectMoves):
             self.prefetch_ahead(address)
         rowed = self._rowed(kind, count, bits) if based else None
         if rowed is not None:  # the lanes' constants say where each lane's element is
-            ok, pointer = self.rows(address, rowed, mask, bits)
+            ok, delta = self._rows_checked(address, rowed, mask, bits, mem.offset if shared else None)
             fast, slow = self.label("rowload"), self.label("checked")
             self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
             self.put_label(fast)
-            arrived.append((fast, [self.moved_rows(pointer, rowed, bits)]))
+            arrived.append((fast, [self.moved_rows(address, delta, rowed, bits)]))
             self.emit(f"br label %{done}")
             self.put_label(slow)
         elif count == 1 and not shared:
@@ -446,6 +446,22 @@ class Emitter(DirectMoves):
         if any(o % size for o in offsets) or len(set(runs(offsets, size))) > MAX_RUNS:
             return None
         return offsets
+
+    def _rows_checked(self, address: str, offsets: tuple[int, ...], mask: str, bits: int,
+                      shared: int | None) -> tuple[str, str]:
+        """The check of a load :meth:`_rowed` moves: once per block for every load of its element
+        size through the same register where the block has several (``shared``: this one's offset
+        in the instruction), over the span of their offsets (an unrolled loop's ``[%r]``,
+        ``[%r+64]`` ... ``[%r+960]``)."""
+        if shared is None:
+            return self.rows(address, offsets, mask, bits)
+        name = self.base[0]  # type: ignore[index]
+        group = (name, mask, "rows", bits, self.extent())
+        if group not in self.deltas:
+            least, most = self.offsets[name]
+            self.deltas[group] = self.rows(  # type: ignore[assignment]
+                address, offsets, mask, bits, (least - shared, most - shared))
+        return self.deltas[group]  # type: ignore[return-value]
 
     def _hoisted(
         self, kind: str, mask: str, bits: int, count: int, whole: int, window: int, values: list[str] | None,
