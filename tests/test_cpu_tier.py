@@ -1146,3 +1146,52 @@ def test_local_memory_a_block_wrote_is_zero_again_for_the_next(block):
     # the compiled tier zeroes local memory only once a block has touched it: block 1 writes it
     out = ptx_both(LOCAL_LEFTOVER, [ptr("u32")], [], np.full(4 * block, 9, np.uint32), grid=4, block=block)
     assert not out.any()
+
+
+DIVERGENT_BARRIERS = kernel_ptx(
+    """
+mov.u32 %r0, %tid.x;
+and.b32 %r1, %r0, 1;
+shl.b32 %r2, %r0, 2;
+mov.u32 %r3, box;
+add.u32 %r3, %r3, %r2;
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra ODD;
+st.shared.u32 [%r3], %r0;
+bar.sync 0;
+mov.u32 %r8, 1000;
+bra.uni AFTER;
+ODD:
+add.u32 %r4, %r0, 100;
+st.shared.u32 [%r3], %r4;
+bar.sync 0;
+mov.u32 %r8, 2000;
+AFTER:
+xor.b32 %r5, %r0, 1;
+shl.b32 %r5, %r5, 2;
+mov.u32 %r6, box;
+add.u32 %r6, %r6, %r5;
+ld.shared.u32 %r7, [%r6];
+add.u32 %r7, %r7, %r8;
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd1, %rd1, %rd2;
+st.global.u32 [%rd1], %r7;
+ret;""",
+    params=".param .u64 out",
+    regs=".reg .pred %p<2>;\n.reg .b32 %r<9>;\n.reg .b64 %rd<3>;",
+    globals_=".shared .align 4 .b8 box[512];",
+)
+
+
+@pytest.mark.parametrize("block", [32, 64, 128])
+def test_lanes_that_reach_a_barrier_apart_each_resume_after_their_own(block):
+    """Even lanes wait at one ``bar.sync`` while odd lanes still run to another: a warp parks whole
+    only when no lane waits elsewhere, so each resumes after its own barrier and reads its
+    neighbour's value."""
+    out = ptx_both(DIVERGENT_BARRIERS, [ptr("u32")], [], np.zeros(block, np.uint32), grid=2, block=block)
+    lane = np.arange(block)
+    neighbour = lane ^ 1
+    after = np.where(lane & 1, 2000, 1000)  # what each lane's own barrier goes on to
+    written = np.where(neighbour & 1, neighbour + 100, neighbour)
+    np.testing.assert_array_equal(out, (written + after).astype(np.uint32))

@@ -57,6 +57,7 @@ STATE_HEADER = 256  # pcs (32 x i32), live mask, watchdog steps
 MEMO = 192  # bytes per register after the slots: its remembered span (key, @ptxb.span's four words,
 #             the window's length, then at 64 the lanes' window indices: .emit.Emitter.remembered_span)
 _LIVE_AT, _STEPS_AT = 128, 136  # where the header keeps the live mask and the watchdog's steps
+_RESUME_AT = 144  # the block every live lane resumes at when the whole warp waited at one (i32; -1)
 _NOOPS = frozenset(("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "nanosleep"))
 _FAR = 1 << 30
 _STEPPING = {("s64",), ("u64",), ("s32",), ("u32",)}  # adds that move a pointer (no .cc, .sat)
@@ -326,7 +327,14 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     e.emit(f"store i64 {resumed}, ptr %steps")
     watch_start(e, resumed)
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
-    e.emit("br label %sched")
+    hint = e.op(f"load i32, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_RESUME_AT}')}, align 4")
+    e.emit(f"br i1 {e.op(f'icmp sge i32 {hint}, 0')}, label %whole, label %sched")
+    e.put_label("whole")  # the whole warp waited at one barrier: it goes on there, converged
+    e.emit(f"store {_M} {e.op(f'load {_M}, ptr %live')}, ptr %mask")
+    e.emit("store i1 true, ptr %conv")
+    e.emit(f"store {_I32} {e.spread(hint, 'i32')}, ptr %pcs")
+    cases = " ".join(f"i32 {k}, label %B{k}" for k in range(len(blocks)))
+    e.emit(f"switch i32 {hint}, label %sched [{cases}]")
 
 
 def _bases(instructions: list[Instruction]) -> list[str]:
@@ -426,6 +434,8 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
         _goto(e, m, following)
     elif last.kind == BAR:
         arriving = e.guard(last.ins)
+        if last.ins.guard is None:
+            _park_whole(e, following)
         _set_pcs(e, m, following)
         blocked = e.op(f"load {vec('i1')}, ptr %blocked")
         e.emit(f"store {vec('i1')} {e.op(f'or {_M} {blocked}, {arriving}')}, ptr %blocked")
@@ -433,6 +443,33 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
     else:  # trap (or a call .inline leaves to the interpreter): the interpreter re-runs the launch
         _leave_if_reached(e, last.ins, COLD_CODE if end - 1 in e.cold else TRAP_CODE)
         _goto(e, m, following)
+
+
+def _park_whole(e: Emitter, following: int) -> None:
+    """A converged warp none of whose lanes waits elsewhere reaches a barrier whole (its mask is
+    then every live lane): it saves and returns at once, to resume at ``following`` without the
+    scheduler (:func:`_entry`'s restore)."""
+    conv, blocked, live = (e.op(f"load {t}, ptr %{name}") for t, name in
+                           (("i1", "conv"), (_M, "blocked"), (_M, "live")))
+    none_waits = e.op(f"icmp eq i32 {e.op(f'bitcast {_M} {blocked} to i32')}, 0")
+    whole = e.op(f"and i1 {conv}, {none_waits}")
+    park, wait = e.label("park"), e.label("wait")
+    e.emit(f"br i1 {whole}, label %{park}, label %{wait}")
+    e.put_label(park)
+    _save(e, live, str(following))
+    e.put_label(wait)
+
+
+def _save(e: Emitter, live: str, resume: str) -> None:
+    """The warp's header saved (its lanes' blocks, live mask, steps and ``resume``: the block they
+    all resume at, or -1), and the warp returns: it waits at a barrier."""
+    e.emit(f"store {_I32} {e.op(f'load {_I32}, ptr %pcs')}, ptr %st, align 8")
+    e.emit(f"store {_M} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
+    steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
+    e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {steps_at}, align 8")
+    e.emit(f"store i32 {resume}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_RESUME_AT}')}, align 4")
+    e.emit("store i32 1, ptr %rc")
+    e.emit("br label %exit")
 
 
 def _leave_if_reached(e: Emitter, ins: Instruction, code: int) -> None:
@@ -530,12 +567,7 @@ def _scheduler(e: Emitter, count: int) -> None:
     e.put_label("idle")
     e.emit(f"br i1 {e.reduce('or', blocked, 'i1')}, label %save, label %done")
     e.put_label("save")
-    e.emit(f"store {i32} {e.op(f'load {i32}, ptr %pcs')}, ptr %st, align 8")
-    e.emit(f"store {mask} {live}, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_LIVE_AT}')}, align 8")
-    steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
-    e.emit(f"store i64 {e.op('load i64, ptr %steps')}, ptr {steps_at}, align 8")
-    e.emit("store i32 1, ptr %rc")
-    e.emit("br label %exit")
+    _save(e, live, "-1")
     e.put_label("done")
     e.emit("store i32 0, ptr %rc")
     e.emit("br label %exit")
