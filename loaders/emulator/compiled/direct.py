@@ -31,6 +31,7 @@ registers and operands.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .values import vec
@@ -118,32 +119,39 @@ class DirectMoves:
         returns ``(ok, pointer)``, ``ok`` true when every lane is active, the lanes' elements are
         consecutive and their span is admitted, ``pointer`` then lane 0's host pointer."""
         size = bits // 8
+
+        def probe() -> tuple[str, str]:
+            lead = self.op(f"extractelement {_I64} {address}, i32 0")
+            steps = ", ".join(f"i64 {k * size}" for k in range(32))
+            expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
+            consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+            last = self.op(f"add i64 {lead}, {31 * size}")
+            aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+            ordered = self.op(f"icmp ule i64 {lead}, {last}")
+            ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
+            delta = self.admitted(lead, last, ready, size, write)
+            return self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
+
+        return self._whole_warp(mask, probe, "0")
+
+    def _whole_warp(self, mask: str, probe: Callable[[], tuple[str, str]], otherwise: str) -> tuple[str, str]:
+        """``probe()``'s ``(ok, value)``, emitted on a path of its own that only a warp whose every
+        lane is active takes; ``(false, otherwise)`` for any other."""
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         full = self.op(f"icmp eq i32 {lanes}, -1")
-        probe, done = self.label("whole"), self.label("direct")
-        start = self.label("partial")
+        whole, done, start = self.label("whole"), self.label("probed"), self.label("partial")
         self.emit(f"br label %{start}")
         self.put_label(start)
-        self.emit(f"br i1 {full}, label %{probe}, label %{done}")
-        self.put_label(probe)
-        lead = self.op(f"extractelement {_I64} {address}, i32 0")
-        steps = ", ".join(f"i64 {k * size}" for k in range(32))
-        expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
-        consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
-        last = self.op(f"add i64 {lead}, {31 * size}")
-        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-        ordered = self.op(f"icmp ule i64 {lead}, {last}")
-        ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
-        delta = self.admitted(lead, last, ready, size, write)
-        passed, pointer = self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
-        probed = self.label("probed")
-        self.emit(f"br label %{probed}")
-        self.put_label(probed)
+        self.emit(f"br i1 {full}, label %{whole}, label %{done}")
+        self.put_label(whole)
+        passed, value = probe()
+        came = self.label("probe")
+        self.emit(f"br label %{came}")
+        self.put_label(came)
         self.emit(f"br label %{done}")
         self.put_label(done)
-        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{probed}]")
-        return ok, self.op(f"phi i64 [0, %{start}], [{pointer}, %{probed}]")
-
+        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{came}]")
+        return ok, self.op(f"phi i64 [{otherwise}, %{start}], [{value}, %{came}]")
 
     def window_of(self, value: str, mask: str, size: int, memo: str) -> None:
         """Into register memo ``memo`` (its span's words stored): the window of a 4- or 8-byte
@@ -225,27 +233,18 @@ class DirectMoves:
         as their constants say) and the span is admitted, ``delta`` then host minus guest."""
         size = bits // 8
         low, high = offsets.index(min(offsets)), offsets.index(max(offsets))
-        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-        full = self.op(f"icmp eq i32 {lanes}, -1")
-        probe, done, start = self.label("rows"), self.label("rowed"), self.label("unrowed")
-        self.emit(f"br label %{start}")
-        self.put_label(start)
-        self.emit(f"br i1 {full}, label %{probe}, label %{done}")
-        self.put_label(probe)
-        lead, lo, hi = (self.op(f"extractelement {_I64} {address}, i32 {k}") for k in (0, low, high))
-        apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
-        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-        first, last = self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
-        ordered = self.op(f"icmp ule i64 {first}, {last}")
-        ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
-        delta = self.admitted(first, last, ready, size, False)
-        probed = self.label("probed")
-        self.emit(f"br label %{probed}")
-        self.put_label(probed)
-        self.emit(f"br label %{done}")
-        self.put_label(done)
-        found = self.op(f"phi i64 [-1, %{start}], [{delta}, %{probed}]")
-        return self.op(f"icmp ne i64 {found}, -1"), found
+
+        def probe() -> tuple[str, str]:
+            lead, lo, hi = (self.op(f"extractelement {_I64} {address}, i32 {k}") for k in (0, low, high))
+            apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
+            aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+            first, last = self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
+            ordered = self.op(f"icmp ule i64 {first}, {last}")
+            ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
+            delta = self.admitted(first, last, ready, size, False)
+            return self.op(f"icmp ne i64 {delta}, -1"), delta
+
+        return self._whole_warp(mask, probe, "-1")
 
     def moved_rows(self, address: str, delta: str, offsets: tuple[int, ...], bits: int) -> str:
         """The ``<32 x iN>`` the lanes load at ``address`` (checked: ``delta``, host minus guest),
