@@ -423,3 +423,18 @@ ret;"""
     ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<2>; .reg .b64 %rd<3>; .reg .pred %p<2>;")
     out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
     np.testing.assert_array_equal(out, np.where(np.arange(64) < 13, 0, 5).astype(np.uint32))
+
+
+def test_a_kernel_is_compiled_once_for_each_warp_shape_it_is_launched_with():
+    """The tile kernel over 16x16, 256x1 and 48x2 blocks (the last's warps differ: no shape), and
+    16x16 again: three variants, the first reused, every launch as the interpreter's."""
+    pair = cuda_tiers(TILES)
+    n = 32
+    a = np.random.default_rng(3).random((n, n), np.float32)
+    make = lambda: [a, np.zeros((n, n), np.float32), np.int32(n)]  # noqa: E731
+    for block in [(16, 16), (256, 1), (48, 2), (16, 16)]:
+        grid = (-(-n // block[0]), -(-n // block[1]))
+        compiled, interpreted = both(pair, "rows_and_columns", make, grid=grid, block=block)
+        same(compiled, interpreted)
+    shapes = [shape for name, shape in pair[0].backend.compiled_tier.variants if name == "rows_and_columns"]
+    assert shapes == [warp_shape((16, 16, 1)), warp_shape((256, 1, 1)), None]
