@@ -191,12 +191,16 @@ class Emitter(DirectMoves):
             return value
         t = int_elem(self.registers[name])
         lanes = self.spread(value, t)
-        offsets = self.lane_offsets.get(name)
-        if offsets is None:
+        if name not in self.lane_offsets:
             return lanes
-        width = self.registers[name]
-        steps = ", ".join(f"{t} {signed_literal(offset, width)}" for offset in offsets)
+        steps = ", ".join(f"{t} {offset}" for offset in self.signed_offsets(name))
         return self.op(f"add {vec(t)} {lanes}, <{steps}>")
+
+    def signed_offsets(self, name: str) -> tuple[int, ...]:
+        """What each lane of register ``name`` (one kept as a scalar) adds to lane 0's value, as
+        signed integers of the register's width (all 0: one value)."""
+        width = self.registers[name]
+        return tuple(signed_literal(o, width) for o in self.lane_offsets.get(name, (0,) * LANES))
 
     def convert(self, value: str, src_bits: int, dst_bits: int, signed: bool) -> str:
         """Integer vector width change: truncate, or sign/zero-extend."""
@@ -441,8 +445,8 @@ class Emitter(DirectMoves):
         name = self.base[0]  # type: ignore[index]
         if kind != "load" or count != 1 or name not in self.uniform:
             return None
-        width, size = self.registers[name], bits // 8
-        offsets = tuple(signed_literal(o, width) for o in self.lane_offsets.get(name, (0,) * LANES))
+        size = bits // 8
+        offsets = self.signed_offsets(name)
         if any(o % size for o in offsets) or len(set(runs(offsets, size))) > MAX_RUNS:
             return None
         return offsets

@@ -13,6 +13,7 @@ compare as they always did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..parse import Imm, Reg
@@ -25,7 +26,7 @@ _SIGNED = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "lo": "slt", "ls"
 _SWAPPED = {"slt": "sgt", "sle": "sge", "sgt": "slt", "sge": "sle", "eq": "eq", "ne": "ne"}
 
 
-def lane_compare(e: Any, cmp: str, t: str, a: Any, b: Any, vector: Any) -> str | None:
+def lane_compare(e: Any, cmp: str, t: str, a: Any, b: Any, vector: Callable[[], str]) -> str | None:
     """``setp.cmp.t`` of operands ``a`` and ``b`` as a ``<32 x i1>`` when one is a register whose
     lanes follow the lane by constants and the other one value a warp (a register or an
     immediate); ``vector()`` emits the lanes' own compare, for a warp whose values wrap around.
@@ -85,9 +86,7 @@ def _offsets(e: Any, operand: Any, width: int) -> tuple[int, ...] | None:
     a register, or not of ``width`` bits)."""
     if not isinstance(operand, Reg) or operand.name not in e.lane_offsets:
         return None
-    if e.registers[operand.name] != width:
-        return None
-    return tuple(signed_literal(o, width) for o in e.lane_offsets[operand.name])
+    return e.signed_offsets(operand.name) if e.registers[operand.name] == width else None
 
 
 def _scalar(e: Any, operand: Any, t: str, width: int) -> str | None:
