@@ -188,7 +188,7 @@ def _saxpy_facts(shaped: bool) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     local = block_local([s.ins for s in steps], [s.kind == PLAIN for s in steps],
                         [s.target for s in steps if s.kind == BRA], list(widths))
     shape = warp_shape((256, 1, 1)) if shaped else None
-    return lane_offsets(fn, blocks_of(fn), local, widths, shape), [s.ins.text for s in steps]
+    return lane_offsets(fn, blocks_of(fn), local, widths, shape).offsets, [s.ins.text for s in steps]
 
 
 def test_numbas_array_indexing_is_one_scalar_a_warp_and_its_accesses_consecutive():
@@ -438,3 +438,36 @@ def test_a_kernel_is_compiled_once_for_each_warp_shape_it_is_launched_with():
         same(compiled, interpreted)
     shapes = [shape for name, shape in pair[0].backend.compiled_tier.variants if name == "rows_and_columns"]
     assert shapes == [warp_shape((16, 16, 1)), warp_shape((256, 1, 1)), None]
+
+
+
+def test_a_register_a_shuffle_reads_keeps_the_value_of_lanes_that_exited():
+    """After lanes 20-31 exit, the others run the loop together: its writes need not keep the
+    exited lanes' values, but those of a register a shuffle reads do (the shuffle reads lane 25,
+    whose last value the interpreter keeps), while the sum, which no warp-wide instruction reads,
+    is written for the whole warp."""
+    body = """
+mov.u32 %r0, %tid.x;
+mov.u32 %r1, %laneid;
+mul.lo.u32 %r2, %r1, 3;
+mov.u32 %r5, 0;
+mov.u32 %r6, 0;
+setp.ge.u32 %p1, %r1, 20;
+@%p1 ret;
+LOOP:
+shfl.sync.idx.b32 %r3, %r2, 25, 31, 1048575;
+add.u32 %r5, %r5, %r3;
+add.u32 %r2, %r2, 100;
+add.u32 %r6, %r6, 1;
+setp.lt.u32 %p2, %r6, 3;
+@%p2 bra LOOP;
+add.u32 %r5, %r5, %r2;
+ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd1, %rd1, %rd2;
+st.global.u32 [%rd1], %r5;
+ret;"""
+    ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<7>; .reg .b64 %rd<3>; .reg .pred %p<3>;")
+    out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
+    lane = np.arange(64) % 32
+    np.testing.assert_array_equal(out, np.where(lane < 20, 3 * 75 + 3 * lane + 300, 0).astype(np.uint32))

@@ -392,7 +392,7 @@ HELPERS = "\n".join(
         "declare void @ptxb.span(ptr, i32, i64, ptr) memory(argmem: readwrite) nounwind",
         "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
         "declare i64 @ptxb.admit(ptr, i64, i64, i64, i1, i64, ptr)",
-        *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr)"
+        *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr) cold"
           for kind in ("load", "store") for bits in _WIDTHS),
         *(f"declare void @ptxb.{name}_i{bits}(ptr, i32, i64, ptr)"
           for name in ("fetch", "put") for bits in _WIDTHS),

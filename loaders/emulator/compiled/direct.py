@@ -58,6 +58,8 @@ class DirectMoves:
     reduce: Any
     intrinsic: Any
     extent: Any
+    lane_address: Any
+    consecutive_lanes: Any
     insn: int
 
 
@@ -121,11 +123,14 @@ class DirectMoves:
         size = bits // 8
 
         def probe() -> tuple[str, str]:
-            lead = self.op(f"extractelement {_I64} {address}, i32 0")
-            steps = ", ".join(f"i64 {k * size}" for k in range(32))
-            expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
-            consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+            lead = self.lane_address(address, 0)
             last = self.op(f"add i64 {lead}, {31 * size}")
+            if self.consecutive_lanes(address, size):  # unless the base register wrapped
+                consecutive = self.op(f"icmp eq i64 {self.lane_address(address, 31)}, {last}")
+            else:
+                steps = ", ".join(f"i64 {k * size}" for k in range(32))
+                expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
+                consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
             ordered = self.op(f"icmp ule i64 {lead}, {last}")
             ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
@@ -235,7 +240,7 @@ class DirectMoves:
         low, high = offsets.index(min(offsets)), offsets.index(max(offsets))
 
         def probe() -> tuple[str, str]:
-            lead, lo, hi = (self.op(f"extractelement {_I64} {address}, i32 {k}") for k in (0, low, high))
+            lead, lo, hi = (self.lane_address(address, k) for k in (0, low, high))
             apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
             first, last = self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
@@ -251,8 +256,7 @@ class DirectMoves:
         lane 0's plus their ``offsets``: each distinct run once, then shuffles that place its
         elements."""
         size, t = bits // 8, vec(f"i{bits}")
-        lead = self.op(f"extractelement {_I64} {address}, i32 0")
-        pointer = self.op(f"add i64 {lead}, {delta}")
+        pointer = self.op(f"add i64 {self.lane_address(address, 0)}, {delta}")
         found = runs(offsets, size)
         distinct = list(dict.fromkeys(found))
         pieces = []

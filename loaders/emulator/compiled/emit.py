@@ -2,7 +2,9 @@
 
 Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them into SSA values);
 every write selects the new value for the lanes of the instruction's mask and keeps the others,
-as the interpreter's ``np.where`` does.  Memory accesses call ``@resolve`` (:mod:`.runtime`), which
+as the interpreter's ``np.where`` does, but where no other lane can read what it would keep: a
+block's temporaries, and in a block every live lane runs together (:mod:`.lanes`) an unguarded
+write of a register no warp-wide instruction reads (the lanes outside the mask have exited).  Memory accesses call ``@resolve`` (:mod:`.runtime`), which
 checks the active lanes' addresses against the launch's region table and the extent of the
 argument the address comes from exactly as :meth:`~..memory.Memory.resolve` does (alignment,
 provenance, bounds, writability) and returns each lane's
@@ -128,10 +130,13 @@ class Emitter(DirectMoves):
         self.lane_offsets: dict[str, tuple[int, ...]] = {}  # of those, whose lanes differ: by how much
         self.spreads: dict[str, str] = {}  # vectors known to hold one scalar in every lane -> the scalar
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
+        self.converged = False  # every live lane runs the block being emitted (.lanes)
+        self.collective: frozenset[str] = frozenset()  # registers a warp-wide instruction reads
         self.spans: dict[
             tuple[str, str], tuple[str, ...]
         ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
+        self.addressed = ""  # the last address's vector
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
         self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
@@ -139,6 +144,7 @@ class Emitter(DirectMoves):
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
         self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
+        self.stepped: frozenset[str] = frozenset()  # base registers loops only move by a uniform step
         self.shift: tuple[str, Operand] | None = None  # the instruction adds a uniform amount to a base
         self.cold: dict[int, str] = {}  # instructions not compiled (a warp reaching one leaves): why
 
@@ -288,7 +294,10 @@ class Emitter(DirectMoves):
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
             self.emit(f"store {self.slot_type(operand.name)} {first}, ptr {self.slot(operand.name)}")
             return
-        if self.defining and operand.name in self.local:  # the other lanes never read this value
+        unread = operand.name in self.local or (self.converged and operand.name not in self.collective)
+        if self.defining and unread:
+            # no other lane reads this value: the block's temporaries, or a block every live lane runs
+            # (the others have exited) writing a register no warp-wide instruction reads
             self.emit(f"store {self.reg_type(operand.name)} {bits}, ptr {self.slot(operand.name)}")
             return
         old = self.load_reg(operand.name)
@@ -369,9 +378,34 @@ class Emitter(DirectMoves):
             value = self.op(f"zext {vec('i32')} {value} to {vec('i64')}")
         offset = (mem.offset + window) % (1 << 64)
         self.base = (base.name, value, offset)
-        if not offset:
-            return value
-        return self.op(f"add {vec('i64')} {value}, splat (i64 {signed_literal(offset)})")
+        if offset:
+            value = self.op(f"add {vec('i64')} {value}, splat (i64 {signed_literal(offset)})")
+        self.addressed = value
+        return value
+
+    def lane_address(self, address: str, lane: int) -> str:
+        """Lane ``lane``'s element of ``address``; where it is the last :meth:`address` and the warp
+        keeps its base register as one scalar, made from that scalar (a fast path then does no
+        vector work: the vector is left to the full check)."""
+        name = self.base[0] if self.base is not None and address == self.addressed else None
+        if name not in self.uniform or self.registers[name] not in (32, 64):  # type: ignore[index]
+            return self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
+        width, offset = self.registers[name], self.base[2]  # type: ignore[index]
+        t = int_elem(width)
+        value = self.op(f"load {t}, ptr {self.slot(name)}")  # type: ignore[arg-type]
+        step = self.signed_offsets(name)[lane]  # type: ignore[arg-type]
+        if step:
+            value = self.op(f"add {t} {value}, {step}")
+        if width != 64:
+            value = self.op(f"zext {t} {value} to i64")
+        return self.op(f"add i64 {value}, {signed_literal(offset)}") if offset else value
+
+    def consecutive_lanes(self, address: str, size: int) -> bool:
+        """Whether the lanes of ``address`` (the last :meth:`address`) are known to lie ``size``
+        bytes apart but for a wrap of the base register (:mod:`.lanes`)."""
+        name = self.base[0] if self.base is not None and address == self.addressed else None
+        return name in self.uniform and self.signed_offsets(name) == tuple(  # type: ignore[arg-type]
+            k * size for k in range(LANES))
 
     def move(
         self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int,
@@ -396,6 +430,7 @@ class Emitter(DirectMoves):
         shared = based and self.base[0] in self.reused  # type: ignore[index]
         if kind == "load" and space == "global" and self.looping:  # a load warp after warp runs
             self.prefetch_ahead(address)
+        patterned = based and _patterned(kind, count, bits)
         rowed = self._rowed(kind, count, bits) if based else None
         if rowed is not None:  # the lanes' constants say where each lane's element is
             ok, delta = self._rows_checked(address, rowed, mask, bits, mem.offset if shared else None)
@@ -405,7 +440,7 @@ class Emitter(DirectMoves):
             arrived.append((fast, [self.moved_rows(address, delta, rowed, bits)]))
             self.emit(f"br label %{done}")
             self.put_label(slow)
-        elif count == 1 and not shared:
+        elif count == 1 and not shared and not (patterned and self.looping and self.base[0] in self.stepped):
             ok, pointer = self.direct(address, mask, bits, kind == "store")
             fast, slow = self.label("direct"), self.label("checked")
             self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
@@ -418,7 +453,7 @@ class Emitter(DirectMoves):
                 arrived.append((fast, []))
             self.emit(f"br label %{done}")
             self.put_label(slow)
-        if rowed is None and (shared or (based and _patterned(kind, count, bits))):
+        if rowed is None and (shared or patterned):
             window = (self.base[2] - mem.offset) % (1 << 64)  # type: ignore[union-attr,index]
             self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
             if not shared:  # its checks were made on a path later accesses need not pass

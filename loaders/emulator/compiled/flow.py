@@ -9,6 +9,7 @@ starts of the blocks after its barriers) are kept in the warp's state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..machine import BAR, BRA, EXIT, PLAIN, RET, TRAP, Function
@@ -157,12 +158,15 @@ def looping(fn: Function, blocks: list[tuple[int, int]]) -> frozenset[int]:
     return frozenset(found)
 
 
-def written_in(fn: Function, blocks: list[tuple[int, int]], chosen: frozenset[int]) -> frozenset[str]:
-    """The registers some instruction of the ``chosen`` blocks writes (for some lanes or all)."""
+def written_in(fn: Function, blocks: list[tuple[int, int]], chosen: frozenset[int],
+               excused: Callable[[Instruction], bool] | None = None) -> frozenset[str]:
+    """The registers some instruction of the ``chosen`` blocks writes (for some lanes or all), but
+    for the instructions ``excused`` accepts."""
     return frozenset(
         name
         for k in chosen
         for step in fn.steps[blocks[k][0] : blocks[k][1]]
         if step.ins.opcode not in _STORES and step.ins.operands and not isinstance(step.ins.operands[0], Mem)
+        and (excused is None or not excused(step.ins))
         for name in operand_registers(step.ins.operands[0])
     )

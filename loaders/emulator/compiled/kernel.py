@@ -183,9 +183,10 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     plain = [s.kind == PLAIN for s in fn.steps]
     e.local = block_local(instructions, plain, [s.target for s in fn.steps if s.kind == BRA], list(registers))
     e.local -= {CARRY}  # read by instructions that do not name it: kept, zeroed, written under the mask
-    offsets = lane_offsets(fn, blocks, e.local, e.registers, shape)
-    e.uniform = frozenset(offsets)
-    e.lane_offsets = {name: lanes for name, lanes in offsets.items() if lanes != UNIFORM}
+    lanes = lane_offsets(fn, blocks, e.local, e.registers, shape)
+    e.uniform = frozenset(lanes.offsets)
+    e.lane_offsets = {name: offsets for name, offsets in lanes.offsets.items() if offsets != UNIFORM}
+    e.collective = lanes.collective
     e.saved = barrier_live(fn, blocks)
     memos_at = _memos_at(len(registers))
     e.memos = {name: memos_at + MEMO * e.slots[name] for name in _bases(instructions) if name in registers}
@@ -193,9 +194,12 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     block_of[len(fn.steps)] = len(blocks)
     loops = looping(fn, blocks)
     e.windows = frozenset(e.memos) - written_in(fn, blocks, loops) if permutes else frozenset()
+    # a load in a loop through a base no loop writes but by a warp-uniform step finds its lanes'
+    # span remembered from the execution before (the direct probe would be work repeated)
+    e.stepped = frozenset(e.memos) - written_in(fn, blocks, loops, lambda ins: _shift_of(e, ins) is not None)
     _entry(e, blocks)
     for k, (start, end) in enumerate(blocks):
-        e.looping = k in loops
+        e.looping, e.converged = k in loops, k in lanes.converged
         if k in cut:  # a warp that gets here leaves: the interpreter runs the launch
             e.put_label(f"B{k}")
             e.emit(f"br label %K{k}")

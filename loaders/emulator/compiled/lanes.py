@@ -34,7 +34,7 @@ from ..parse import Imm, Instruction, Mem, Reg
 from .flow import entry_live, operand_registers, successors
 from .values import Unsupported, constant_bits, signed_literal
 
-__all__ = ["lane_offsets", "warp_shape", "Offsets", "Shape", "SHAPED_GRID"]
+__all__ = ["lane_offsets", "warp_shape", "Lanes", "Offsets", "Shape", "SHAPED_GRID"]
 
 SHAPED_GRID = (1 << 21) - 1  # a shaped launch has fewer blocks than this along each axis
 
@@ -52,6 +52,16 @@ Offsets = tuple[int, ...]  # per lane, what it adds to lane 0's value
 Shape = tuple[Offsets, Offsets, Offsets]  # the offsets of %tid.x, %tid.y and %tid.z in every warp
 UNIFORM: Offsets = (0,) * _LANES
 _LANE: Offsets = tuple(range(_LANES))
+
+
+class Lanes(NamedTuple):
+    """What :func:`lane_offsets` finds of a kernel: the registers kept as one scalar per warp (their
+    lanes' offsets), the blocks every live lane runs together, and the registers a warp-wide
+    instruction reads (whose lanes another lane may see)."""
+
+    offsets: dict[str, Offsets]
+    converged: frozenset[int]
+    collective: frozenset[str]
 
 
 class Fact(NamedTuple):
@@ -98,7 +108,7 @@ def _specials(shape: Shape | None) -> dict[str, Fact]:
 
 
 def lane_offsets(fn: Function, blocks: list[tuple[int, int]], local: frozenset[str],
-                 widths: dict[str, int], shape: Shape | None) -> dict[str, Offsets]:
+                 widths: dict[str, int], shape: Shape | None) -> Lanes:
     """Register -> its lanes' offsets from lane 0 (modulo its width; :data:`UNIFORM`: one value)
     of the registers kept as one scalar per warp, for launches of warp ``shape`` (None: the
     thread index does not follow the lane); ``widths`` are the registers' bits, ``blocks`` the
@@ -118,14 +128,15 @@ def lane_offsets(fn: Function, blocks: list[tuple[int, int]], local: frozenset[s
         if narrowed == converged:
             break
         converged = narrowed
-    collective = {r for s in fn.steps if s.ins.opcode in _COLLECTIVE
-                  for o in s.ins.operands for r in operand_registers(o)}
-    return {
+    collective = frozenset(r for s in fn.steps if s.ins.opcode in _COLLECTIVE
+                           for o in s.ins.operands for r in operand_registers(o))
+    offsets = {
         name: tuple(o % (1 << widths[name]) for o in fact.offsets) if widths[name] > 1 else UNIFORM
         for name, fact in facts.items()
         if name in widths and fact.offsets is not None
         and (fact.offsets == UNIFORM or (widths[name] in (32, 64) and name not in collective))
     }
+    return Lanes(offsets, converged, collective)
 
 
 def _facts(fn: Function, blocks: list[tuple[int, int]], converged: frozenset[int], local: frozenset[str],
