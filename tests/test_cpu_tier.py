@@ -256,6 +256,22 @@ def test_an_access_past_a_short_view_inside_another_argument_is_caught_with_the_
     assert (out[:8] == 0).all() and modules[0].backend.compiled_tier.why_interpreted("fill") is None
 
 
+
+def test_a_launch_over_a_short_view_after_one_over_the_whole_tensor_is_still_checked():
+    """The last launch passes the ones' before parameters (the view starts where the tensor does,
+    the output is the same array) and has their layout (the tier reuses their memory): nothing
+    they checked may let its overrun through, and each launch counts its own steps."""
+    modules = cuda_tiers(VIEWS)
+    whole, out = np.arange(256, dtype=np.float32), np.zeros(32, np.float32)
+    for module in modules:
+        for _ in range(3):
+            module.sum4(whole, whole, out, grid=1, block=32)
+    np.testing.assert_array_equal(out, whole.reshape(-1, 4)[:32].sum(axis=1) + whole[:32])
+    assert modules[0].backend.thread_instructions == modules[1].backend.thread_instructions
+    sums = _reports(modules, "sum4", lambda: [whole[:64], whole, out], grid=1, block=32)
+    assert sums[0] == sums[1] and "overruns argument 'x' (64 float32" in sums[0]
+
+
 OOB = kernel_ptx(
     """
 mov.u32 %r1, %tid.x;

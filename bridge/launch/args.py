@@ -114,7 +114,8 @@ class Binder:
 
     ``buffers(arg, stream)`` gives the memory ranges an argument brings: a tensor's, or
     those of the tensors a by-value struct or tuple carries (for loaders that
-    bounds-check); None for arguments that can bring none.  ``inline``
+    bounds-check); None for arguments that can bring none; ``both(arg, stream)``, where there is
+    one, gives the values and the buffers from one read of the argument.  ``inline``
     is an optional hint for the plan compiler (:mod:`ptxbridge.launch.module`) to
     expand the common accepting case in place, falling back to ``values``:
     ``("torch" | "cupy", "pointer" | "slice", dtype, device_index)``,
@@ -126,6 +127,7 @@ class Binder:
     values: Callable[[Any, Any], tuple]
     stateful: bool = False
     buffers: Callable[[Any, int], tuple[Buffer, ...]] | None = None
+    both: Callable[[Any, int], tuple[tuple, tuple[Buffer, ...]]] | None = None  # values and buffers, one read
     inline: tuple | None = None
     native: NativeTensor | NativeRecord | NativeItems | NativePrefix | DType | None = None
 
@@ -240,19 +242,28 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
                          f"(got {arg_type.__name__})")
     t, layout = where.t, where.rule.values
 
-    def checked(arg: Any, stream: Any) -> tuple:
+    def read(arg: Any, stream: Any) -> TensorInfo:
         try:
-            info = extract(arg, stream)
+            return extract(arg, stream)
         except ArgumentError as exc:  # the producer's facts do not add up: say which argument
             raise where.fail(f"cannot be read: {exc}") from None
+
+    def accepted(info: TensorInfo) -> tuple:
         _check_tensor(info, where)
         try:
             return layout(info, t)
         except TensorProblem as problem:
             raise where.fail(str(problem)) from None
 
+    def checked(arg: Any, stream: Any) -> tuple:
+        return accepted(read(arg, stream))
+
     def buffers(arg: Any, stream: Any) -> tuple[Buffer, ...]:
         return (_buffer(extract(arg, stream), where.name),)
+
+    def both(arg: Any, stream: Any) -> tuple[tuple, tuple[Buffer, ...]]:
+        info = read(arg, stream)
+        return accepted(info), (_buffer(info, where.name),)
 
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
     native = native_tensor(t, where.rule, where.want, where.refuses_readonly, arg_type, ctx.device_type,
@@ -260,8 +271,8 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
                      or _cupy_fast_path(ctx, where, form, arg_type, checked))
     if not fast:
-        return Binder(checked, buffers=buffers, native=native)
-    return Binder(fast[0], buffers=buffers, inline=fast[1], native=native)
+        return Binder(checked, buffers=buffers, both=both, native=native)
+    return Binder(fast[0], buffers=buffers, both=both, inline=fast[1], native=native)
 
 
 def _buffer(info: TensorInfo, name: str) -> Buffer:

@@ -170,6 +170,11 @@ class _Plan:
         state = LaunchState(handle, backend.upload, to_device=backend.to_device, to_host=backend.to_host)
         values: tuple = ()
         for binder, arg in zip(self.binders, args, strict=True):
+            if self.need_buffers and binder.both is not None:
+                found, brought = binder.both(arg, handle)
+                values += found
+                state.buffers += brought
+                continue
             values += binder.values(arg, state if binder.stateful else handle)
             if self.need_buffers and binder.buffers is not None:
                 state.buffers += binder.buffers(arg, handle)

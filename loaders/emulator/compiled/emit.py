@@ -4,12 +4,12 @@ Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them int
 every write selects the new value for the lanes of the instruction's mask and keeps the others,
 as the interpreter's ``np.where`` does, but where no other lane can read what it would keep: a
 block's temporaries, and in a block every live lane runs together (:mod:`.lanes`) an unguarded
-write of a register no warp-wide instruction reads (the lanes outside the mask have exited).  Memory accesses call ``@resolve`` (:mod:`.runtime`), which
-checks the active lanes' addresses against the launch's region table and the extent of the
-argument the address comes from exactly as :meth:`~..memory.Memory.resolve` does (alignment,
-provenance, bounds, writability) and returns each lane's
-host pointer; a failing check ends the warp with a fault code and the launch is re-run on the
-interpreter, which writes the report.
+write of a register no warp-wide instruction reads (the lanes outside the mask have exited).
+Memory accesses call ``@resolve`` (:mod:`.runtime`), which checks the active lanes' addresses
+against the launch's region table and the extent of the argument the address comes from exactly
+as :meth:`~..memory.Memory.resolve` does (alignment, provenance, bounds, writability) and returns
+each lane's host pointer; a failing check ends the warp with a fault code and the launch is re-run
+on the interpreter, which writes the report.
 """
 
 from __future__ import annotations

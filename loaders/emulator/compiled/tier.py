@@ -69,6 +69,8 @@ class CompiledTier:
         self.flat: dict[str, Flat] = {}  # each compiled kernel with its calls inlined
         self.variants: dict[tuple[str, Shape | None], _Variant] = {}  # by kernel and warp shape (.lanes)
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
+        self.arguments: dict[tuple[Any, ...], Any] = {}  # :meth:`_arguments`, by launch
+        self.arenas = _Arenas()  # the contexts' memory, reused by later launches
 
     def compiled(self, name: str, shape: Shape | None = None) -> Compiled | None:
         """The kernel's native code for launches of warp ``shape`` (:func:`.lanes.warp_shape`; None:
@@ -141,13 +143,12 @@ class CompiledTier:
                 heap, signature, heap_written,
             )
         flat = self.flat[name]
-        extents, extent_rows = self._extents(name, signature, params, buffers)
+        extents, extent_rows, rows = self._arguments(name, signature, params, buffers)
         param_data = np.frombuffer(bytearray(params), np.uint8)
         parameters = Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID,
                             writable=False)
-        # the caller's buffers are host memory at their own addresses: host minus base is 0
-        rows = [(start, end, 0, int(writable)) for start, end, writable, _ in merged_buffers(buffers)]
-        rows += [_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions, parameters)]
+        own = (*program.variables, *heap.regions, parameters)
+        rows = [*rows, *(_row(r, r.data.ctypes.data) for r in own)]
         # held for the launch: two threads missing the cache at once get arrays it keeps only one of
         tids = _thread_indices(block)
         fields = {
@@ -155,10 +156,10 @@ class CompiledTier:
             "param": param_data.ctypes.data, "max_steps": max_steps,
             "tids": tids.ctypes.data, "extents": extents.ctypes.data,
         }
-        kept: list[np.ndarray] = [tids]  # what the contexts point at, alive until the launch returns
+        carved: list[_Carved] = []  # the contexts' arenas, alive until the launch returns
 
         def context() -> np.ndarray:
-            return _context(program, flat, block, shared_mem, rows, fields, kept)
+            return _context(program, flat, block, shared_mem, rows, fields, self.arenas, carved)
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
@@ -169,7 +170,9 @@ class CompiledTier:
         status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
             self.misses[name] = 0
-            return sum(int(c[CTX["thread_steps"]]) for c in contexts)
+            steps = sum(int(c[CTX["thread_steps"]]) for c in contexts)
+            self.arenas.give(carved)  # a failed launch's are left to the collector: its report reads them
+            return steps
         fn, step = flat.origin[int(ctx[CTX["err_insn"]])]  # the instruction as its own function has it
         where = instruction_at(fn, step)
         if before is not None:
@@ -240,6 +243,22 @@ class CompiledTier:
             return rows
         return [(extents[k].lo, extents[k].hi, 0, 1) for k in sorted(found)]
 
+    def _arguments(
+        self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
+    ) -> tuple[np.ndarray, list[Extent | None], list[_Row]]:
+        """The launch's extent table, its extents and the region table's rows of the caller's buffers
+        (:meth:`_extents`), remembered for launches with the same parameters and buffers (a loop of
+        launches repeats them; the table is read only)."""
+        key = (name, params, *((b.ptr, b.nbytes, b.writable, b.name, b.itemsize, b.dtype) for b in buffers))
+        found = self.arguments.get(key)
+        if found is None:
+            if len(self.arguments) >= _ARGUMENTS:
+                self.arguments.clear()
+            # the caller's buffers are host memory at their own addresses: host minus base is 0
+            rows = [(start, end, 0, int(writable)) for start, end, writable, _ in merged_buffers(buffers)]
+            found = self.arguments[key] = (*self._extents(name, signature, params, buffers), rows)
+        return found
+
     def _extents(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
     ) -> tuple[np.ndarray, list[Extent | None]]:
@@ -269,6 +288,7 @@ class _Variant(NamedTuple):
     stores: frozenset[Any]
 
 
+_ARGUMENTS = 64  # launches' arguments remembered at most (:meth:`CompiledTier._arguments`)
 _MISSES = 2  # launches in a row that leave the compiled code before a kernel stays on the interpreter
 _Row = tuple[int, int, int, int]
 
@@ -280,11 +300,11 @@ def _row(region: Region, host: int) -> _Row:
 
 
 def _context(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int,
-             rows: list[_Row], fields: dict[str, int], kept: list[np.ndarray]) -> np.ndarray:
+             rows: list[_Row], fields: dict[str, int], arenas: _Arenas, carved: list[_Carved]) -> np.ndarray:
     """A context for running blocks of the launch: its own shared and local memory, region table
     (the launch's rows and those of its shared memory, local memory and call parameters, the
     last two in one instance per thread), warp state and site table, with the launch's
-    ``fields``, carved from one arena (added to ``kept``)."""
+    ``fields``, carved from one zeroed arena of ``arenas`` (added to ``carved``)."""
     fn = flat.function
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
@@ -292,12 +312,13 @@ def _context(program: Program, flat: Flat, block: tuple[int, int, int], shared_m
     locals_stride = instance_stride(program.local_size, PER_THREAD)
     local_stride = instance_stride(locals_stride + flat.call_bytes, PER_THREAD)
     count = len(rows) + bool(shared_size) + bool(program.local_size) + bool(flat.call_bytes)
-    arena, piece, address = _carve({
-        "shared": shared_size, "local": local_stride * 32 * warps, "regions": 32 * count,
-        "state": warps * state_bytes(len(fn.zeros)), "sites": 8 * SITE_WORDS * len(fn.steps),
-        "ctx": 8 * len(CTX),
-    })
-    kept.append(arena)
+    arena = arenas.take((
+        ("shared", shared_size), ("local", local_stride * 32 * warps), ("regions", 32 * count),
+        ("state", warps * state_bytes(len(fn.zeros))), ("sites", 8 * SITE_WORDS * len(fn.steps)),
+        ("ctx", 8 * len(CTX)),
+    ))
+    carved.append(arena)
+    piece, address = arena.piece, arena.address
     shared = Region("shared memory", WINDOWS["shared"], shared_size, piece["shared"], PER_BLOCK)
     local = Region("local memory", WINDOWS["local"], program.local_size, piece["local"], PER_THREAD)
     calls = Region("call parameters", WINDOWS["local"] + CALL_PARAMETERS, flat.call_bytes, piece["local"],
@@ -330,20 +351,59 @@ def _indices(fields: tuple[str, ...]) -> np.ndarray:
     return np.array([CTX[field] for field in fields], np.intp)
 
 
-def _carve(sizes: dict[str, int]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, int]]:
+class _Carved(NamedTuple):
+    """An arena and its pieces (:func:`_carve`), of the layout ``sizes``."""
+
+    sizes: tuple[tuple[str, int], ...]
+    arena: np.ndarray
+    piece: dict[str, np.ndarray]
+    address: dict[str, int]
+
+
+def _carve(sizes: tuple[tuple[str, int], ...]) -> _Carved:
     """A zeroed arena, a piece of it per name and the piece's address, each of its size (at least one
     byte), starting at a multiple of :data:`.kernel.SLOT` and padded to one: warps' registers are
     loaded as whole vectors, and no two pieces (nor two contexts, whose threads write them at once)
     share a cache line."""
     spans, at = {}, 0
-    for name, size in sizes.items():
+    for name, size in sizes:
         spans[name] = (at, max(size, 1))
         at += -(-max(size, 1) // SLOT) * SLOT
     raw = np.zeros(at + SLOT, np.uint8)
     skip = -raw.ctypes.data % SLOT
     arena, base = raw[skip : skip + at], raw.ctypes.data + skip
-    return (arena, {name: arena[start : start + size] for name, (start, size) in spans.items()},
-            {name: base + start for name, (start, _) in spans.items()})
+    return _Carved(sizes, arena, {name: arena[start : start + size] for name, (start, size) in spans.items()},
+                   {name: base + start for name, (start, _) in spans.items()})
+
+
+class _Arenas:
+    """Arenas kept by layout for the next launch: a fresh one per launch costs more than a small
+    launch's kernel (its pages fault in as the kernel first touches them); a reused one is zeroed
+    again, so no launch sees another's memory, warp state or admitted spans."""
+
+    def __init__(self) -> None:
+        self.free: dict[tuple[tuple[str, int], ...], list[_Carved]] = {}
+
+    def take(self, sizes: tuple[tuple[str, int], ...]) -> _Carved:
+        try:
+            found = self.free[sizes].pop()  # one list.pop: two threads never take the same arena
+        except (KeyError, IndexError):
+            return _carve(sizes)
+        found.arena.fill(0)
+        return found
+
+    def give(self, carved: list[_Carved]) -> None:
+        """Keep ``carved`` for later launches (a few per layout, of a few layouts)."""
+        if len(self.free) > _LAYOUTS:
+            self.free.clear()
+        for arena in carved:
+            kept = self.free.setdefault(arena.sizes, [])
+            if len(kept) < _KEPT:
+                kept.append(arena)
+
+
+_LAYOUTS = 8  # arena layouts (launch shapes) kept at most
+_KEPT = 4  # arenas kept per layout (the contexts one launch's threads use)
 
 
 @functools.lru_cache(maxsize=64)
