@@ -35,7 +35,7 @@ from ..frame import coordinates
 from ..heap import Heap
 from ..launch import merged_buffers, run_kernel, shared_bytes
 from ..machine import Machine, instruction_at, stopped
-from ..memory import PER_BLOCK, PER_GRID, PER_THREAD, WINDOWS, Region, instance_stride
+from ..memory import PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
@@ -71,6 +71,7 @@ class CompiledTier:
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
         self.arguments: dict[tuple[Any, ...], Any] = {}  # :meth:`_arguments`, by launch
         self.arenas = _Arenas()  # the contexts' memory, reused by later launches
+        self.layouts: dict[tuple[Any, ...], _Layout] = {}  # by kernel, block, shared memory, rows
 
     def compiled(self, name: str, shape: Shape | None = None) -> Compiled | None:
         """The kernel's native code for launches of warp ``shape`` (:func:`.lanes.warp_shape`; None:
@@ -145,10 +146,9 @@ class CompiledTier:
         flat = self.flat[name]
         extents, extent_rows, rows = self._arguments(name, signature, params, buffers)
         param_data = np.frombuffer(bytearray(params), np.uint8)
-        parameters = Region("kernel parameters", WINDOWS["param"], len(params), param_data, PER_GRID,
-                            writable=False)
-        own = (*program.variables, *heap.regions, parameters)
-        rows = [*rows, *(_row(r, r.data.ctypes.data) for r in own)]
+        param_base = WINDOWS["param"]  # the parameter buffer: read only, one for the grid
+        rows = [*rows, *(_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions)),
+                (param_base, param_base + len(params), (param_data.ctypes.data - param_base) % (1 << 64), 0)]
         # held for the launch: two threads missing the cache at once get arrays it keeps only one of
         tids = _thread_indices(block)
         fields = {
@@ -158,8 +158,12 @@ class CompiledTier:
         }
         carved: list[_Carved] = []  # the contexts' arenas, alive until the launch returns
 
+        key = (name, block, shared_mem, len(rows))
+        layout = self.layouts.get(key) or self.layouts.setdefault(
+            key, _layout(program, flat, block, shared_mem, len(rows)))
+
         def context() -> np.ndarray:
-            return _context(program, flat, block, shared_mem, rows, fields, self.arenas, carved)
+            return _context(layout, rows, fields, self.arenas, carved)
 
         blocks = grid[0] * grid[1] * grid[2]
         spread = blocks > 1 and threads() > 1 and self._independent(name)
@@ -299,47 +303,61 @@ def _row(region: Region, host: int) -> _Row:
             int(region.writable) | (2 if region.per == PER_THREAD else 0))
 
 
-def _context(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int,
-             rows: list[_Row], fields: dict[str, int], arenas: _Arenas, carved: list[_Carved]) -> np.ndarray:
-    """A context for running blocks of the launch: its own shared and local memory, region table
-    (the launch's rows and those of its shared memory, local memory and call parameters, the
-    last two in one instance per thread), warp state and site table, with the launch's
-    ``fields``, carved from one zeroed arena of ``arenas`` (added to ``carved``)."""
-    fn = flat.function
+class _Layout(NamedTuple):
+    """What a context of one kernel's launches with one block, dynamic shared memory and number of
+    the launch's region rows holds (:func:`_layout`): its arena's pieces, its own region rows
+    (piece, offset in it, base, end, flags: shared memory, local memory, call parameters) and the
+    context words that follow from these."""
+
+    sizes: tuple[tuple[str, int], ...]
+    own: tuple[tuple[str, int, int, int, int], ...]
+    words: dict[str, int]
+
+
+def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int, launch_rows: int
+            ) -> _Layout:
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
     shared_size = shared_bytes(program, shared_mem)
     locals_stride = instance_stride(program.local_size, PER_THREAD)
     local_stride = instance_stride(locals_stride + flat.call_bytes, PER_THREAD)
-    count = len(rows) + bool(shared_size) + bool(program.local_size) + bool(flat.call_bytes)
-    arena = arenas.take((
-        ("shared", shared_size), ("local", local_stride * 32 * warps), ("regions", 32 * count),
-        ("state", warps * state_bytes(len(fn.zeros))), ("sites", 8 * SITE_WORDS * len(fn.steps)),
-        ("ctx", 8 * len(CTX)),
-    ))
+    calls = WINDOWS["local"] + CALL_PARAMETERS
+    own = tuple(
+        (piece, offset, base, base + size, flags) for piece, offset, base, size, flags in (
+            ("shared", 0, WINDOWS["shared"], shared_size, 1),
+            ("local", 0, WINDOWS["local"], program.local_size, 3),  # writable, one instance per thread
+            ("local", locals_stride, calls, flat.call_bytes, 3),
+        ) if size
+    )
+    fn = flat.function
+    sizes = (
+        ("shared", shared_size), ("local", local_stride * 32 * warps),
+        ("regions", 32 * (launch_rows + len(own))), ("state", warps * state_bytes(len(fn.zeros))),
+        ("sites", 8 * SITE_WORDS * len(fn.steps)), ("ctx", 8 * len(CTX)),
+    )
+    words = {
+        "nregions": launch_rows + len(own), "shared_size": shared_size, "local_stride": local_stride,
+        "local_size": local_stride * 32 * warps if local_stride else 0, "threads": per_block, "nwarps": warps,
+    }
+    return _Layout(sizes, own, words)
+
+
+def _context(layout: _Layout, rows: list[_Row], fields: dict[str, int], arenas: _Arenas,
+             carved: list[_Carved]) -> np.ndarray:
+    """A context for running blocks of the launch: its own shared and local memory, region table
+    (the launch's rows and those of its shared memory, local memory and call parameters, the
+    last two in one instance per thread), warp state and site table, with the launch's
+    ``fields``, carved from one zeroed arena of ``arenas`` (added to ``carved``)."""
+    arena = arenas.take(layout.sizes)
     carved.append(arena)
     piece, address = arena.piece, arena.address
-    shared = Region("shared memory", WINDOWS["shared"], shared_size, piece["shared"], PER_BLOCK)
-    local = Region("local memory", WINDOWS["local"], program.local_size, piece["local"], PER_THREAD)
-    calls = Region("call parameters", WINDOWS["local"] + CALL_PARAMETERS, flat.call_bytes, piece["local"],
-                   PER_THREAD)
-    own = [_row(r, host) for r, host in ((shared, address["shared"]), (local, address["local"]),
-                                         (calls, address["local"] + locals_stride)) if r.size]
-    piece["regions"].view(np.uint64).reshape(count, 4)[:] = [*rows, *own]
+    own = [(base, end, (address[at] + offset - base) % (1 << 64), flags)
+           for at, offset, base, end, flags in layout.own]
+    piece["regions"].view(np.uint64).reshape(-1, 4)[:] = [*rows, *own]
     piece["sites"].view(np.uint64)[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
     ctx = piece["ctx"].view(np.uint64)
-    values = fields | {
-        "nregions": count,
-        "regions": address["regions"],
-        "shared": address["shared"],
-        "shared_size": shared_size,
-        "local": address["local"],
-        "local_stride": local_stride,
-        "local_size": local_stride * 32 * warps if local_stride else 0,
-        "state": address["state"],
-        "threads": per_block,
-        "nwarps": warps,
-        "sites": address["sites"],
+    values = fields | layout.words | {
+        name: address[name] for name in ("regions", "shared", "local", "state", "sites")
     }
     ctx[_indices(tuple(values))] = list(values.values())
     return ctx
