@@ -756,6 +756,81 @@ def test_loads_of_every_lane_pattern_and_mask_match_the_interpreter(bits, groups
         assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]
 
 
+
+def _scatter(bits: int, skew: int = 0) -> str:
+    """Lane ``i`` writes ``(i + 1) * 251`` to ``out[idx[i]]`` (``bits``-wide elements; in the second
+    warp ``skew`` bytes further) where ``on[i]``."""
+    size, wide = bits // 8, max(bits, 16)
+    return kernel_ptx(
+        f"""
+{_LANE_INPUTS}setp.eq.u32 %p1, %r3, 0;
+@%p1 bra DONE;
+ld.param.u64 %rd5, [out];
+mul.wide.s32 %rd6, %r2, {size};
+add.s64 %rd7, %rd5, %rd6;
+shr.u32 %r5, %r1, 5;
+mul.wide.u32 %rd8, %r5, {skew};
+add.s64 %rd7, %rd7, %rd8;
+add.u32 %r4, %r1, 1;
+cvt.u{wide}.u32 %v1, %r4;
+mul.lo.u{wide} %v1, %v1, 251;
+st.global.u{bits} [%rd7], %v1;
+DONE:
+ret;""",
+        params=".param .u64 idx, .param .u64 on, .param .u64 out",
+        regs=f".reg .pred %p1;\n.reg .b32 %r<6>;\n.reg .b{wide} %v1;\n.reg .b64 %rd<9>;",
+    )
+
+
+_spaced = st.tuples(st.integers(0, 8), st.lists(st.integers(0, 12), min_size=3, max_size=3)).map(
+    lambda start: [start[0] + 8 * g + sum(start[1][:g]) + k for g in range(4) for k in range(8)])
+_warp_groups = st.one_of(  # per warp: groups of eight in order, apart or adjoining; or any groups
+    _spaced, st.lists(_group, min_size=4, max_size=4).map(lambda groups: [i for g in groups for i in g]))
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(_warp_groups, min_size=2, max_size=2),
+    st.lists(st.integers(0, 1), min_size=64, max_size=64) | st.just([1] * 64),
+    st.sampled_from([None, (0, 130), (31, -1), (40, 128), (63, 130)]),
+)
+def test_stores_of_every_lane_pattern_and_mask_match_the_interpreter(bits, warps, on, past):
+    """Each group of eight lanes writes consecutive elements (the groups of a warp in order, apart
+    or adjoining, or overlapping), one element or any, under a full or partial mask; thread
+    ``past[0]`` writes element ``past[1]``, outside ``out``: the same memory, or the same report."""
+    idx, on = np.array([i for warp in warps for i in warp], np.int32), list(on)
+    if past is not None:
+        idx[past[0]], on[past[0]] = past[1], 1
+    out = np.zeros(128, np.dtype(f"u{bits // 8}"))  # one array: a report names its address
+    results = []
+    for tier in ("compiled", "interp"):
+        out[:] = 0
+        flags = np.array(on, np.uint32)
+        be = backend(_scatter(bits), tier=tier)
+        arrays = [idx, flags, out]
+        kinds = [ptr("i32"), ptr("u32"), ptr(f"u{bits}")]
+        results.append(_outcome(be, kinds, [a.ctypes.data for a in arrays], arrays, out))
+        assert tier == "interp" or be.compiled_tier.why_interpreted("k") is None
+    assert results[0] == results[1]
+    if past is not None:
+        assert isinstance(results[0], str) and f"thread ({past[0]}, 0, 0)" in results[0]
+
+
+@pytest.mark.parametrize("bits", [16, 32, 64])
+def test_a_warp_storing_consecutive_elements_off_their_alignment_gets_the_interpreters_report(bits):
+    """The second warp's elements are one byte off those of the first, whose span was admitted."""
+    idx, on = np.arange(64, dtype=np.int32), np.ones(64, np.uint32)
+    out = np.zeros(128, np.dtype(f"u{bits // 8}"))
+    results = []
+    for tier in ("compiled", "interp"):
+        be = backend(_scatter(bits, skew=1), tier=tier)
+        arrays = [idx, on, out]
+        kinds = [ptr("i32"), ptr("u32"), ptr(f"u{bits}")]
+        results.append(_outcome(be, kinds, [a.ctypes.data for a in arrays], arrays, out))
+    assert results[0] == results[1] and "misaligned" in results[0]
+
+
 ROOTS = kernel_ptx(
     """
 mov.u32 %r1, %tid.x;

@@ -11,8 +11,11 @@ other goes to ``@ptxb.admit``, which checks it as ``@ptxb.hoisted`` does and rem
 access that cannot be admitted takes the full check of ``@resolve``, which reports.  A launch has
 its own table (every row empty), so what one launch admitted never reaches another.
 
-When all 32 lanes are active and point at consecutive elements, a single-element access is one
-vector load or store (:func:`direct`). Loads of 32- and 64-bit elements through a base register
+When all 32 lanes are active and each group of eight points at consecutive elements (a whole
+warp's consecutive elements, a 16-wide block's two rows, an 8-wide block's four), a single-element
+access is one vector load or store per group behind one check of the groups' span (:func:`grouped`;
+a store writes the groups in lane order), or one vector access where the base register's lanes are
+known to be consecutive (:func:`direct`). Loads of 32- and 64-bit elements through a base register
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
 lanes, consecutive, one address or neither; remembered in the warp's state, moved by a warp-uniform
 step, cleared by any other write) and then move each group with a vector load, a scalar load and a
@@ -117,20 +120,17 @@ class DirectMoves:
         self.put_label(on)
 
     def direct(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
-        """Check an access of one ``bits``-wide element per lane at ``address`` for the inline path:
-        returns ``(ok, pointer)``, ``ok`` true when every lane is active, the lanes' elements are
-        consecutive and their span is admitted, ``pointer`` then lane 0's host pointer."""
+        """Check an access of one ``bits``-wide element per lane at ``address``, whose lanes are known
+        to follow the lane by one element each but for a wrap of the base register
+        (:meth:`.emit.Emitter.consecutive_lanes`), for the inline path: returns ``(ok, pointer)``,
+        ``ok`` true when every lane is active, the last lane's element is the 31st after the first's
+        and their span is admitted, ``pointer`` then lane 0's host pointer."""
         size = bits // 8
 
         def probe() -> tuple[str, str]:
             lead = self.lane_address(address, 0)
             last = self.op(f"add i64 {lead}, {31 * size}")
-            if self.consecutive_lanes(address, size):  # unless the base register wrapped
-                consecutive = self.op(f"icmp eq i64 {self.lane_address(address, 31)}, {last}")
-            else:
-                steps = ", ".join(f"i64 {k * size}" for k in range(32))
-                expected = self.op(f"add {_I64} {self.spread(lead, 'i64')}, <{steps}>")
-                consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+            consecutive = self.op(f"icmp eq i64 {self.lane_address(address, 31)}, {last}")
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
             ordered = self.op(f"icmp ule i64 {lead}, {last}")
             ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
@@ -138,6 +138,61 @@ class DirectMoves:
             return self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
 
         return self._whole_warp(mask, probe, "0")
+
+    def grouped(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
+        """Check an access of one ``bits``-wide element per lane at ``address`` for :meth:`moved_groups`:
+        returns ``(ok, delta)``, ``ok`` true when every lane is active, each group of eight lanes
+        points at consecutive aligned elements (a 16-wide block's two rows, an 8-wide one's four)
+        and the groups' span is admitted, ``delta`` then host minus guest.  Groups may overlap: a
+        store writes them in lane order, so the highest lane's value stays, as the interpreter's."""
+        size = bits // 8
+
+        def probe() -> tuple[str, str]:
+            leads = [self.lane_address(address, 8 * g) for g in range(4)]
+            picks = ", ".join(f"i32 {k // 8 * 8}" for k in range(32))
+            heads = self.op(f"shufflevector {_I64} {address}, {_I64} poison, <32 x i32> <{picks}>")
+            steps = ", ".join(f"i64 {k % 8 * size}" for k in range(32))
+            expected = self.op(f"add {_I64} {heads}, <{steps}>")
+            consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+            self.intrinsic("declare i64 @llvm.umin.i64(i64, i64)")
+            self.intrinsic("declare i64 @llvm.umax.i64(i64, i64)")
+            lo, top = leads[0], leads[0]
+            for lead in leads[1:]:
+                lo = self.op(f"call i64 @llvm.umin.i64(i64 {lo}, i64 {lead})")
+                top = self.op(f"call i64 @llvm.umax.i64(i64 {top}, i64 {lead})")
+            hi = self.op(f"add i64 {top}, {7 * size}")
+            bits_or = leads[0]
+            for lead in leads[1:]:
+                bits_or = self.op(f"or i64 {bits_or}, {lead}")
+            ready = [consecutive, self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0"),
+                     self.op(f"icmp ule i64 {top}, {hi}")]  # no group's last element wraps around
+            both = ready[0]
+            for term in ready[1:]:
+                both = self.op(f"and i1 {both}, {term}")
+            delta = self.admitted(lo, hi, both, size, write)
+            return self.op(f"icmp ne i64 {delta}, -1"), delta
+
+        return self._whole_warp(mask, probe, "-1")
+
+    def moved_groups(self, address: str, delta: str, bits: int, value: str | None = None) -> str | None:
+        """Each group of eight lanes' consecutive elements at ``address`` (checked: ``delta``, host
+        minus guest; :meth:`grouped`) moved by one vector access: the ``<32 x iN>`` loaded, or
+        ``value`` stored (group by group, in lane order)."""
+        size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
+        pointers = [
+            self.op(f"inttoptr i64 {self.op(f'add i64 {self.lane_address(address, 8 * g)}, {delta}')} to ptr")
+            for g in range(4)
+        ]
+        if value is not None:
+            for g, at in enumerate(pointers):
+                self.emit(f"store {t8} {_slice(self, t, value, 8 * g, 8)}, ptr {at}, align {size}")
+            return None
+        parts = [self.op(f"load {t8}, ptr {at}, align {size}") for at in pointers]
+        half = ", ".join(f"i32 {k}" for k in range(16))
+        every = ", ".join(f"i32 {k}" for k in range(32))
+        low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
+        high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
+        return self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
 
     def _whole_warp(self, mask: str, probe: Callable[[], tuple[str, str]], otherwise: str) -> tuple[str, str]:
         """``probe()``'s ``(ok, value)``, emitted on a path of its own that only a warp whose every

@@ -441,16 +441,24 @@ class Emitter(DirectMoves):
             self.emit(f"br label %{done}")
             self.put_label(slow)
         elif count == 1 and not shared and not (patterned and self.looping and self.base[0] in self.stepped):
-            ok, pointer = self.direct(address, mask, bits, kind == "store")
             fast, slow = self.label("direct"), self.label("checked")
-            self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
-            self.put_label(fast)
-            at = self.op(f"inttoptr i64 {pointer} to ptr")
-            if kind == "load":
-                arrived.append((fast, [self.op(f"load {t}, ptr {at}, align {bits // 8}")]))
-            else:
-                self.emit(f"store {t} {values[0]}, ptr {at}, align {bits // 8}")  # type: ignore[index]
-                arrived.append((fast, []))
+            if self.consecutive_lanes(address, bits // 8):  # one vector access, unless the base wrapped
+                ok, pointer = self.direct(address, mask, bits, kind == "store")
+                self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
+                self.put_label(fast)
+                at = self.op(f"inttoptr i64 {pointer} to ptr")
+                if kind == "load":
+                    moved = [self.op(f"load {t}, ptr {at}, align {bits // 8}")]
+                else:
+                    self.emit(f"store {t} {values[0]}, ptr {at}, align {bits // 8}")  # type: ignore[index]
+                    moved = []
+            else:  # one vector access per group of eight lanes (a whole warp's consecutive elements too)
+                ok, delta = self.grouped(address, mask, bits, kind == "store")
+                self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
+                self.put_label(fast)
+                got = self.moved_groups(address, delta, bits, None if kind == "load" else values[0])  # type: ignore[index]
+                moved = [got] if got is not None else []
+            arrived.append((self.block, moved))
             self.emit(f"br label %{done}")
             self.put_label(slow)
         if rowed is None and (shared or patterned):
