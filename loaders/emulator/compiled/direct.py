@@ -14,8 +14,10 @@ its own table (every row empty), so what one launch admitted never reaches anoth
 When all 32 lanes are active and each group of eight points at consecutive elements (a whole
 warp's consecutive elements, a 16-wide block's two rows, an 8-wide block's four), a single-element
 access is one vector load or store per group behind one check of the groups' span (:func:`grouped`;
-a store writes the groups in lane order), or one vector access where the base register's lanes are
-known to be consecutive (:func:`direct`). Loads of 32- and 64-bit elements through a base register
+a store writes the groups in lane order; the accesses of a block outside loops through one register
+share one check over the span of their offsets, a stencil's ``[%rd-4]`` and ``[%rd+4]``), or one
+vector access where the base register's lanes are known to be consecutive (:func:`direct`).
+Loads of 32- and 64-bit elements through a base register
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
 lanes, consecutive, one address or neither; remembered in the warp's state, moved by a warp-uniform
 step, cleared by any other write) and then move each group with a vector load, a scalar load and a
@@ -139,7 +141,8 @@ class DirectMoves:
 
         return self._whole_warp(mask, probe, "0")
 
-    def grouped(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
+    def grouped(self, address: str, mask: str, bits: int, write: bool, reach: tuple[int, int] = (0, 0)
+                ) -> tuple[str, str]:
         """Check an access of one ``bits``-wide element per lane at ``address`` for :meth:`moved_groups`:
         returns ``(ok, delta)``, ``ok`` true when every lane is active, each group of eight lanes
         points at consecutive aligned elements (a 16-wide block's two rows, an 8-wide one's four)
@@ -161,15 +164,19 @@ class DirectMoves:
                 lo = self.op(f"call i64 @llvm.umin.i64(i64 {lo}, i64 {lead})")
                 top = self.op(f"call i64 @llvm.umax.i64(i64 {top}, i64 {lead})")
             hi = self.op(f"add i64 {top}, {7 * size}")
+            first, last = (self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")) if any(
+                reach) else (lo, hi)
             bits_or = leads[0]
             for lead in leads[1:]:
                 bits_or = self.op(f"or i64 {bits_or}, {lead}")
             ready = [consecutive, self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0"),
                      self.op(f"icmp ule i64 {top}, {hi}")]  # no group's last element wraps around
+            if any(reach):  # nor the span of the block's other accesses through the register
+                ready.append(self.op(f"icmp ule i64 {first}, {last}"))
             both = ready[0]
             for term in ready[1:]:
                 both = self.op(f"and i1 {both}, {term}")
-            delta = self.admitted(lo, hi, both, size, write)
+            delta = self.admitted(first, last, both, size, write)
             return self.op(f"icmp ne i64 {delta}, -1"), delta
 
         return self._whole_warp(mask, probe, "-1")
@@ -298,7 +305,8 @@ class DirectMoves:
             lead, lo, hi = (self.lane_address(address, k) for k in (0, low, high))
             apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-            first, last = self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
+            first, last = (self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")) if any(
+                reach) else (lo, hi)
             ordered = self.op(f"icmp ule i64 {first}, {last}")
             ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
             delta = self.admitted(first, last, ready, size, False)

@@ -440,9 +440,17 @@ class Emitter(DirectMoves):
             arrived.append((fast, [self.moved_rows(address, delta, rowed, bits)]))
             self.emit(f"br label %{done}")
             self.put_label(slow)
-        elif count == 1 and not shared and not (patterned and self.looping and self.base[0] in self.stepped):
+        elif count == 1 and not (shared and self.looping) and not (
+                patterned and self.looping and self.base[0] in self.stepped):
+            # in a loop, a base register's classification is remembered from the pass before: used alone
             fast, slow = self.label("direct"), self.label("checked")
-            if self.consecutive_lanes(address, bits // 8):  # one vector access, unless the base wrapped
+            if shared:  # one check of the groups for the block's accesses through the register
+                ok, delta = self._groups_checked(address, mask, bits, kind, mem.offset)
+                self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
+                self.put_label(fast)
+                got = self.moved_groups(address, delta, bits, None if kind == "load" else values[0])  # type: ignore[index]
+                moved = [got] if got is not None else []
+            elif self.consecutive_lanes(address, bits // 8):  # one vector access, unless the base wrapped
                 ok, pointer = self.direct(address, mask, bits, kind == "store")
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
@@ -463,7 +471,14 @@ class Emitter(DirectMoves):
             self.put_label(slow)
         if rowed is None and (shared or patterned):
             window = (self.base[2] - mem.offset) % (1 << 64)  # type: ignore[union-attr,index]
-            self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
+            if shared and count == 1 and not self.looping:  # behind the groups' check, which dominates
+                # the block's later accesses through the register: this path's checks reach none of them
+                kept = self.spans, self.deltas
+                self.spans, self.deltas = {}, {}
+                self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
+                self.spans, self.deltas = kept
+            else:
+                self._hoisted(kind, mask, bits, count, whole, window, values, done, arrived)
             if not shared:  # its checks were made on a path later accesses need not pass
                 self.forget(self.base[0])  # type: ignore[index]
         self._to_buffer(values, bits)
@@ -508,6 +523,18 @@ class Emitter(DirectMoves):
             least, most = self.offsets[name]
             self.deltas[group] = self.rows(  # type: ignore[assignment]
                 address, offsets, mask, bits, (least - shared, most - shared))
+        return self.deltas[group]  # type: ignore[return-value]
+
+    def _groups_checked(self, address: str, mask: str, bits: int, kind: str, offset: int) -> tuple[str, str]:
+        """The check of :meth:`.direct.DirectMoves.grouped` for an access through a register the block's
+        other accesses of its size and kind share: once per block, over the span of their offsets
+        (``[%rd2-4]`` and ``[%rd2+4]`` check ``[lo - 4, hi + 4]`` once; this one is at ``offset``)."""
+        name = self.base[0]  # type: ignore[index]
+        group = (name, mask, "groups", bits, kind, self.extent())
+        if group not in self.deltas:
+            least, most = self.offsets[name]
+            self.deltas[group] = self.grouped(  # type: ignore[assignment]
+                address, mask, bits, kind == "store", (least - offset, most - offset))
         return self.deltas[group]  # type: ignore[return-value]
 
     def _hoisted(
