@@ -444,13 +444,7 @@ class Emitter(DirectMoves):
                 patterned and self.looping and self.base[0] in self.stepped):
             # in a loop, a base register's classification is remembered from the pass before: used alone
             fast, slow = self.label("direct"), self.label("checked")
-            if shared:  # one check of the groups for the block's accesses through the register
-                ok, delta = self._groups_checked(address, mask, bits, kind, mem.offset)
-                self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
-                self.put_label(fast)
-                got = self.moved_groups(address, delta, bits, None if kind == "load" else values[0])  # type: ignore[index]
-                moved = [got] if got is not None else []
-            elif self.consecutive_lanes(address, bits // 8):  # one vector access, unless the base wrapped
+            if not shared and self.consecutive_lanes(address, bits // 8):  # one vector (but for a wrap)
                 ok, pointer = self.direct(address, mask, bits, kind == "store")
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
@@ -460,8 +454,9 @@ class Emitter(DirectMoves):
                 else:
                     self.emit(f"store {t} {values[0]}, ptr {at}, align {bits // 8}")  # type: ignore[index]
                     moved = []
-            else:  # one vector access per group of eight lanes (a whole warp's consecutive elements too)
-                ok, delta = self.grouped(address, mask, bits, kind == "store")
+            else:  # a vector per group of eight lanes; one check for a block's accesses through one base
+                ok, delta = (self._groups_checked(address, mask, bits, kind, mem.offset) if shared
+                             else self.grouped(address, mask, bits, kind == "store"))
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
                 got = self.moved_groups(address, delta, bits, None if kind == "load" else values[0])  # type: ignore[index]
