@@ -316,6 +316,8 @@ class _Layout(NamedTuple):
 
 def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int, launch_rows: int
             ) -> _Layout:
+    """The :class:`_Layout` of kernel ``flat``'s contexts for ``block``, ``shared_mem`` and a region
+    table of ``launch_rows`` rows from the launch: the same for every launch of that shape."""
     per_block = block[0] * block[1] * block[2]
     warps = -(-per_block // 32)
     shared_size = shared_bytes(program, shared_mem)
