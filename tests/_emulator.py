@@ -61,6 +61,15 @@ def kernel_ptx(body: str, params: str = ".param .u64 out", regs: str = "", globa
             f".visible .entry {name}({params})\n{{\n{regs}\n{body}\n}}\n")
 
 
+def stored_per_thread(register: str) -> str:
+    """PTX that stores u32 ``register`` to ``out[%r0]`` (``%r0``: the thread's x index) and returns."""
+    return f"""ld.param.u64 %rd1, [out];
+mul.wide.u32 %rd2, %r0, 4;
+add.s64 %rd1, %rd1, %rd2;
+st.global.u32 [%rd1], {register};
+ret;"""
+
+
 _REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}
 _LD = {1: "u8", 2: "b16", 4: "b32", 8: "b64"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _emulator import backend, kernel_ptx, launch, ptr, scalar
+from _emulator import backend, kernel_ptx, launch, ptr, scalar, stored_per_thread
 from _tiers import both, cuda_tiers, ptx_both, same, tiers
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -264,12 +264,8 @@ def test_a_shuffle_of_a_register_that_follows_the_lane_reads_each_lanes_value():
 mov.u32 %r1, %laneid;
 add.u32 %r2, %r1, 5;
 shfl.sync.idx.b32 %r3, %r2, 3, 31, -1;
-ld.param.u64 %rd1, [out];
 mov.u32 %r0, %tid.x;
-mul.wide.u32 %rd2, %r0, 4;
-add.s64 %rd1, %rd1, %rd2;
-st.global.u32 [%rd1], %r3;
-ret;"""
+""" + stored_per_thread("%r3")
     ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<4>; .reg .b64 %rd<3>;")
     out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
     np.testing.assert_array_equal(out, np.full(64, 8, np.uint32))
@@ -415,11 +411,7 @@ bra.uni MID;
 MID:
 mov.u32 %r1, 5;
 SKIP:
-ld.param.u64 %rd1, [out];
-mul.wide.u32 %rd2, %r0, 4;
-add.s64 %rd1, %rd1, %rd2;
-st.global.u32 [%rd1], %r1;
-ret;"""
+""" + stored_per_thread("%r1")
     ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<2>; .reg .b64 %rd<3>; .reg .pred %p<2>;")
     out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
     np.testing.assert_array_equal(out, np.where(np.arange(64) < 13, 0, 5).astype(np.uint32))
@@ -438,7 +430,6 @@ def test_a_kernel_is_compiled_once_for_each_warp_shape_it_is_launched_with():
         same(compiled, interpreted)
     shapes = [shape for name, shape in pair[0].backend.compiled_tier.variants if name == "rows_and_columns"]
     assert shapes == [warp_shape((16, 16, 1)), warp_shape((256, 1, 1)), None]
-
 
 
 def test_a_register_a_shuffle_reads_keeps_the_value_of_lanes_that_exited():
@@ -462,11 +453,7 @@ add.u32 %r6, %r6, 1;
 setp.lt.u32 %p2, %r6, 3;
 @%p2 bra LOOP;
 add.u32 %r5, %r5, %r2;
-ld.param.u64 %rd1, [out];
-mul.wide.u32 %rd2, %r0, 4;
-add.s64 %rd1, %rd1, %rd2;
-st.global.u32 [%rd1], %r5;
-ret;"""
+""" + stored_per_thread("%r5")
     ptx = kernel_ptx(body, ".param .u64 out", ".reg .b32 %r<7>; .reg .b64 %rd<3>; .reg .pred %p<3>;")
     out = ptx_both(ptx, [ptr("u32")], [], np.zeros(64, np.uint32), grid=1, block=64)
     lane = np.arange(64) % 32

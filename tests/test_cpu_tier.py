@@ -18,7 +18,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from _emulator import backend, kernel_ptx, launch, ptr, scalar
+from _emulator import backend, kernel_ptx, launch, ptr, scalar, stored_per_thread
 from _tiers import both, cuda_tiers, ptx_both, same, tiers
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -667,6 +667,17 @@ ld.global.u32 %r3, [%rd4];
 """  # each thread's idx (%r2) and on (%r3); %rd2 its 4-byte element offset
 
 
+def _indexed_where_on(param: str, size: int) -> str:
+    """The lane inputs, a jump to ``DONE`` where ``on`` is 0, and ``%rd7``: the address of element
+    ``idx`` (``size`` bytes each) of pointer parameter ``param``."""
+    return f"""{_LANE_INPUTS}setp.eq.u32 %p1, %r3, 0;
+@%p1 bra DONE;
+ld.param.u64 %rd5, [{param}];
+mul.wide.s32 %rd6, %r2, {size};
+add.s64 %rd7, %rd5, %rd6;
+"""
+
+
 def _outcome(be, kinds, values, arrays, out) -> bytes | str:
     """What kernel ``k`` leaves in ``out`` on backend ``be`` (one block of 64 threads), or the part of
     its fault report both tiers word alike."""
@@ -683,12 +694,7 @@ def _gather(bits: int) -> str:
     size = bits // 8
     return kernel_ptx(
         f"""
-{_LANE_INPUTS}setp.eq.u32 %p1, %r3, 0;
-@%p1 bra DONE;
-ld.param.u64 %rd5, [x];
-mul.wide.s32 %rd6, %r2, {size};
-add.s64 %rd7, %rd5, %rd6;
-ld.global.u{bits} %v1, [%rd7];
+{_indexed_where_on("x", size)}ld.global.u{bits} %v1, [%rd7];
 ld.global.u{bits} %v2, [%rd7+{size}];
 xor.b32 %r7, %r2, 1;
 mul.wide.s32 %rd10, %r7, {size};
@@ -763,12 +769,7 @@ def _scatter(bits: int, skew: int = 0) -> str:
     size, wide = bits // 8, max(bits, 16)
     return kernel_ptx(
         f"""
-{_LANE_INPUTS}setp.eq.u32 %p1, %r3, 0;
-@%p1 bra DONE;
-ld.param.u64 %rd5, [out];
-mul.wide.s32 %rd6, %r2, {size};
-add.s64 %rd7, %rd5, %rd6;
-shr.u32 %r5, %r1, 5;
+{_indexed_where_on("out", size)}shr.u32 %r5, %r1, 5;
 mul.wide.u32 %rd8, %r5, {skew};
 add.s64 %rd7, %rd7, %rd8;
 add.u32 %r4, %r1, 1;
@@ -1269,11 +1270,7 @@ mov.u32 %r6, box;
 add.u32 %r6, %r6, %r5;
 ld.shared.u32 %r7, [%r6];
 add.u32 %r7, %r7, %r8;
-ld.param.u64 %rd1, [out];
-mul.wide.u32 %rd2, %r0, 4;
-add.s64 %rd1, %rd1, %rd2;
-st.global.u32 [%rd1], %r7;
-ret;""",
+""" + stored_per_thread("%r7"),
     params=".param .u64 out",
     regs=".reg .pred %p<2>;\n.reg .b32 %r<9>;\n.reg .b64 %rd<3>;",
     globals_=".shared .align 4 .b8 box[512];",

@@ -164,8 +164,7 @@ class DirectMoves:
                 lo = self.op(f"call i64 @llvm.umin.i64(i64 {lo}, i64 {lead})")
                 top = self.op(f"call i64 @llvm.umax.i64(i64 {top}, i64 {lead})")
             hi = self.op(f"add i64 {top}, {7 * size}")
-            first, last = (self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")) if any(
-                reach) else (lo, hi)
+            first, last = self._reached(lo, hi, reach)
             bits_or = leads[0]
             for lead in leads[1:]:
                 bits_or = self.op(f"or i64 {bits_or}, {lead}")
@@ -200,6 +199,13 @@ class DirectMoves:
         low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
         high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
         return self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+
+    def _reached(self, lo: str, hi: str, reach: tuple[int, int]) -> tuple[str, str]:
+        """The span ``[lo, hi]`` widened by the byte offsets ``reach`` of the block's other accesses
+        through the same register."""
+        if not any(reach):
+            return lo, hi
+        return self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
 
     def _whole_warp(self, mask: str, probe: Callable[[], tuple[str, str]], otherwise: str) -> tuple[str, str]:
         """``probe()``'s ``(ok, value)``, emitted on a path of its own that only a warp whose every
@@ -305,8 +311,7 @@ class DirectMoves:
             lead, lo, hi = (self.lane_address(address, k) for k in (0, low, high))
             apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
             aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-            first, last = (self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")) if any(
-                reach) else (lo, hi)
+            first, last = self._reached(lo, hi, reach)
             ordered = self.op(f"icmp ule i64 {first}, {last}")
             ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
             delta = self.admitted(first, last, ready, size, False)

@@ -387,13 +387,13 @@ class Emitter(DirectMoves):
         """Lane ``lane``'s element of ``address``; where it is the last :meth:`address` and the warp
         keeps its base register as one scalar, made from that scalar (a fast path then does no
         vector work: the vector is left to the full check)."""
-        name = self.base[0] if self.base is not None and address == self.addressed else None
-        if name not in self.uniform or self.registers[name] not in (32, 64):  # type: ignore[index]
+        name = self._scalar_base(address)
+        if name is None or self.registers[name] not in (32, 64):
             return self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
         width, offset = self.registers[name], self.base[2]  # type: ignore[index]
         t = int_elem(width)
-        value = self.op(f"load {t}, ptr {self.slot(name)}")  # type: ignore[arg-type]
-        step = self.signed_offsets(name)[lane]  # type: ignore[arg-type]
+        value = self.op(f"load {t}, ptr {self.slot(name)}")
+        step = self.signed_offsets(name)[lane]
         if step:
             value = self.op(f"add {t} {value}, {step}")
         if width != 64:
@@ -403,9 +403,14 @@ class Emitter(DirectMoves):
     def consecutive_lanes(self, address: str, size: int) -> bool:
         """Whether the lanes of ``address`` (the last :meth:`address`) are known to lie ``size``
         bytes apart but for a wrap of the base register (:mod:`.lanes`)."""
+        name = self._scalar_base(address)
+        return name is not None and self.signed_offsets(name) == tuple(k * size for k in range(LANES))
+
+    def _scalar_base(self, address: str) -> str | None:
+        """The base register of ``address`` where it is the last :meth:`address` and the warp keeps
+        that register as one scalar (:mod:`.lanes`), else None."""
         name = self.base[0] if self.base is not None and address == self.addressed else None
-        return name in self.uniform and self.signed_offsets(name) == tuple(  # type: ignore[arg-type]
-            k * size for k in range(LANES))
+        return name if name in self.uniform else None
 
     def move(
         self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int,
@@ -512,24 +517,26 @@ class Emitter(DirectMoves):
         ``[%r+64]`` ... ``[%r+960]``)."""
         if shared is None:
             return self.rows(address, offsets, mask, bits)
-        name = self.base[0]  # type: ignore[index]
-        group = (name, mask, "rows", bits, self.extent())
-        if group not in self.deltas:
-            least, most = self.offsets[name]
-            self.deltas[group] = self.rows(  # type: ignore[assignment]
-                address, offsets, mask, bits, (least - shared, most - shared))
-        return self.deltas[group]  # type: ignore[return-value]
+        return self._once_a_block(("rows", mask, bits), shared,
+                                  lambda reach: self.rows(address, offsets, mask, bits, reach))
 
     def _groups_checked(self, address: str, mask: str, bits: int, kind: str, offset: int) -> tuple[str, str]:
         """The check of :meth:`.direct.DirectMoves.grouped` for an access through a register the block's
         other accesses of its size and kind share: once per block, over the span of their offsets
         (``[%rd2-4]`` and ``[%rd2+4]`` check ``[lo - 4, hi + 4]`` once; this one is at ``offset``)."""
+        return self._once_a_block(("groups", mask, bits, kind), offset,
+                                  lambda reach: self.grouped(address, mask, bits, kind == "store", reach))
+
+    def _once_a_block(self, kind: tuple[Any, ...], offset: int,
+                      check: Callable[[tuple[int, int]], tuple[str, str]]) -> tuple[str, str]:
+        """``check(reach)`` made at the block's first access of its ``kind`` through the access's base
+        register and reused by the others: ``reach`` spans the block's offsets through the register
+        from this access's ``offset``."""
         name = self.base[0]  # type: ignore[index]
-        group = (name, mask, "groups", bits, kind, self.extent())
+        group = (name, *kind, self.extent())
         if group not in self.deltas:
             least, most = self.offsets[name]
-            self.deltas[group] = self.grouped(  # type: ignore[assignment]
-                address, mask, bits, kind == "store", (least - offset, most - offset))
+            self.deltas[group] = check((least - offset, most - offset))  # type: ignore[assignment]
         return self.deltas[group]  # type: ignore[return-value]
 
     def _hoisted(
