@@ -12,8 +12,7 @@ from __future__ import annotations
 import ctypes
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ptxbridge.abi.errors import PtxBridgeError
 from ptxbridge.abi.layout import Packer
@@ -36,10 +35,10 @@ class LoadableImage(Protocol):
     cpu_unavailable: Mapping[str, str]  # kernels the PTX lacks, each with why
 
 
-@dataclass(frozen=True, slots=True)
-class Buffer:
+class Buffer(NamedTuple):
     """A memory range an argument brought: the CPU loader bounds-checks against these, and names
-    the argument (``name``, its elements' ``dtype`` and ``itemsize``) when an access overruns it."""
+    the argument (``name``, its elements' ``dtype`` and ``itemsize``) when an access overruns it
+    (a named tuple: one is made per tensor per launch)."""
 
     ptr: int
     nbytes: int

@@ -562,7 +562,24 @@ PyTypeObject PlanType = {
     .tp_methods = plan_methods,
 };
 
+/* host_data(array) -> (address, readonly): a host array's element 0 and mutability through the buffer
+ * protocol (NumPy's __array_interface__ builds a dict, and cost more than a small CPU launch's
+ * kernel); None where the object exports no strided buffer (the caller reads the interface). */
+static PyObject *host_data(PyObject *module, PyObject *array) {
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(array, &view, PyBUF_STRIDES) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = Py_BuildValue("(KO)", (unsigned long long)(uintptr_t)view.buf,
+                                  view.readonly ? Py_True : Py_False);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"host_data", host_data, METH_O, "host_data(array) -> (address, readonly), or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,17 +18,17 @@ import dataclasses
 import enum
 import numbers
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy
 
-from ptxbridge.abi.devices import DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
+from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED
 from ptxbridge.abi.dtypes import KDL_COMPLEX, DType
 from ptxbridge.abi.errors import ArgumentError, PtxBridgeError
 from ptxbridge.abi.kind_entries import KINDS
 from ptxbridge.abi.kind_table import TensorRule
-from ptxbridge.abi.kinds import ParamType, Slice
+from ptxbridge.abi.kinds import NumbaArray, ParamType, Slice
 from ptxbridge.abi.lowering import lower_param
 from ptxbridge.abi.signature import Convention, Param
 from ptxbridge.abi.syntax import format_type
@@ -37,6 +37,7 @@ from ptxbridge.launch.dlpack import (
     TensorInfo,
     device_name,
     extractor_for,
+    host_data,
     torch_dtype_map,
 )
 from ptxbridge.launch.members import members, read, tensor_of
@@ -52,6 +53,8 @@ from ptxbridge.launch.values import F32_MAX, ValueProblem, encoder, scalar_conve
 from ptxbridge.loaders.base import Buffer
 
 __all__ = ["BindContext", "LaunchState", "Binder", "OtherDeviceError", "make_binder"]
+
+_U64 = (1 << 64) - 1  # numba's byte strides are words: a negative one wraps
 
 class OtherDeviceError(ArgumentError):
     """Every tensor so far lives on another GPU: the module may serve it from a sibling instance."""
@@ -92,7 +95,7 @@ class LaunchState:
         """Put ``data`` where the kernel can read it (and write it, when ``writable``); the buffer
         lives as long as the launch needs."""
         buffer = self.upload(data, self.stream)
-        self.buffers.append(replace(buffer, writable=True) if writable else buffer)
+        self.buffers.append(buffer._replace(writable=True) if writable else buffer)
         return buffer.ptr
 
     def scratch_back(self, data: bytes, receive: Callable[[bytes], None]) -> int:
@@ -268,6 +271,7 @@ def _tensor_binder(ctx: BindContext, where: _Where, arg_type: type) -> Binder:
     form = where.rule.contiguous(t)  # "pointer" / "slice": the plan may read the tensor inline
     native = native_tensor(t, where.rule, where.want, where.refuses_readonly, arg_type, ctx.device_type,
                            ctx.device_id)
+    both = _numpy_both(ctx, where, form, arg_type, both) or both
     fast = form and (_torch_fast_path(ctx, where, form, arg_type, checked)
                      or _cupy_fast_path(ctx, where, form, arg_type, checked))
     if not fast:
@@ -299,6 +303,44 @@ def _nested_buffers(ctx: BindContext, where: _Where) -> Callable[[Any, int], tup
                 found.append(_buffer(extract(value, stream), where.name))
         return tuple(found)
     return buffers
+
+
+def _numpy_both(ctx: BindContext, where: _Where, form: str | None, arg_type: type,
+                both: Callable[[Any, Any], tuple[tuple, tuple[Buffer, ...]]]
+                ) -> Callable[[Any, Any], tuple[tuple, tuple[Buffer, ...]]] | None:
+    """For NumPy arrays on the CPU loader (values and buffer, one read) on pointers, slices and numba
+    arrays: a C-contiguous, aligned array of the parameter's dtype, writable where the kernel writes,
+    is read through its attributes; anything else goes to ``both``, the full check, which accepts
+    what this test is too strict for or raises the house-format error."""
+    t, want = where.t, where.want
+    numba = isinstance(t, NumbaArray)
+    if numba and t.layout == "F" and t.ndim > 1:  # C-contiguous is not what it was compiled for
+        return None
+    if (arg_type is not numpy.ndarray or ctx.device_type != DLPACK_CPU or host_data is None or want is None
+            or want.numpy_name is None or want.code == KDL_COMPLEX or not (form or numba)):
+        return None
+    dtype = numpy.dtype(want.numpy_name)
+    itemsize, name, writes, dtype_name = dtype.itemsize, where.name, where.refuses_readonly, dtype.name
+    ndim = t.ndim if numba else 0
+    pointer = form == "pointer"
+
+    def fast(arg: Any, stream: Any) -> tuple[tuple, tuple[Buffer, ...]]:
+        if arg.dtype is not dtype or not arg.flags.c_contiguous:
+            return both(arg, stream)
+        ptr, readonly = host_data(arg)
+        strides = arg.strides  # a unit axis may have any: the full check refuses one not in elements
+        if ptr % itemsize or (readonly and writes) or any(stride % itemsize for stride in strides):
+            return both(arg, stream)
+        if pointer:
+            values: tuple = (ptr,)
+        elif not numba:
+            values = (ptr, arg.size)
+        elif arg.ndim != ndim:
+            return both(arg, stream)
+        else:
+            values = (0, 0, arg.size, itemsize, ptr, *arg.shape, *(stride & _U64 for stride in strides))
+        return values, (Buffer(ptr, arg.nbytes, not readonly, arg, name, itemsize, dtype_name),)
+    return fast
 
 
 def _torch_fast_path(ctx: BindContext, where: _Where, form: str, arg_type: type,

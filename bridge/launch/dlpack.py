@@ -28,21 +28,26 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from ptxbridge.abi.devices import DLPACK_CPU, DLPACK_CUDA
 from ptxbridge.abi.dtypes import DType, from_dlpack, from_numpy
 from ptxbridge.abi.errors import ArgumentError
 
-__all__ = ["TensorInfo", "extractor_for", "is_tensor_type", "producer_of", "device_name", "torch_dtype_map",
-           "stream_handle", "default_stream_for"]
+try:  # NumPy's data address in C (:func:`_numpy_extract`); without the extension, from the interface
+    from ptxbridge.launch._fastlaunch import host_data
+except ImportError:
+    host_data = None
+
+__all__ = ["TensorInfo", "extractor_for", "host_data", "is_tensor_type", "producer_of", "device_name",
+           "torch_dtype_map", "stream_handle", "default_stream_for"]
 
 
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    """What one tensor argument is: ``ptr`` already includes any byte offset."""
+class TensorInfo(NamedTuple):
+    """What one tensor argument is: ``ptr`` already includes any byte offset.  A named tuple: one is
+    made per tensor per launch, and a frozen dataclass's construction cost more than the launch's
+    other work on a small tensor."""
 
     ptr: int
     dtype: DType | None
@@ -63,21 +68,23 @@ class TensorInfo:
         return n
 
     def c_contiguous(self) -> bool:
-        return self.numel <= 1 or _squeezed_equal(self.shape, self.strides, _c_strides(self.shape))
+        return _contiguous(reversed(self.shape), reversed(self.strides)) or self.numel <= 1
 
     def f_contiguous(self) -> bool:
-        f_strides = _c_strides(self.shape[::-1])[::-1]
-        return self.numel <= 1 or _squeezed_equal(self.shape, self.strides, f_strides)
+        return _contiguous(self.shape, self.strides) or self.numel <= 1
 
     def span(self) -> tuple[int, int]:
         """(lowest address, bytes up to the highest) the view touches; negative strides included."""
-        if self.numel == 0:
-            return self.ptr, 0
         # a structured or vector element (a NumPy record, DLPack lanes) has no ptxbridge dtype
         itemsize = self.itemsize or (self.dtype.itemsize if self.dtype else 1)
-        axes = list(zip(self.shape, self.strides, strict=True))
-        below = sum((n - 1) * s for n, s in axes if s < 0)
-        above = sum((n - 1) * s for n, s in axes if s > 0)
+        below = above = 0
+        for extent, stride in zip(self.shape, self.strides, strict=True):
+            if extent == 0:
+                return self.ptr, 0
+            if stride < 0:
+                below += (extent - 1) * stride
+            else:
+                above += (extent - 1) * stride
         return self.ptr + below * itemsize, (above - below + 1) * itemsize
 
 
@@ -89,9 +96,15 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _squeezed_equal(shape: tuple[int, ...], strides: tuple[int, ...], want: tuple[int, ...]) -> bool:
-    """Strides of unit axes do not matter for contiguity (torch reports arbitrary ones)."""
-    return all(n == 1 or s == w for n, s, w in zip(shape, strides, want, strict=False))
+def _contiguous(shape: Iterable[int], strides: Iterable[int]) -> bool:
+    """Whether the axes, innermost first, are packed densely; strides of unit axes do not matter
+    (torch reports arbitrary ones)."""
+    step = 1
+    for extent, stride in zip(shape, strides, strict=True):
+        if extent != 1 and stride != step:
+            return False
+        step *= extent
+    return True
 
 
 def device_name(device_type: int, device_id: int) -> str:
@@ -147,9 +160,14 @@ def _torch_extractor(torch: Any) -> Callable[[Any, Any], TensorInfo]:
 # --- CuPy and NumPy ------------------------------------------------------------------------
 
 def _byte_strides_to_elements(strides: tuple[int, ...], itemsize: int, what: str) -> tuple[int, ...]:
-    if any(s % itemsize for s in strides):
-        raise ArgumentError(f"{what}: byte strides {strides} are not multiples of the item size {itemsize}")
-    return tuple(s // itemsize for s in strides)
+    elements = []
+    for stride in strides:
+        count, rest = divmod(stride, itemsize)
+        if rest:
+            raise ArgumentError(f"{what}: byte strides {strides} are not multiples of the item size "
+                                f"{itemsize}")
+        elements.append(count)
+    return tuple(elements)
 
 
 @functools.lru_cache(maxsize=256)  # numpy's dtype.name is slow, and a program uses few dtypes
@@ -174,7 +192,8 @@ def _cupy_extract(a: Any, stream: Any = None) -> TensorInfo:
 
 def _numpy_extract(a: Any, stream: Any = None) -> TensorInfo:
     dt = a.dtype
-    ptr, readonly = a.__array_interface__["data"]
+    found = None if host_data is None else host_data(a)
+    ptr, readonly = found if found is not None else a.__array_interface__["data"]
     return TensorInfo(ptr, _numpy_dtype(dt), _numpy_name(dt), tuple(a.shape),
                       _byte_strides_to_elements(tuple(a.strides), dt.itemsize, "numpy array"),
                       DLPACK_CPU, 0, bool(readonly), a, dt.itemsize)

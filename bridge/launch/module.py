@@ -62,6 +62,7 @@ _DIM_LIMIT = 1 << 31
 _KernelBase: type = object if _fastlaunch is None else _fastlaunch.Launcher
 _LAUNCH_KEYWORDS = frozenset(LAUNCH_KEYWORDS)
 _REPR_LIMIT = 100  # pydoc.TextRepr.maxother: help() shortens a longer repr mid-token
+_UNNESTED = frozenset((int, float, bool, type(None), numpy.ndarray))  # types holding no members
 
 
 class _PerKernel:
@@ -80,9 +81,12 @@ class _PerKernel:
 def dim3(value: Any, what: str, kernel: str) -> Dim3:
     """``4`` / ``(4,)`` / ``(4, 2)`` / ``(4, 2, 1)`` -> a 3-tuple of positive ints."""
     items = (value,) if isinstance(value, int) else value
-    if (isinstance(items, (tuple, list)) and 1 <= len(items) <= 3
-            and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < (1 << 31) for v in items)):
-        return (*items, 1, 1)[:3]  # type: ignore[return-value]
+    if isinstance(items, (tuple, list)) and 1 <= len(items) <= 3:
+        for v in items:
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < _DIM_LIMIT:
+                break
+        else:
+            return (*items, 1, 1)[:3]  # type: ignore[return-value]
     raise ArgumentError(f"{kernel}: {what} must be a positive int or a tuple of up to 3 positive ints "
                         f"(got {value!r})")
 
@@ -92,6 +96,8 @@ def _member_types(arg: Any) -> Any:
     learns the producers of the tensors inside, so dicts of CuPy arrays after dicts of torch tensors get
     their own; a NumPy structured scalar's dtype (its C plan copies fields of that dtype)."""
     kind = type(arg)
+    if kind in _UNNESTED:
+        return kind
     if kind is numpy.void:
         return kind, arg.dtype
     if kind is dict:

@@ -187,6 +187,10 @@ def _reaches_grid_sync(program: Program, name: str) -> bool:
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:
+    if value.__class__ is tuple and len(value) == 3:  # as the bridge hands them: checked in one pass
+        x, y, z = value
+        if x.__class__ is y.__class__ is z.__class__ is int and x > 0 and y > 0 and z > 0:
+            return value
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
         raise ArgumentError(f"{what} must be a positive int or a tuple of 1 to 3 positive ints "

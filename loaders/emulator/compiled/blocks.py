@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from ..machine import Function
 from .emit import CTX
 from .jit import Compiled
 
-__all__ = ["dependence", "run_blocks", "threads", "stats"]
+__all__ = ["Addressed", "dependence", "run_blocks", "threads", "stats"]
 
 _CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
 _SHARE_SECONDS = 0.002  # the least work (seconds on one thread) worth another thread
@@ -100,9 +101,21 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _run(compiled: Compiled, ctx: np.ndarray, first: int, end: int) -> int:
-    ctx[CTX["first_block"]], ctx[CTX["end_block"]] = first, end
-    return compiled.launch(ctx.ctypes.data)
+class Addressed(NamedTuple):
+    """An array and its address, read once (NumPy's ``.ctypes.data`` costs a microsecond a read):
+    a context's words, a launch's tables."""
+
+    array: np.ndarray
+    address: int
+
+
+def _run(compiled: Compiled, ctx: Addressed, first: int, end: int) -> int:
+    words = ctx.array
+    words[_FIRST_BLOCK], words[_END_BLOCK] = first, end
+    return compiled.launch(ctx.address)
+
+
+_FIRST_BLOCK, _END_BLOCK = CTX["first_block"], CTX["end_block"]
 
 
 @contextlib.contextmanager
@@ -125,8 +138,8 @@ def _helpers(work: float) -> int:
     return max(wanted, 0)
 
 
-def run_blocks(compiled: Compiled, ctx: np.ndarray, blocks: int,
-               more: Callable[[], np.ndarray] | None) -> tuple[int, np.ndarray, list[np.ndarray]]:
+def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
+               more: Callable[[], Addressed] | None) -> tuple[int, Addressed, list[Addressed]]:
     """Run blocks ``[0, blocks)``: ``(status, ctx, contexts)``, the first failing status (0: none)
     with the context that met it, and every context used (their step counts add up).  ``more()``
     makes another context for a thread of the pool; None runs every block on ``ctx``, in order."""

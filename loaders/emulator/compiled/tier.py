@@ -20,6 +20,7 @@ cannot see each other's work (:mod:`.blocks`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from ..memory import PER_THREAD, WINDOWS, Region, instance_stride
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
-from .blocks import dependence, run_blocks, threads
+from .blocks import Addressed, dependence, run_blocks, threads
 from .direct import SITE_WORDS
 from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
 from .inline import CALL_PARAMETERS, Flat, flatten
@@ -72,6 +73,7 @@ class CompiledTier:
         self.arguments: dict[tuple[Any, ...], Any] = {}  # :meth:`_arguments`, by launch
         self.arenas = _Arenas()  # the contexts' memory, reused by later launches
         self.layouts: dict[tuple[Any, ...], _Layout] = {}  # by kernel, block, shared memory, rows
+        self.variable_rows: list[_Row] | None = None  # :meth:`_variable_rows`
 
     def compiled(self, name: str, shape: Shape | None = None) -> Compiled | None:
         """The kernel's native code for launches of warp ``shape`` (:func:`.lanes.warp_shape`; None:
@@ -145,24 +147,21 @@ class CompiledTier:
             )
         flat = self.flat[name]
         extents, extent_rows, rows = self._arguments(name, signature, params, buffers)
-        param_data = np.frombuffer(bytearray(params), np.uint8)
-        param_base = WINDOWS["param"]  # the parameter buffer: read only, one for the grid
-        rows = [*rows, *(_row(r, r.data.ctypes.data) for r in (*program.variables, *heap.regions)),
-                (param_base, param_base + len(params), (param_data.ctypes.data - param_base) % (1 << 64), 0)]
+        param_data = ctypes.create_string_buffer(params, len(params))  # read only, one for the grid
+        param_address, param_base = ctypes.addressof(param_data), WINDOWS["param"]
+        rows = [*rows, *self._variable_rows(), *(_row(r, r.data.ctypes.data) for r in heap.regions),
+                (param_base, param_base + len(params), (param_address - param_base) % (1 << 64), 0)]
         # held for the launch: two threads missing the cache at once get arrays it keeps only one of
         tids = _thread_indices(block)
-        fields = {
-            "gx": grid[0], "gy": grid[1], "gz": grid[2], "bx": block[0], "by": block[1], "bz": block[2],
-            "param": param_data.ctypes.data, "max_steps": max_steps,
-            "tids": tids.ctypes.data, "extents": extents.ctypes.data,
-        }
+        fields = (grid[0], grid[1], grid[2], block[0], block[1], block[2], param_address, max_steps,
+                  tids.address, extents.address)
         carved: list[_Carved] = []  # the contexts' arenas, alive until the launch returns
 
         key = (name, block, shared_mem, len(rows))
         layout = self.layouts.get(key) or self.layouts.setdefault(
             key, _layout(program, flat, block, shared_mem, len(rows)))
 
-        def context() -> np.ndarray:
+        def context() -> Addressed:
             return _context(layout, rows, fields, self.arenas, carved)
 
         blocks = grid[0] * grid[1] * grid[2]
@@ -171,12 +170,13 @@ class CompiledTier:
         cold = variant.cold
         # a cold instruction sends the launch to the interpreter, which must find memory as it was
         before = Snapshot(self._writable(name, variant.stores, rows, extent_rows)) if cold else None
-        status, ctx, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
+        status, found, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
         if status == 0:
             self.misses[name] = 0
-            steps = sum(int(c[CTX["thread_steps"]]) for c in contexts)
+            steps = sum(int(c.array[_THREAD_STEPS]) for c in contexts)
             self.arenas.give(carved)  # a failed launch's are left to the collector: its report reads them
             return steps
+        ctx = found.array
         fn, step = flat.origin[int(ctx[CTX["err_insn"]])]  # the instruction as its own function has it
         where = instruction_at(fn, step)
         if before is not None:
@@ -230,6 +230,12 @@ class CompiledTier:
             found = self.independent[name] = why is None
         return found
 
+    def _variable_rows(self) -> list[_Row]:
+        """The region table's rows of the program's module variables (their memory never moves)."""
+        if self.variable_rows is None:
+            self.variable_rows = [_row(r, r.data.ctypes.data) for r in self.program.variables]
+        return self.variable_rows
+
     def _param_size(self, name: str) -> int:
         size = self.sizes.get(name)
         if size is None:
@@ -249,7 +255,7 @@ class CompiledTier:
 
     def _arguments(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
-    ) -> tuple[np.ndarray, list[Extent | None], list[_Row]]:
+    ) -> tuple[Addressed, list[Extent | None], list[_Row]]:
         """The launch's extent table, its extents and the region table's rows of the caller's buffers
         (:meth:`_extents`), remembered for launches with the same parameters and buffers (a loop of
         launches repeats them; the table is read only)."""
@@ -265,7 +271,7 @@ class CompiledTier:
 
     def _extents(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
-    ) -> tuple[np.ndarray, list[Extent | None]]:
+    ) -> tuple[Addressed, list[Extent | None]]:
         """The launch's extent table and its extents: row ``k`` (start, end and two unused words,
         the shape of the region table's rows) is the extent of the argument the kernel's ``k``-th
         address origin points into (:func:`.kernel.extent_origins`), end 0 where there is none
@@ -281,7 +287,7 @@ class CompiledTier:
         for k, extent in enumerate(rows):
             if extent is not None:
                 table[k, :2] = extent.lo, extent.hi
-        return table, rows
+        return Addressed(table, table.ctypes.data), rows
 
 
 class _Variant(NamedTuple):
@@ -292,6 +298,7 @@ class _Variant(NamedTuple):
     stores: frozenset[Any]
 
 
+_THREAD_STEPS = CTX["thread_steps"]
 _ARGUMENTS = 64  # launches' arguments remembered at most (:meth:`CompiledTier._arguments`)
 _MISSES = 2  # launches in a row that leave the compiled code before a kernel stays on the interpreter
 _Row = tuple[int, int, int, int]
@@ -307,11 +314,11 @@ class _Layout(NamedTuple):
     """What a context of one kernel's launches with one block, dynamic shared memory and number of
     the launch's region rows holds (:func:`_layout`): its arena's pieces, its own region rows
     (piece, offset in it, base, end, flags: shared memory, local memory, call parameters) and the
-    context words that follow from these."""
+    context words that follow from these (word, value)."""
 
     sizes: tuple[tuple[str, int], ...]
     own: tuple[tuple[str, int, int, int, int], ...]
-    words: dict[str, int]
+    words: tuple[tuple[str, int], ...]
 
 
 def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int, launch_rows: int
@@ -337,63 +344,72 @@ def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_me
         ("regions", 32 * (launch_rows + len(own))), ("state", warps * state_bytes(len(fn.zeros))),
         ("sites", 8 * SITE_WORDS * len(fn.steps)), ("ctx", 8 * len(CTX)),
     )
-    words = {
-        "nregions": launch_rows + len(own), "shared_size": shared_size, "local_stride": local_stride,
-        "local_size": local_stride * 32 * warps if local_stride else 0, "threads": per_block, "nwarps": warps,
-    }
+    words = (
+        ("nregions", launch_rows + len(own)), ("shared_size", shared_size), ("local_stride", local_stride),
+        ("local_size", local_stride * 32 * warps if local_stride else 0), ("threads", per_block),
+        ("nwarps", warps),
+    )
     return _Layout(sizes, own, words)
 
 
-def _context(layout: _Layout, rows: list[_Row], fields: dict[str, int], arenas: _Arenas,
-             carved: list[_Carved]) -> np.ndarray:
+_LAUNCH_WORDS = np.array([CTX[word] for word in (
+    "gx", "gy", "gz", "bx", "by", "bz", "param", "max_steps", "tids", "extents")], np.intp)  # ``fields``
+_PIECES = ("regions", "shared", "local", "state", "sites")  # whose addresses a context holds
+
+
+def _context(layout: _Layout, rows: list[_Row], fields: tuple[int, ...], arenas: _Arenas,
+             carved: list[_Carved]) -> Addressed:
     """A context for running blocks of the launch: its own shared and local memory, region table
     (the launch's rows and those of its shared memory, local memory and call parameters, the
     last two in one instance per thread), warp state and site table, with the launch's
-    ``fields``, carved from one zeroed arena of ``arenas`` (added to ``carved``)."""
-    arena = arenas.take(layout.sizes)
+    ``fields`` (:data:`_LAUNCH_WORDS`), carved from one zeroed arena of ``arenas`` (added to
+    ``carved``)."""
+    arena = arenas.take(layout)
     carved.append(arena)
-    piece, address = arena.piece, arena.address
-    own = [(base, end, (address[at] + offset - base) % (1 << 64), flags)
-           for at, offset, base, end, flags in layout.own]
-    piece["regions"].view(np.uint64).reshape(-1, 4)[:] = [*rows, *own]
-    piece["sites"].view(np.uint64)[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
-    ctx = piece["ctx"].view(np.uint64)
-    values = fields | layout.words | {
-        name: address[name] for name in ("regions", "shared", "local", "state", "sites")
-    }
-    ctx[_indices(tuple(values))] = list(values.values())
-    return ctx
-
-
-@functools.lru_cache(maxsize=16)
-def _indices(fields: tuple[str, ...]) -> np.ndarray:
-    """The context words of ``fields``, in order."""
-    return np.array([CTX[field] for field in fields], np.intp)
+    arena.regions[:] = [*rows, *arena.own]
+    arena.sites[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
+    ctx = arena.ctx.array
+    ctx[arena.words] = arena.values
+    ctx[_LAUNCH_WORDS] = fields
+    return arena.ctx
 
 
 class _Carved(NamedTuple):
-    """An arena and its pieces (:func:`_carve`), of the layout ``sizes``."""
+    """An arena of one layout (:func:`_carve`), with the views of its pieces a context is made of,
+    its own region rows and the context words (index array, values) its layout and addresses give."""
 
-    sizes: tuple[tuple[str, int], ...]
+    layout: _Layout
     arena: np.ndarray
-    piece: dict[str, np.ndarray]
-    address: dict[str, int]
+    regions: np.ndarray
+    sites: np.ndarray
+    ctx: Addressed
+    own: list[_Row]
+    words: np.ndarray
+    values: np.ndarray
 
 
-def _carve(sizes: tuple[tuple[str, int], ...]) -> _Carved:
-    """A zeroed arena, a piece of it per name and the piece's address, each of its size (at least one
+def _carve(layout: _Layout) -> _Carved:
+    """A zeroed arena, a piece of it per name of ``layout.sizes``, each of its size (at least one
     byte), starting at a multiple of :data:`.kernel.SLOT` and padded to one: warps' registers are
     loaded as whole vectors, and no two pieces (nor two contexts, whose threads write them at once)
     share a cache line."""
     spans, at = {}, 0
-    for name, size in sizes:
+    for name, size in layout.sizes:
         spans[name] = (at, max(size, 1))
         at += -(-max(size, 1) // SLOT) * SLOT
     raw = np.zeros(at + SLOT, np.uint8)
     skip = -raw.ctypes.data % SLOT
     arena, base = raw[skip : skip + at], raw.ctypes.data + skip
-    return _Carved(sizes, arena, {name: arena[start : start + size] for name, (start, size) in spans.items()},
-                   {name: base + start for name, (start, _) in spans.items()})
+    piece = {name: arena[start : start + size].view(np.uint64) for name, (start, size) in spans.items()
+             if name in ("regions", "sites", "ctx")}
+    address = {name: base + start for name, (start, _) in spans.items()}
+    own = [(low, end, (address[at] + offset - low) % (1 << 64), flags)
+           for at, offset, low, end, flags in layout.own]
+    words = {**dict(layout.words), **{name: address[name] for name in _PIECES}}
+    indices = np.array([CTX[word] for word in words], np.intp)
+    values = np.array(list(words.values()), np.uint64)
+    return _Carved(layout, arena, piece["regions"].reshape(-1, 4), piece["sites"],
+                   Addressed(piece["ctx"], address["ctx"]), own, indices, values)
 
 
 class _Arenas:
@@ -402,13 +418,13 @@ class _Arenas:
     again, so no launch sees another's memory, warp state or admitted spans."""
 
     def __init__(self) -> None:
-        self.free: dict[tuple[tuple[str, int], ...], list[_Carved]] = {}
+        self.free: dict[_Layout, list[_Carved]] = {}
 
-    def take(self, sizes: tuple[tuple[str, int], ...]) -> _Carved:
+    def take(self, layout: _Layout) -> _Carved:
         try:
-            found = self.free[sizes].pop()  # one list.pop: two threads never take the same arena
+            found = self.free[layout].pop()  # one list.pop: two threads never take the same arena
         except (KeyError, IndexError):
-            return _carve(sizes)
+            return _carve(layout)
         found.arena.fill(0)
         return found
 
@@ -417,7 +433,7 @@ class _Arenas:
         if len(self.free) > _LAYOUTS:
             self.free.clear()
         for arena in carved:
-            kept = self.free.setdefault(arena.sizes, [])
+            kept = self.free.setdefault(arena.layout, [])
             if len(kept) < _KEPT:
                 kept.append(arena)
 
@@ -427,14 +443,14 @@ _KEPT = 4  # arenas kept per layout (the contexts one launch's threads use)
 
 
 @functools.lru_cache(maxsize=64)
-def _thread_indices(block: tuple[int, int, int]) -> np.ndarray:
+def _thread_indices(block: tuple[int, int, int]) -> Addressed:
     """The table of every padded thread's x, y and z index a block shape has (read-only: shared by
     the launches of that shape)."""
     warps = -(-block[0] * block[1] * block[2] // 32)
     lin = np.arange(32 * warps, dtype=np.uint32)
     tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
     tids.flags.writeable = False
-    return tids
+    return Addressed(tids, tids.ctypes.data)
 
 
 _NO_ADDRESS = np.uint64(2**64 - 1)  # an empty admitted span: lowest address 2**64 - 1, highest 0
