@@ -1,7 +1,7 @@
 """Throughput of the CPU PTX emulator, in thread-instructions per second.
 
     python bench/emulator.py [--repeat 3] [--batch 32768] [--only NAME ...] [--cpu-time] [--emulator-root DIR]
-                             [--sanitize racecheck|initcheck]
+                             [--sanitize racecheck|initcheck] [--versus-interpreter]
 
 Kernels: numba-cuda saxpy over 2**20 float32 elements (the issue's target:
 >= 100 million thread-instructions/s on a 2-core machine) and an NVRTC
@@ -17,6 +17,10 @@ thread; the emulator counts them as it runs.  Prints a Markdown table for
 bench/RESULTS.md.  ``--emulator-root DIR`` runs the ``emulator`` package found in DIR
 instead of the installed one (for before/after comparisons: ``git archive COMMIT
 loaders/emulator | tar -x -C /tmp/old`` then ``--emulator-root /tmp/old/loaders``).
+``--versus-interpreter`` runs each kernel on the loader's default tier, then on the interpreter, then
+on the default tier again (its best of both runs is kept) and prints how many times faster the
+default tier is: measured minutes apart in two processes, a shared host's drift moved that ratio by
+a third.
 """
 
 from __future__ import annotations
@@ -286,6 +290,8 @@ def main() -> None:
                         help="time with this process's CPU seconds (steadier on a machine others share; "
                              "every thread's seconds add up, so set PTXBRIDGE_CPU_THREADS=1 with it)")
     parser.add_argument("--emulator-root", help="a folder holding another `emulator` package to run instead")
+    parser.add_argument("--versus-interpreter", action="store_true",
+                        help="also run each kernel on the interpreter, in this process, and print the ratio")
     parser.add_argument("--sanitize", help="the CPU loader's sanitize= tools (racecheck, initcheck), to "
                                            "measure their cost")
     args = parser.parse_args()
@@ -298,12 +304,24 @@ def main() -> None:
 
         ptxbridge.loaders.__path__.insert(0, str(Path(args.emulator_root).resolve()))
     from ptxbridge.loaders.emulator import EmulatorBackend
-    print(f"| kernel | thread-instructions | best {'CPU ' if args.cpu_time else ''}time (s) "
-          "| thread-instructions/s |")
-    print("|---|---:|---:|---:|")
+    clock = "CPU " if args.cpu_time else ""
+    if args.versus_interpreter:
+        print(f"| kernel | thread-instructions | best {clock}time (s) | interpreter (s) | interpreter / it |")
+        print("|---|---:|---:|---:|---:|")
+    else:
+        print(f"| kernel | thread-instructions | best {clock}time (s) | thread-instructions/s |")
+        print("|---|---:|---:|---:|")
     for key in args.only or BENCHES:
         name, seconds, count = BENCHES[key](args.repeat, args.batch)
-        print(f"| {name} | {count:,} | {seconds:.3f} | {count / seconds / 1e6:,.0f} M |", flush=True)
+        if not args.versus_interpreter:
+            print(f"| {name} | {count:,} | {seconds:.3f} | {count / seconds / 1e6:,.0f} M |", flush=True)
+            continue
+        OPTIONS["tier"] = "interp"
+        interpreted = BENCHES[key](1, args.batch)[1]
+        del OPTIONS["tier"]
+        seconds = min(seconds, BENCHES[key](args.repeat, args.batch)[1])
+        print(f"| {name} | {count:,} | {seconds:.3f} | {interpreted:.3f} | {interpreted / seconds:.1f}x |",
+              flush=True)
 
 
 if __name__ == "__main__":
