@@ -1,7 +1,8 @@
 """A compiled launch's blocks, run in chunks, on several threads where no block can see another's work.
 
-Blocks of a launch run one after the other in chunks that grow while they are short (Python's
-signal handler runs between two chunks, so Ctrl-C stops a long launch).  When the kernel's blocks
+Blocks of a launch run one after the other in chunks sized by the pace of the chunk before, up to
+:data:`_CHUNK_SECONDS` (Python's signal handler runs between two chunks, so Ctrl-C stops a long
+launch; chunks that doubled made a small launch of 256 blocks nine calls).  When the kernel's blocks
 are independent (:func:`dependence`) and what the chunks so far took says the blocks left are work
 enough for more threads (each at least :data:`_SHARE_SECONDS`), the rest runs in rounds that give a
 chunk to each of them: native code runs without the GIL (ctypes releases it), each thread with its
@@ -39,7 +40,8 @@ from .jit import Compiled
 
 __all__ = ["Addressed", "dependence", "run_blocks", "threads", "stats"]
 
-_CHUNK_SECONDS = 0.01  # a chunk of blocks that ran shorter than this is followed by one twice as long
+_CHUNK_SECONDS = 0.01  # a chunk of blocks runs about this long at most (Ctrl-C waits for it)
+_PROBE_SECONDS = 0.0004  # while more threads may be worth it, a chunk long enough to say (warm below)
 _SHARE_SECONDS = 0.002  # the least work (seconds on one thread) worth another thread
 _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
@@ -156,8 +158,9 @@ def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
             warm = first > 0 and 10 * took >= _SHARE_SECONDS  # block 0 meets the context's memory first
             if more is not None and end < blocks and warm:
                 contexts += [more() for _ in range(_helpers(per_block * (blocks - end)))]
-            if took < _CHUNK_SECONDS:
-                chunk *= 2
+            if took < _CHUNK_SECONDS:  # the next chunk as long as its purpose needs, by this one's pace
+                wanted = _PROBE_SECONDS if more is not None and end < blocks else _CHUNK_SECONDS
+                chunk = max(2 * chunk, int(wanted / max(per_block, 1e-9)))
         else:  # a round: the blocks left shared evenly, at most _CHUNK_SECONDS of them per thread
             most = max(1, int(_CHUNK_SECONDS / max(per_block, 1e-9)))
             each = min(-(-(blocks - first) // len(contexts)), most)
