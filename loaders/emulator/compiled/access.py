@@ -19,6 +19,7 @@ once and loaded beside each kernel's object (:mod:`.jit`), whose IR only declare
 from __future__ import annotations
 
 from .direct import WHOLE
+from .emit import LANE_IDS
 from .runtime import DECLARATIONS, field, shared_ir
 from .values import vec
 
@@ -30,9 +31,12 @@ _M = vec("i1")
 _COMMON = f"""
 ; the checked access of a warp, out of line: addresses and lane indices by pointer, the mask as bits
 define i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i64 %ext,
-                            ptr %linp, ptr %out) noinline {{
+                            i32 %first, ptr %out) noinline {{
   %addr = load <32 x i64>, ptr %addrp
-  %lin = load <32 x i64>, ptr %linp
+  %fh = insertelement <32 x i32> poison, i32 %first, i32 0
+  %fs = shufflevector <32 x i32> %fh, <32 x i32> poison, <32 x i32> zeroinitializer
+  %lanes = add <32 x i32> %fs, {LANE_IDS}
+  %lin = zext <32 x i32> %lanes to <32 x i64>
   %m = bitcast i32 %bits to <32 x i1>
   %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, i64 %ext,
                          <32 x i64> %lin, ptr %out)
@@ -325,7 +329,7 @@ def _helper_ir(kind: str, bits: int) -> str:
         _move(kind, bits)
         + f"""
 define i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i64 %count, i64 %ext,
-                                    ptr %linp, ptr %val) noinline {{
+                                    i32 %first, ptr %val) noinline {{
 entry:
   %ptrs = alloca <32 x i64>
   %addr0 = load <32 x i64>, ptr %addrp
@@ -347,7 +351,7 @@ fastgo:
 {fast}
   ret i32 0
 general:
-  %st = call i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, i64 %ext, ptr %linp,
+  %st = call i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %whole, i1 {write}, i64 %ext, i32 %first,
                          ptr %ptrs)
   %ok = icmp eq i32 %st, 0
   br i1 %ok, label %go, label %out
@@ -388,11 +392,11 @@ def runtime_ir() -> str:
 
 HELPERS = "\n".join(
     [
-        "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, ptr, ptr)",
+        "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, i32, ptr)",
         "declare void @ptxb.span(ptr, i32, i64, ptr) memory(argmem: readwrite) nounwind",
         "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
         "declare i64 @ptxb.admit(ptr, i64, i64, i64, i1, i64, ptr)",
-        *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, ptr, ptr) cold"
+        *(f"declare i32 @ptxb.{kind}_i{bits}(ptr, ptr, i32, i64, i64, i64, i32, ptr) cold"
           for kind in ("load", "store") for bits in _WIDTHS),
         *(f"declare void @ptxb.{name}_i{bits}(ptr, i32, i64, ptr)"
           for name in ("fetch", "put") for bits in _WIDTHS),

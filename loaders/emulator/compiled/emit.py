@@ -650,33 +650,23 @@ class Emitter(DirectMoves):
         active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
         labels of the block that jumps to ``skip`` and of the one that goes on."""
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
-        self.thread_indices()
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
-            f"i64 {self.extent()}, ptr %linp, ptr %val)"
+            f"i64 {self.extent()}, i32 %first, ptr %val)"
         )
         return self._checked(status, skip)
 
     def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
         """Each lane's host pointer for a ``size``-byte read-modify-write at ``address`` (atomics)."""
         self.emit(f"store {vec('i64')} {address}, ptr %addr")
-        self.thread_indices()
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, "
-            f"i64 {self.extent()}, ptr %linp, ptr %out)"
+            f"i64 {self.extent()}, i32 %first, ptr %out)"
         )
         self._checked(status, skip)
         return self.op(f"load {vec('i64')}, ptr %out")
-
-    def thread_indices(self) -> None:
-        """The lanes' thread indices into ``%linp``, for the report of a failed check: made where
-        the check is called (a path rarely taken), not kept from the warp's entry."""
-        first = self.spread("%first", "i32")
-        lanes = self.op(f"add {vec('i32')} {first}, {LANE_IDS}")
-        wide = self.op(f"zext {vec('i32')} {lanes} to {vec('i64')}")
-        self.emit(f"store {vec('i64')} {wide}, ptr %linp")
 
     def extent(self) -> int:
         """The extent row the instruction being emitted is checked against (0: none)."""

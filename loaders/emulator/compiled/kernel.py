@@ -253,7 +253,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         ("%rc", "i32"),
         ("%out", vec("i64")),
         ("%addr", vec("i64")),
-        ("%linp", vec("i64")),
         ("%lanes", vec("i32")),
         ("%val", f"[8 x {vec('i64')}]"),
         ("%spanin", vec("i64")),
@@ -282,7 +281,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         for f in ("bx", "by", "bz", "gx", "gy", "gz", "threads", "nwarps")
     }
     first = e.op("mul i32 %w, 32")
-    e.emit(f"%first = or i32 {first}, 0")  # the warp's first thread, for reports (.emit.thread_indices)
+    e.emit(f"%first = or i32 {first}, 0")  # the warp's first thread, for reports (the helpers' lane indices)
     table = e.op(f"inttoptr i64 {scalars['tids']} to ptr")
     values = {
         "laneid": f"or {_I32} {LANE_IDS}, zeroinitializer",
