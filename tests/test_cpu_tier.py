@@ -131,6 +131,75 @@ def test_histogram_with_shared_and_global_atomics_is_exact():
     assert (got[1] == np.bincount(data, minlength=256)).all()
 
 
+# atomics whose old value the kernel reads, each thread's once in straight-line code: both tiers
+# apply a launch's atomics in thread order (blocks in order, warps in order, lanes in order), so
+# the slots handed out, the old values and the float sums' roundings agree bit for bit
+RETURNING_ATOMICS = r"""
+extern "C" __global__ void returning(const unsigned* keys, const float* x, const double* w, int* counter,
+                                     int* order, unsigned* wraps, unsigned* old, int* swapped,
+                                     float* total, double* weight, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned k = keys[i] & 7u;
+  order[atomicAdd(counter, 1)] = i;
+  old[5 * i + 0] = atomicInc(&wraps[k], 5u);
+  old[5 * i + 1] = atomicDec(&wraps[8 + k], 3u);
+  old[5 * i + 2] = atomicExch(&wraps[16 + k], (unsigned)i);
+  old[5 * i + 3] = atomicMax(&wraps[24 + k], keys[i]);
+  old[5 * i + 4] = atomicOr(&wraps[32 + k], 1u << (i & 31));
+  swapped[i] = atomicCAS(&swapped[n + (int)k], (int)(keys[i] >> 29), i);
+  atomicAdd(total, x[i]);
+  atomicAdd(&total[1 + k], x[i] * 3.0f);
+  weight[i] = atomicAdd(&weight[n], w[i]);
+  __shared__ int seen;
+  if (threadIdx.x == 0) seen = 0;
+  __syncthreads();
+  atomicAdd(&order[n + blockIdx.x], atomicAdd(&seen, 1) * 10 + (int)k);
+}
+"""
+
+
+def test_atomics_whose_old_value_is_read_match_the_interpreter_bit_for_bit():
+    n, rng = 1000, np.random.default_rng(11)
+    keys = rng.integers(0, 2**32, n, dtype=np.uint32)
+    x, w = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n)
+    got, want = both(
+        cuda_tiers(RETURNING_ATOMICS),
+        "returning",
+        lambda: [keys, x, np.r_[w, 0.0], np.zeros(1, np.int32), np.zeros(n + 8, np.int32),
+                 np.zeros(40, np.uint32), np.zeros(5 * n, np.uint32), np.zeros(n + 8, np.int32),
+                 np.zeros(9, np.float32), np.zeros(n + 1, np.float64), n],
+        grid=8,
+        block=128,
+    )
+    same(got, want)
+    assert (got[4][:n] == np.arange(n)).all()  # the slots in thread order
+    assert got[8][0] == np.add.accumulate(x)[-1]  # sequential float sums, thread by thread
+    assert got[9][n] == np.add.accumulate(w)[-1]  # sequential double sums, thread by thread
+
+
+def test_numba_float_atomic_max_and_min_loops_of_compare_and_swap_match_the_interpreter():
+    """numba lowers ``cuda.atomic.max``/``min`` of floats to a loop of ``atom.cas`` on their bits
+    (a lane retries while another one's swap came first)."""
+    numba = pytest.importorskip("ptxbridge.numba")
+    from numba import cuda
+
+    def extremes(x, found):
+        i = cuda.grid(1)
+        if i < x.size:
+            cuda.atomic.max(found, 0, abs(x[i]))
+            cuda.atomic.min(found, 1 + i % 4, x[i])
+
+    signature = "void(float32[::1], float32[::1])"
+    modules = tiers(numba.compile(extremes, signature, arch="sm_90", name="extremes"))
+    x = np.random.default_rng(12).standard_normal(3000).astype(np.float32)
+    got, want = both(modules, "extremes", lambda: [x, np.r_[0.0, [np.inf] * 4].astype(np.float32)],
+                     grid=12, block=256)
+    same(got, want)
+    assert got[1][0] == np.abs(x).max()
+    assert (got[1][1:] == [x[k::4].min() for k in range(4)]).all()
+
+
 def test_divergent_collatz_loop_and_early_return_match():
     start = np.arange(1, 3001, dtype=np.uint32)
     got, want = both(

@@ -2,10 +2,15 @@
 
 A warp's lanes that point at consecutive elements load and store with one masked vector access,
 others gather and scatter (LLVM orders a scatter's lanes lowest first, so the highest active
-lane wins a shared address, as the interpreter's last thread does).  Atomics run lane by lane,
-in lane order; only those whose result no instruction reads and whose operation commutes on
-integers (add, and, or, xor, min, max) are compiled, so the final memory cannot depend on the
-order warps run in.  A kernel-parameter load at a constant offset reads the parameter buffer
+lane wins a shared address, as the interpreter's last thread does).  Atomics (integer add, and,
+or, xor, min, max, inc, dec, exch, cas; float add and exch) run lane by lane, in lane order, and
+a launch's warps and blocks run in order: where an address takes the atomics of one instruction
+that each thread runs once, they land in thread order, as the interpreter's do (the same old
+values, the same float sums).  Where an address takes several (a loop, numba's float
+``atomic.max`` retrying its ``atom.cas``), the compiled tier runs a warp's before the next
+warp's, the interpreter a batch of threads' together: a result that depends on that order (a
+race on a GPU) may differ between the tiers, each from an order a GPU could take; one that does
+not (a maximum) agrees.  A kernel-parameter load at a constant offset reads the parameter buffer
 directly: the ABI has checked that it lies inside.
 """
 
@@ -18,12 +23,12 @@ from ..ops_mem import _parts
 from ..parse import Instruction, Mem, Reg, Sym, Vec
 from .emit import Emitter
 from .ops import lower
-from .values import LANES, Unsupported, bits_of, int_elem, is_signed, vec
+from .values import LANES, Unsupported, bits_of, elem, int_elem, is_float, is_signed, vec
 
 __all__: list[str] = []
 
 _I64 = vec("i64")
-_ATOMICS = {"add": "add", "and": "and", "or": "or", "xor": "xor", "min": "min", "max": "max"}
+_UPDATES = ("add", "and", "or", "xor", "min", "max", "inc", "dec", "cas", "exch")
 
 
 class _Shim:
@@ -104,21 +109,20 @@ def _st(e: Emitter, ins: Instruction, m: str) -> None:
 
 @lower("atom", "red")
 def _atom(e: Emitter, ins: Instruction, m: str) -> None:
-    t, count, space, flags = _shape(ins, frozenset(_ATOMICS) | {"inc", "dec", "cas", "exch", "noftz"})
-    names = flags & set(_ATOMICS)
-    if count != 1 or len(names) != 1 or t[0] not in "usb" or space not in ("global", "shared", "generic"):
-        raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)} (only integer add/and/or/xor/min/max)")
+    t, count, space, flags = _shape(ins, frozenset(_UPDATES) | {"noftz"})
+    names = flags & set(_UPDATES)
+    name = names.pop() if len(names) == 1 else None
+    floating = is_float(t)
+    if (count != 1 or name is None or space not in ("global", "shared", "generic")
+            or (floating and name not in ("add", "exch")) or (t[0] == "s" and name in ("inc", "dec"))):
+        raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)}")
     returns = ins.opcode == "atom"
-    if returns and isinstance(ins.operands[0], Reg) and ins.operands[0].name in e.reads:
-        raise Unsupported(
-            f"{ins.opcode}.{'.'.join(ins.mods)} whose old value is read (the order of lanes would show)"
-        )
     rest = ins.operands[1:] if returns else ins.operands
-    if len(rest) != 2:
+    read = returns and isinstance(ins.operands[0], Reg) and ins.operands[0].name in e.reads
+    if len(rest) != (3 if name == "cas" else 2):
         raise Unsupported(f"{ins.opcode} with {len(ins.operands)} operands")
-    name = names.pop()
-    size, width = bits_of(t) // 8, bits_of(t)
-    operand = e.read(rest[1], t)
+    size, scalar = bits_of(t) // 8, elem(t)
+    operands = [e.read(operand, t) for operand in rest[1:]]
     skip = e.label("skip")
     pointers = e.pointers(e.address(rest[0], space), m, size, skip)
     before, top, act, after, done = (e.label(s) for s in ("ap", "al", "ad", "an", "ax"))
@@ -126,26 +130,47 @@ def _atom(e: Emitter, ins: Instruction, m: str) -> None:
     e.put_label(before)
     e.emit(f"br label %{top}")
     e.put_label(top)
-    i = e.tmp()
-    step = e.tmp()
+    i, step, olds, kept, updated = e.tmp(), e.tmp(), e.tmp(), e.tmp(), e.tmp()
     e.emit(f"{i} = phi i32 [0, %{before}], [{step}, %{after}]")
+    if read:  # each lane's old value, gathered as the lanes go
+        e.emit(f"{olds} = phi {vec(scalar)} [zeroinitializer, %{before}], [{kept}, %{after}]")
     on = e.op(f"extractelement {vec('i1')} {m}, i32 {i}")
     e.emit(f"br i1 {on}, label %{act}, label %{after}")
     e.put_label(act)
     at = e.op(f"inttoptr i64 {e.op(f'extractelement {_I64} {pointers}, i32 {i}')} to ptr")
-    b = e.op(f"extractelement {vec(int_elem(width))} {operand}, i32 {i}")
-    old = e.op(f"load i{width}, ptr {at}, align {size}")
-    if name in ("min", "max"):
-        how = ("s" if is_signed(t) else "u") + name
-        e.intrinsic(f"declare i{width} @llvm.{how}.i{width}(i{width}, i{width})")
-        new = e.op(f"call i{width} @llvm.{how}.i{width}(i{width} {old}, i{width} {b})")
-    else:
-        new = e.op(f"{_ATOMICS[name]} i{width} {old}, {b}")
-    e.emit(f"store i{width} {new}, ptr {at}, align {size}")
+    values = [e.op(f"extractelement {vec(scalar)} {operand}, i32 {i}") for operand in operands]
+    old = e.op(f"load {scalar}, ptr {at}, align {size}")
+    e.emit(f"store {scalar} {_updated(e, name, t, old, values[0], values[-1])}, ptr {at}, align {size}")
+    if read:
+        e.emit(f"{updated} = insertelement {vec(scalar)} {olds}, {scalar} {old}, i32 {i}")
     e.emit(f"br label %{after}")
     e.put_label(after)
+    if read:
+        e.emit(f"{kept} = phi {vec(scalar)} [{olds}, %{top}], [{updated}, %{act}]")
     e.emit(f"{step} = add i32 {i}, 1")
     e.emit(f"br i1 {e.op(f'icmp ult i32 {step}, {LANES}')}, label %{top}, label %{done}")
     e.put_label(done)
+    if read:
+        e.write(ins.operands[0], kept, t, m)
     e.emit(f"br label %{skip}")
     e.put_label(skip)
+
+
+def _updated(e: Emitter, name: str, t: str, old: str, b: str, c: str) -> str:
+    """The value atomic ``name`` leaves where ``old`` was, as the interpreter's ``_update`` has it."""
+    width, scalar = bits_of(t), elem(t)
+    if name == "exch":
+        return b
+    if name == "cas":
+        return e.op(f"select i1 {e.op(f'icmp eq {scalar} {old}, {b}')}, {scalar} {c}, {scalar} {old}")
+    if name == "inc":  # old >= b ? 0 : old + 1
+        wraps = e.op(f"icmp uge {scalar} {old}, {b}")
+        return e.op(f"select i1 {wraps}, {scalar} 0, {scalar} {e.op(f'add {scalar} {old}, 1')}")
+    if name == "dec":  # old == 0 or old > b ? b : old - 1
+        wraps = e.op(f"or i1 {e.op(f'icmp eq {scalar} {old}, 0')}, {e.op(f'icmp ugt {scalar} {old}, {b}')}")
+        return e.op(f"select i1 {wraps}, {scalar} {b}, {scalar} {e.op(f'sub {scalar} {old}, 1')}")
+    if name in ("min", "max"):
+        how = ("s" if is_signed(t) else "u") + name
+        e.intrinsic(f"declare i{width} @llvm.{how}.i{width}(i{width}, i{width})")
+        return e.op(f"call i{width} @llvm.{how}.i{width}(i{width} {old}, i{width} {b})")
+    return e.op(f"{'fadd' if is_float(t) else name} {scalar} {old}, {b}")

@@ -4,7 +4,7 @@ A kernel is compiled on its first launch, the device functions it calls inlined 
 once for launches whose block's x extent is a multiple of 32 (where ``%tid.x`` follows the lane,
 :mod:`.lanes`) and once for others, each when first launched so;
 one the tier cannot translate (an instruction it does not lower, a recursive or indirect call, a
-call of ``printf`` or ``malloc``, a barrier reduction, grid sync, an atomic whose old value is read)
+call of ``printf`` or ``malloc``, a barrier reduction, grid sync, a half-precision or float min/max atomic)
 runs on the interpreter, and the reason is logged once at debug level (logger ``ptxbridge.cpu``).
 The memory a launch can reach is the interpreter's: the caller's buffers, module variables, the parameter
 buffer, the device heap, and one block's shared and local memory (zeroed for every block, as the
