@@ -96,6 +96,17 @@ def colsum_fortran_ref(rng):
     return {"out": _f32(rng, 50, 70).sum(0, dtype=np.float64).astype(np.float32)}
 
 
+def float_extremes(m, rng, to):
+    x, found = to(_f32(rng, 3000)), to(np.array([0.0] + [np.inf] * 4, np.float32))
+    m.extremes(x, found, grid=12, block=256)
+    return {"found": _host(found)}
+
+
+def float_extremes_ref(rng):
+    x = _f32(rng, 3000)
+    return {"found": np.array([np.abs(x).max(), *(x[k::4].min() for k in range(4))], np.float32)}
+
+
 def rust_saxpy(m, rng, to):
     x, y = to(_f32(rng, 5000)), to(_f32(rng, 5000))
     m.saxpy(3.0, x, y, 5000, grid=20, block=256)
@@ -175,6 +186,7 @@ CASES = {
     "cpp-dynamic-shared": Case("cpp", reverse_shared, reverse_shared_ref),
     "numba-strided-2d": Case("numba", scale2d_strided, scale2d_strided_ref),
     "numba-fortran": Case("numba", colsum_fortran, colsum_fortran_ref),
+    "numba-float-atomics": Case("numba", float_extremes, float_extremes_ref),
     "rust-saxpy": Case("rust", rust_saxpy, rust_saxpy_ref),
     "oxide-conformance": Case("oxide", oxide, oxide_ref),
     "cross-language": Case("cross", cross_language, cross_language_ref),

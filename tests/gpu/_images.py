@@ -141,16 +141,23 @@ def _numba_kernels():
         if i < out.shape[0]:
             out[i] = pair[0][i] + pair[1][i]
 
-    return scale2d, colsum, pair_add
+    def extremes(x, found):  # float atomic max and min: loops of atom.cas on the floats' bits
+        i = cuda.grid(1)
+        if i < x.size:
+            cuda.atomic.max(found, 0, abs(x[i]))
+            cuda.atomic.min(found, 1 + i % 4, x[i])
+
+    return scale2d, colsum, pair_add, extremes
 
 
 def _numba() -> list:
     import ptxbridge.numba as pn
 
-    scale2d, colsum, pair_add = _numba_kernels()
+    scale2d, colsum, pair_add, extremes = _numba_kernels()
     return [pn.compile(scale2d, "void(float32[:, :], float32[:, :], float32)", arch=ARCH, name="scale2d"),
             pn.compile(colsum, "void(float32[::1, :], float32[::1])", arch=ARCH, name="colsum"),
-            pn.compile(pair_add, "void(UniTuple(float32[::1], 2), float32[::1])", arch=ARCH, name="pair_add")]
+            pn.compile(pair_add, "void(UniTuple(float32[::1], 2), float32[::1])", arch=ARCH, name="pair_add"),
+            pn.compile(extremes, "void(float32[::1], float32[::1])", arch=ARCH, name="extremes")]
 
 
 def _rust() -> list:
