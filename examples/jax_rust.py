@@ -6,7 +6,7 @@ derived from ``x`` ("numel x"), and since the kernel writes ``y`` the op returns
 with XLA told that it aliases the input (``input_output_aliases``), so the kernel writes in
 place where XLA can give it the buffer.  Under ``jax.jit`` the call is one XLA FFI custom call:
 on a GPU it launches on XLA's stream; on the CPU the same C handler runs the kernel on
-ptxbridge's CPU PTX interpreter.  The same kernel with ``y`` a zero-filled output (``y = a * x``)
+ptxbridge's CPU loader.  The same kernel with ``y`` a zero-filled output (``y = a * x``)
 is differentiable: its backward is the kernel again (``a * grad``), so ``jax.grad`` works under
 ``jax.jit``.
 Usage: ``python examples/jax_rust.py`` (needs JAX; exits cleanly without it).
@@ -50,7 +50,7 @@ def main() -> None:
     result = step(x, y)
     np.testing.assert_allclose(np.asarray(result), np.tanh(2.0 * x + y), rtol=1e-5, atol=1e-6)
     platform = jax.default_backend()
-    where = "" if platform != "cpu" else " (the XLA FFI handler runs ptxbridge's CPU PTX interpreter)"
+    where = "" if platform != "cpu" else " (the XLA FFI handler runs ptxbridge's CPU loader)"
     print(f"jax.jit on {platform}{where}: matches NumPy")
     grad = jax.jit(jax.grad(lambda x: jnp.sum(jnp.tanh(scale(2.0, x)))))(x)
     np.testing.assert_allclose(np.asarray(grad), 2.0 * (1.0 - np.tanh(2.0 * x) ** 2), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,7 @@ step works in place on device arrays; nothing goes back to the host until the
 end, where the result is checked against NumPy.
 
 On a GPU all four run (the cuTile step needs sm_90, e.g. an H100/H200).  On
-the CPU PTX interpreter the first three run and the cuTile step, which has no
+the CPU loader the first three run and the cuTile step, which has no
 PTX to interpret, is replaced by NumPy; the program says so.
 Usage: ``python examples/pipeline.py``.
 """
@@ -87,9 +87,9 @@ def main() -> None:
         for signature in artifact.kernels.values():
             print(f"{artifact.kind.value:>5}: {signature}")
 
-    module = ptxbridge.load([cpp, rust, numba])  # the first GPU, else the CPU PTX interpreter
+    module = ptxbridge.load([cpp, rust, numba])  # the first GPU, else the CPU loader
     on_gpu = module.device != "cpu"
-    print(f"loaded on: {module.device}" + ("" if on_gpu else " (ptxbridge's CPU PTX interpreter: no GPU)"))
+    print(f"loaded on: {module.device}" + ("" if on_gpu else " (ptxbridge's CPU loader: no GPU)"))
 
     n = ROWS * COLS
     x_host = np.random.default_rng(0).standard_normal(n, dtype=np.float32)

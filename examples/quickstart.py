@@ -1,7 +1,7 @@
 """The main job: a Rust kernel and a numba kernel, linked into one image and called on the same arrays.
 
-Runs on the first GPU when there is one, otherwise on ptxbridge's CPU PTX
-interpreter, and says which it used.  Usage: ``python examples/quickstart.py``.
+Runs on the first GPU when there is one, otherwise on ptxbridge's CPU loader
+(the kernels' PTX compiled to native code), and says which it used.  Usage: ``python examples/quickstart.py``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main() -> None:
     print(f"numba kernel: {numba.kernels['square_inplace']}")
 
     module = ptxbridge.load([rust, numba])
-    where = "the GPU" if module.device.startswith("cuda") else "the CPU PTX interpreter (no GPU found)"
+    where = "the GPU" if module.device.startswith("cuda") else "the CPU loader (no GPU found)"
     print(f"loaded on: {module.device}, i.e. {where}")
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n, dtype=np.float32)

@@ -6,7 +6,7 @@ signature from the Rust source, so every call is checked: the struct is filled
 from a dataclass or a dict, each tensor must be float32 on the module's device.
 
 Runs on CUDA tensors when torch sees a GPU, otherwise on CPU tensors through
-ptxbridge's CPU PTX interpreter, and says which.  Usage:
+ptxbridge's CPU loader, and says which.  Usage:
 ``python examples/rust_torch.py`` (needs PyTorch; exits cleanly without it).
 """
 
@@ -35,12 +35,12 @@ def main() -> None:
     except ImportError:
         print("rust_torch: PyTorch is not installed, nothing to run (pip install torch, then run again)")
         return
-    # The tensors' device decides the module's: CUDA when torch has a GPU, else the CPU interpreter.
+    # The tensors' device decides the module's: CUDA when torch has a GPU, else the CPU loader.
     device = "cuda:0" if torch.cuda.is_available() else "cpu"
     artifact = ptxbridge.rust.compile(HERE / "kernels" / "affine.rs")
     print(f"Rust kernel: {artifact.kernels['affine']}")
     module = ptxbridge.load([artifact], device=device)
-    where = "" if device != "cpu" else " (ptxbridge's CPU PTX interpreter; torch sees no CUDA GPU)"
+    where = "" if device != "cpu" else " (ptxbridge's CPU loader; torch sees no CUDA GPU)"
     print(f"loaded on: {module.device}{where}")
 
     n = 10_000

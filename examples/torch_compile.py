@@ -10,7 +10,7 @@ outputs are allocated from a shape rule stated once ("like x"), and the same rul
 fake tensors torch.compile traces with, so ``fullgraph=True`` holds: no graph break.
 
 On a GPU the model compiles with ``mode="reduce-overhead"`` (CUDA graphs replay the three
-launches).  Without one it runs on CPU tensors through ptxbridge's CPU PTX interpreter, compiled
+launches).  Without one it runs on CPU tensors through ptxbridge's CPU loader, compiled
 with the ``aot_eager`` backend (inductor would build C++ for the torch ops around the kernels,
 which takes a minute on a small machine; ``--backend inductor`` does it anyway).
 Usage: ``python examples/torch_compile.py [--backend NAME]``.
@@ -100,7 +100,7 @@ def main() -> None:
     with torch.no_grad():
         eager = model(x)
         torch.testing.assert_close(eager, reference(model, x), rtol=1e-4, atol=1e-5)
-        where = "" if device != "cpu" else " (ptxbridge's CPU PTX interpreter; torch sees no CUDA GPU)"
+        where = "" if device != "cpu" else " (ptxbridge's CPU loader; torch sees no CUDA GPU)"
         print(f"eager on {device}{where}: matches torch's own gelu/silu")
         breaks = torch._dynamo.explain(model)(x).graph_break_count
         print(f"torch._dynamo.explain: {breaks} graph breaks")

@@ -1,7 +1,7 @@
 """Run every program in examples/ as a newcomer would, so CI keeps them working.
 
 Each example is a subprocess of this interpreter, with CUDA_VISIBLE_DEVICES
-empty so it takes the CPU PTX interpreter even on a GPU machine; the test
+empty so it takes the CPU loader even on a GPU machine; the test
 checks the exit status and the line that says the result matched.  The
 ``gpu`` test runs them unforced and expects every step on the GPU.
 """
@@ -42,7 +42,7 @@ def test_rust_torch_runs_on_cpu_tensors(sysroot):  # noqa: F811
     pytest.importorskip("torch")
     out = run(str(EXAMPLES / "rust_torch.py"))
     assert "kernel affine(p: struct Affine { scale: f32, shift: f32 }, x: *const f32" in out
-    assert "loaded on: cpu (ptxbridge's CPU PTX interpreter" in out
+    assert "loaded on: cpu (ptxbridge's CPU loader" in out
     assert "affine twice on 10000 floats on cpu: matches torch" in out
     assert "a float64 tensor is refused: affine: argument 'x' (*const f32) got float64" in out
 
@@ -69,7 +69,7 @@ def test_torch_compile_model_mixes_three_languages_on_cpu_tensors(sysroot):  # n
     pytest.importorskip("torch")
     out = run(str(EXAMPLES / "torch_compile.py"))
     assert "-> torch op example::saxpy(float a, Tensor x, Tensor(a2!) y) -> ()" in out
-    assert "eager on cpu (ptxbridge's CPU PTX interpreter; torch sees no CUDA GPU): matches" in out
+    assert "eager on cpu (ptxbridge's CPU loader; torch sees no CUDA GPU): matches" in out
     assert "torch._dynamo.explain: 0 graph breaks" in out
     assert "torch.compile(fullgraph=True, backend='aot_eager') on cpu: matches eager" in out
 
@@ -77,7 +77,7 @@ def test_torch_compile_model_mixes_three_languages_on_cpu_tensors(sysroot):  # n
 def test_jax_rust_runs_under_jit_on_the_cpu(sysroot):  # noqa: F811
     pytest.importorskip("ptxbridge.jax._xla_ffi", reason="the XLA FFI handler is not built")
     out = run(str(EXAMPLES / "jax_rust.py"))
-    assert "jax.jit on cpu (the XLA FFI handler runs ptxbridge's CPU PTX interpreter): matches NumPy" in out
+    assert "jax.jit on cpu (the XLA FFI handler runs ptxbridge's CPU loader): matches NumPy" in out
     assert "jax.grad under jax.jit, its backward the Rust kernel again: matches NumPy" in out
 
 
