@@ -679,6 +679,69 @@ def test_generated_straight_line_integer_ptx_matches_the_interpreter(program, va
              block=32)
 
 
+_ATOMIC_FORMS = [  # (operation, operands after the address, whether red has the form)
+    ("add.u32", 1, True), ("and.b32", 1, True), ("or.b32", 1, True), ("xor.b32", 1, True),
+    ("min.u32", 1, True), ("max.s32", 1, True), ("inc.u32", 1, True), ("dec.u32", 1, True),
+    ("exch.b32", 1, False), ("cas.b32", 2, False), ("add.f32", 1, True),
+]
+_atomics = st.lists(
+    st.tuples(st.sampled_from(_ATOMIC_FORMS), st.sampled_from(["global", "shared"]), st.booleans(),
+              st.lists(st.integers(0, 5), min_size=4, max_size=4)),
+    min_size=1,
+    max_size=10,
+)
+
+
+def _atomic_program(program) -> str:
+    """One warp's straight-line atomics on an eight-word table in global memory (inside ``out``)
+    and one in shared memory, at words the lanes' registers pick; the old values read back into
+    the registers, which end in ``out`` per thread with both tables."""
+    lines = [f"ld.global.u32 %x{k}, [%rd3+{4 * k}];" for k in range(2)] + [
+        "mov.u32 %x2, %tid.x;", "mov.u32 %x3, 7;", "mov.u32 %x4, 3000000000;", "mov.u32 %x5, 1;"]
+    for (form, count, has_red), space, returns, (dest, at, b, c) in program:
+        base = "%rd5" if space == "global" else "%rd6"
+        lines += [f"and.b32 %t, %x{at}, 7;", "mul.wide.u32 %rd7, %t, 4;", f"add.s64 %rd7, {base}, %rd7;"]
+        if form.endswith("f32"):  # a float operand from an integer (finite, so NaN payloads stay out)
+            lines += [f"cvt.rn.f32.u32 %f1, %x{b};", f"atom.{space}.{form} %f2, [%rd7], %f1;",
+                      f"mov.b32 %x{dest}, %f2;"]
+            continue
+        operands = ", ".join(f"%x{r}" for r in (b, c)[:count])
+        if returns or not has_red:
+            lines.append(f"atom.{space}.{form} %x{dest}, [%rd7], {operands};")
+        else:
+            lines.append(f"red.{space}.{form} [%rd7], {operands};")
+    lines += [f"st.global.u32 [%rd4+{4 * k}], %x{k};" for k in range(6)]
+    lines += ["and.b32 %t, %r1, 7;", "mul.wide.u32 %rd7, %t, 4;", "add.s64 %rd2, %rd6, %rd7;",
+              "ld.shared.u32 %t, [%rd2];", "add.s64 %rd2, %rd5, %rd7;", "st.global.u32 [%rd2+32], %t;"]
+    return kernel_ptx(
+        """
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 8;
+ld.param.u64 %rd1, [a];
+add.s64 %rd3, %rd1, %rd2;
+mul.wide.u32 %rd2, %r1, 24;
+ld.param.u64 %rd1, [out];
+add.s64 %rd4, %rd1, %rd2;
+add.s64 %rd5, %rd1, 768;
+mov.u64 %rd6, table;
+"""
+        + "\n".join(lines)
+        + "\nret;",
+        params=".param .u64 a, .param .u64 out",
+        regs=".reg .b32 %r1, %t, %x<6>;\n.reg .f32 %f<3>;\n.reg .b64 %rd<8>;",
+        globals_=".shared .align 4 .b32 table[8];",
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(_atomics, _values)
+def test_generated_atomics_whose_old_values_are_read_match_the_interpreter(program, values):
+    """A warp's atomics land lane by lane in both tiers: old values, final words and float sums agree."""
+    a = np.array(values, np.uint32)
+    ptx_both(_atomic_program(program), [ptr("u32"), ptr("u32")], [a], np.zeros(6 * 32 + 16, np.uint32),
+             grid=1, block=32)
+
+
 def _bit_field(op: str) -> str:
     """``op`` (bfe or bfi of some type) per thread on ``a[i]``, ``b[i]`` and the position and length
     ``pos[i]``, ``len[i]``; the result to ``out[i]``."""
