@@ -526,6 +526,20 @@ def test_a_kernel_every_thread_of_which_reaches_what_the_tier_does_not_translate
     assert "every thread reaches `bar.red.popc.u32 %r1, 0, 1`" in be.compiled_tier.why_interpreted("k")
 
 
+def test_a_float_atomic_maximum_leaves_the_compiled_code_with_its_reason_and_the_interpreters_result():
+    body = """mov.u32 %r1, %tid.x;
+cvt.rn.f32.u32 %f1, %r1;
+ld.param.u64 %rd1, [out];
+atom.global.max.f32 %f2, [%rd1], %f1;
+ret;"""
+    out = np.zeros(1, np.float32)
+    be = backend(kernel_ptx(body, regs=".reg .b32 %r1;\n.reg .f32 %f<3>;\n.reg .b64 %rd1;"), tier="compiled")
+    launch(be, "k", [ptr("f32")], [out.ctypes.data], grid=1, block=64, arrays=[out])
+    assert out[0] == 63.0
+    assert "atom.global.max.f32" in be.compiled_tier.why_interpreted("k")
+    assert "float add and exch" in be.compiled_tier.why_interpreted("k")
+
+
 def test_the_tier_is_chosen_by_argument_or_environment(monkeypatch):
     monkeypatch.delenv("PTXBRIDGE_CPU_TIER", raising=False)
     assert backend(OOB).compiled_tier is not None  # the compiled tier by default

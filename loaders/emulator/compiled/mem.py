@@ -115,7 +115,8 @@ def _atom(e: Emitter, ins: Instruction, m: str) -> None:
     floating = is_float(t)
     if (count != 1 or name is None or space not in ("global", "shared", "generic")
             or (floating and name not in ("add", "exch")) or (t[0] == "s" and name in ("inc", "dec"))):
-        raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)}")
+        raise Unsupported(f"{ins.opcode}.{'.'.join(ins.mods)} (compiled: one integer, or float add and exch, "
+                          "on global, shared or generic memory)")
     returns = ins.opcode == "atom"
     rest = ins.operands[1:] if returns else ins.operands
     read = returns and isinstance(ins.operands[0], Reg) and ins.operands[0].name in e.reads
