@@ -654,20 +654,12 @@ _program = st.lists(
 _values = st.lists(st.integers(0, 2**32 - 1), min_size=64, max_size=64)
 
 
-def _straight_line(program) -> str:
-    lines = [f"ld.global.u32 %x{k}, [%rd3+{4 * k}];" for k in range(2)] + [
-        f"mov.u32 %x{k}, {1234567 * k};" for k in range(2, 6)
-    ]
-    for (op, arity), dest, sources in program:
-        width = op.split(".")[-2] if op.startswith("cvt") else None
-        srcs = ", ".join(f"%x{s}" for s in sources[: arity - 1])
-        if width:  # cvt writes a narrow type: through a register of that width's class
-            lines.append(f"{op} %h, {srcs};")
-            kind = "s" if width[0] == "s" else "u"
-            lines.append(f"cvt.{kind}32.{width} %x{dest}, %h;")
-        else:
-            lines.append(f"{op} %x{dest}, {srcs};")
-    lines += [f"st.global.u32 [%rd4+{4 * k}], %x{k};" for k in range(6)]
+def _six_registers(body: list[str], regs: str, setup: tuple[str, ...] = (), constants: tuple[str, ...] = (),
+                   after: tuple[str, ...] = (), globals_: str = "") -> str:
+    """A kernel each thread of which loads ``%x0``, ``%x1`` from ``a[2 * tid]``, sets ``%x2``..``%x5``
+    (``constants``), runs ``body`` and stores ``%x0``..``%x5`` to ``out[6 * tid]`` (then ``after``)."""
+    lines = [*setup, *(f"ld.global.u32 %x{k}, [%rd3+{4 * k}];" for k in range(2)), *constants, *body,
+             *(f"st.global.u32 [%rd4+{4 * k}], %x{k};" for k in range(6)), *after]
     return kernel_ptx(
         """
 mov.u32 %r1, %tid.x;
@@ -681,8 +673,24 @@ add.s64 %rd4, %rd1, %rd2;
         + "\n".join(lines)
         + "\nret;",
         params=".param .u64 a, .param .u64 out",
-        regs=".reg .b32 %r1, %x<6>;\n.reg .b16 %h;\n.reg .b64 %rd<5>;",
+        regs=regs,
+        globals_=globals_,
     )
+
+
+def _straight_line(program) -> str:
+    lines = []
+    for (op, arity), dest, sources in program:
+        width = op.split(".")[-2] if op.startswith("cvt") else None
+        srcs = ", ".join(f"%x{s}" for s in sources[: arity - 1])
+        if width:  # cvt writes a narrow type: through a register of that width's class
+            lines.append(f"{op} %h, {srcs};")
+            kind = "s" if width[0] == "s" else "u"
+            lines.append(f"cvt.{kind}32.{width} %x{dest}, %h;")
+        else:
+            lines.append(f"{op} %x{dest}, {srcs};")
+    return _six_registers(lines, ".reg .b32 %r1, %x<6>;\n.reg .b16 %h;\n.reg .b64 %rd<5>;",
+                          constants=tuple(f"mov.u32 %x{k}, {1234567 * k};" for k in range(2, 6)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -710,8 +718,7 @@ def _atomic_program(program) -> str:
     """One warp's straight-line atomics on an eight-word table in global memory (inside ``out``)
     and one in shared memory, at words the lanes' registers pick; the old values read back into
     the registers, which end in ``out`` per thread with both tables."""
-    lines = [f"ld.global.u32 %x{k}, [%rd3+{4 * k}];" for k in range(2)] + [
-        "mov.u32 %x2, %tid.x;", "mov.u32 %x3, 7;", "mov.u32 %x4, 3000000000;", "mov.u32 %x5, 1;"]
+    lines = []
     for (form, count, has_red), space, returns, (dest, at, b, c) in program:
         base = "%rd5" if space == "global" else "%rd6"
         lines += [f"and.b32 %t, %x{at}, 7;", "mul.wide.u32 %rd7, %t, 4;", f"add.s64 %rd7, {base}, %rd7;"]
@@ -724,25 +731,13 @@ def _atomic_program(program) -> str:
             lines.append(f"atom.{space}.{form} %x{dest}, [%rd7], {operands};")
         else:
             lines.append(f"red.{space}.{form} [%rd7], {operands};")
-    lines += [f"st.global.u32 [%rd4+{4 * k}], %x{k};" for k in range(6)]
-    lines += ["and.b32 %t, %r1, 7;", "mul.wide.u32 %rd7, %t, 4;", "add.s64 %rd2, %rd6, %rd7;",
-              "ld.shared.u32 %t, [%rd2];", "add.s64 %rd2, %rd5, %rd7;", "st.global.u32 [%rd2+32], %t;"]
-    return kernel_ptx(
-        """
-mov.u32 %r1, %tid.x;
-mul.wide.u32 %rd2, %r1, 8;
-ld.param.u64 %rd1, [a];
-add.s64 %rd3, %rd1, %rd2;
-mul.wide.u32 %rd2, %r1, 24;
-ld.param.u64 %rd1, [out];
-add.s64 %rd4, %rd1, %rd2;
-add.s64 %rd5, %rd1, 768;
-mov.u64 %rd6, table;
-"""
-        + "\n".join(lines)
-        + "\nret;",
-        params=".param .u64 a, .param .u64 out",
-        regs=".reg .b32 %r1, %t, %x<6>;\n.reg .f32 %f<3>;\n.reg .b64 %rd<8>;",
+    return _six_registers(
+        lines,
+        ".reg .b32 %r1, %t, %x<6>;\n.reg .f32 %f<3>;\n.reg .b64 %rd<8>;",
+        setup=("add.s64 %rd5, %rd1, 768;", "mov.u64 %rd6, table;"),
+        constants=("mov.u32 %x2, %tid.x;", "mov.u32 %x3, 7;", "mov.u32 %x4, 3000000000;", "mov.u32 %x5, 1;"),
+        after=("and.b32 %t, %r1, 7;", "mul.wide.u32 %rd7, %t, 4;", "add.s64 %rd2, %rd6, %rd7;",
+               "ld.shared.u32 %t, [%rd2];", "add.s64 %rd2, %rd5, %rd7;", "st.global.u32 [%rd2+32], %t;"),
         globals_=".shared .align 4 .b32 table[8];",
     )
 
