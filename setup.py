@@ -7,6 +7,8 @@
 pure-Python launch path is used there.  ``ptxbridge.loaders.emulator._native`` (the CPU loader's
 fused multiply-add, a NumPy ufunc, and its one-pass memory checks, gathers and scatters) is built
 where NumPy's headers are importable at build time; without it the CPU loader does the same in NumPy.
+``ptxbridge.loaders.emulator._threads`` (the compiled CPU tier's pool of threads for independent
+blocks) needs POSIX threads; without it a launch runs its blocks in order on one thread.
 """
 
 import importlib.util
@@ -50,6 +52,9 @@ if (numpy_include := _numpy_include()) is not None:
                                 # versions, the ones the compiled tier's code finds (dlsym), not the
                                 # oldest compatibility wrappers an unlinked reference gets
                                 libraries=["m"], optional=True))
+extensions.append(Extension("ptxbridge.loaders.emulator._threads", ["loaders/emulator/_threads.c"],
+                            extra_compile_args=["-O2", "-std=c11", "-pthread"], extra_link_args=["-pthread"],
+                            optional=True))
 if (include := _jaxlib_include()) is not None:
     extensions.append(Extension("ptxbridge.jax._xla_ffi", ["bridge/frameworks/jax/_xla_ffi.c"],
                                 include_dirs=["bridge/launch", include], depends=[LAUNCH_ABI],

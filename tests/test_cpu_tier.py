@@ -440,6 +440,51 @@ def test_a_forked_child_runs_spread_blocks_on_threads_of_its_own(monkeypatch):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
+def test_without_the_thread_extension_spread_blocks_run_in_order(monkeypatch):
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_blocks, "_threads", None)
+    rounds = compiled_blocks.stats["rounds"]
+    start = np.arange(1, 3073, dtype=np.uint32)
+    got, want = both(cuda_tiers(fx.COLLATZ), "collatz", lambda: [start, np.zeros_like(start), start.size],
+                     grid=12, block=256)
+    same(got, want)
+    assert compiled_blocks.stats["rounds"] == rounds
+
+
+UNGUARDED = r"""
+extern "C" __global__ void fill(float* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f; }
+"""
+
+
+def test_a_fault_in_the_last_block_handed_to_a_worker_is_reported_as_in_order(monkeypatch):
+    """Twelve blocks over room for eleven and a half: the faulting block, the last, runs in a
+    worker's chunk of the round, whose status the report comes from."""
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
+    rounds = compiled_blocks.stats["rounds"]
+    out = np.zeros(11 * 128 + 64, np.float32)
+    said = _reports(cuda_tiers(UNGUARDED), "fill", lambda: [out], grid=12, block=128)
+    assert said[0] == said[1]
+    assert "block (11, 0, 0)" in said[0] and "thread (64, 0, 0)" in said[0]
+    assert compiled_blocks.stats["rounds"] > rounds
+
+
+def test_the_thread_pool_refuses_a_malformed_round_before_it_touches_a_context():
+    from ptxbridge.loaders.emulator import _threads
+
+    words = np.zeros(4, np.int64)
+    with pytest.raises(ValueError, match="1 to 1024 chunks"):
+        _threads.run(0, 0, 1, [])
+    with pytest.raises(ValueError, match="1 to 1024 chunks"):
+        _threads.run(0, 0, 1, [(words.ctypes.data, 0, 1)] * 1025)
+    with pytest.raises(TypeError, match="a tuple"):  # the second chunk is a list: the first's words stay 0
+        _threads.run(0, 0, 1, [(words.ctypes.data, 5, 6), [words.ctypes.data, 0, 1]])
+    with pytest.raises(TypeError):
+        _threads.run(0, 0, 1, [(words.ctypes.data, 5)])
+    assert not words.any()
+
+
 DEPENDENT = {
     "atom.global.add.u32 %r2, [%rd1], 1;": "atom.global.add.u32",
     "red.add.u32 [%rd1], 1;": "red.add.u32",  # generic: maybe global

@@ -15,6 +15,7 @@ Modules::
     heap               device malloc/free (new/delete)
     lines              source lines from the PTX line table (where a trap is)
     _native.c          optional C loops: exact fma ufunc, one-pass address checks, gather/scatter
+    _threads.c         optional: the compiled tier's pool of threads for independent blocks
 """
 
 from .backend import EmulatorBackend

@@ -5,28 +5,25 @@ Blocks of a launch run one after the other in chunks sized by the pace of the ch
 launch; chunks that doubled made a small launch of 256 blocks nine calls).  When the kernel's blocks
 are independent (:func:`dependence`) and what the chunks so far took says the blocks left are work
 enough for more threads (each at least :data:`_SHARE_SECONDS`), the rest runs in rounds that give a
-chunk to each of them: native code runs without the GIL (ctypes releases it), each thread with its
-own context (shared and local memory, warp state, site table, step counts).  A thread woken for
-less costs more than it saves (handing every 1 ms launch of a Jacobi step to 16 threads made each
-take 3 ms), and the estimate waits for a chunk after the first (which meets its context's memory
-first) that took a tenth of that share.  Blocks that race on no memory end the same whatever the
-order, so the results are the ones a run in order gives.  A round's failures are reported from the
-failing chunk that comes first in block order: that block is the one a run in order would have
-stopped at.
+chunk to each of them, through :mod:`.._threads`, whose workers take a chunk in microseconds (a
+Python thread pool's hand-over cost more than a 150 us Jacobi step's share saved): native code
+runs without the GIL, each thread with its own context (shared and local memory, warp state, site
+table, step counts), and a round returns once all its chunks have.  The estimate waits for a chunk
+after the first (which meets its context's memory first) that took a tenth of that share.  Blocks
+that race on no memory end the same whatever the order, so the results are the ones a run in order
+gives.  A round's failures are reported from the failing chunk that comes first in block order:
+that block is the one a run in order would have stopped at.
 
 ``PTXBRIDGE_CPU_THREADS`` sets how many threads (1: always in order); the default is every CPU this
-process may run on.
+process may run on.  Without the ``_threads`` extension (a build without a C compiler) blocks run
+in order.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -38,17 +35,19 @@ from ..machine import Function
 from .emit import CTX
 from .jit import Compiled
 
+try:
+    from .. import _threads
+except ImportError:  # built without the extension: every launch in order
+    _threads = None
+
 __all__ = ["Addressed", "dependence", "run_blocks", "threads", "stats"]
 
 _CHUNK_SECONDS = 0.01  # a chunk of blocks runs about this long at most (Ctrl-C waits for it)
-_PROBE_SECONDS = 0.0004  # while more threads may be worth it, a chunk long enough to say (warm below)
-_SHARE_SECONDS = 0.002  # the least work (seconds on one thread) worth another thread
+_PROBE_SECONDS = 0.00001  # while more threads may be worth it, a chunk long enough to say (warm below)
+_SHARE_SECONDS = 0.00002  # the least work (seconds on one thread) worth another thread
 _BLOCK_LOCAL = frozenset(("shared", "local", "param", "const"))
 _ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))
 stats = {"rounds": 0}  # rounds of blocks handed across threads, in this process
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
 
 
 def dependence(fn: Function) -> str | None:
@@ -83,26 +82,6 @@ def threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _executor(workers: int) -> ThreadPoolExecutor:
-    """The process's pool, with at least ``workers`` threads."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < workers:  # a smaller one left idle: a launch may still use it
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ptxbridge-cpu")
-            _pool_size = workers
-        return _pool
-
-
-def _forget_pool() -> None:
-    """In a forked child the pool's threads are gone, and a pool that believes it has idle ones
-    would never start new ones: the child makes its own."""
-    global _pool, _pool_size
-    _pool, _pool_size = None, 0
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
 class Addressed(NamedTuple):
     """An array and its address, read once (NumPy's ``.ctypes.data`` costs a microsecond a read):
     a context's words, a launch's tables."""
@@ -120,18 +99,6 @@ def _run(compiled: Compiled, ctx: Addressed, first: int, end: int) -> int:
 _FIRST_BLOCK, _END_BLOCK = CTX["first_block"], CTX["end_block"]
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT held back from this thread for a round: the chunks handed to the pool run native code
-    on this launch's memory, so a Ctrl-C is raised (as Python raises it, between two chunks) only
-    once every chunk of the round has returned."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
 def _helpers(work: float) -> int:
     """How many threads beside this one ``work`` seconds (on one thread) are worth."""
     wanted = threads() - 1
@@ -145,6 +112,8 @@ def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
     """Run blocks ``[0, blocks)``: ``(status, ctx, contexts)``, the first failing status (0: none)
     with the context that met it, and every context used (their step counts add up).  ``more()``
     makes another context for a thread of the pool; None runs every block on ``ctx``, in order."""
+    if _threads is None:
+        more = None
     contexts, first, chunk, per_block = [ctx], 0, 1, 0.0
     while first < blocks:
         started = time.perf_counter()
@@ -165,15 +134,13 @@ def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
             most = max(1, int(_CHUNK_SECONDS / max(per_block, 1e-9)))
             each = min(-(-(blocks - first) // len(contexts)), most)
             starts = range(first, min(blocks, first + each * len(contexts)), each)
-            mine, *theirs = [(lo, min(blocks, lo + each)) for lo in starts]
-            pool = _executor(len(contexts) - 1)
+            spans = [(lo, min(blocks, lo + each)) for lo in starts]
             stats["rounds"] += 1
-            with _signals_held():
-                handed = [pool.submit(_run, compiled, contexts[k], *span) for k, span in enumerate(theirs, 1)]
-                statuses = [_run(compiled, ctx, *mine), *(future.result() for future in handed)]
+            chunks = [(c.address, lo, hi) for c, (lo, hi) in zip(contexts, spans, strict=False)]
+            statuses = _threads.run(compiled.address, _FIRST_BLOCK, _END_BLOCK, chunks)  # type: ignore[union-attr]
             for failed, status in zip(contexts, statuses, strict=False):
                 if status:
                     return status, failed, contexts
-            end = (theirs or [mine])[-1][1]
+            end = spans[-1][1]
         first = end
     return 0, ctx, contexts

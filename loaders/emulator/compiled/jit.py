@@ -36,9 +36,11 @@ stats = {"compiled": 0, "disk": 0, "memory": 0, "compile_seconds": 0.0}
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A loaded kernel: ``launch(ctx_address) -> status``; the engine keeps the code mapped."""
+    """A loaded kernel: ``launch(ctx_address) -> status`` (native code at ``address``); the engine
+    keeps the code mapped."""
 
     launch: Any
+    address: int
     engine: Any
     objects: tuple[Any, ...]  # the object files (runtime, kernel) and their bytes, alive as the engine
     seconds: float  # time spent making it here (compiling, or loading from disk)
@@ -170,8 +172,9 @@ def compile_ir(ir: str, runtime: str) -> Compiled:
             engine.add_object_file(ref)
         objects = (library, payload, *refs)
         engine.finalize_object()
-        launch = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(engine.get_function_address("launch"))
+        address = engine.get_function_address("launch")
+        launch = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
         seconds = time.perf_counter() - start
         stats["compile_seconds"] += seconds
-        found = _memory[key] = Compiled(launch, engine, objects, seconds)
+        found = _memory[key] = Compiled(launch, address, engine, objects, seconds)
         return found
