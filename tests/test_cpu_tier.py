@@ -388,6 +388,39 @@ bra.uni LOOP;""",
 )
 
 
+# %r1 lives across the barrier (in the warp's state) and is read there before this launch wrote it
+# where `mode` is 0: it holds 0 then, as every register a frame starts with
+STALE_ACROSS_A_BARRIER = kernel_ptx(
+    """
+mov.u32 %r0, %tid.x;
+ld.param.u32 %r2, [mode];
+setp.eq.u32 %p1, %r2, 0;
+@%p1 bra WAIT;
+mov.u32 %r1, 77;
+WAIT:
+bar.sync 0;
+add.u32 %r1, %r1, 1;
+""" + stored_per_thread("%r1"),
+    params=".param .u64 out, .param .u32 mode",
+    regs=".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\n.reg .pred %p<2>;",
+)
+
+
+def test_a_reused_arena_does_not_carry_a_warps_registers_into_the_next_launch():
+    """The second launch runs on the first one's arena (its warps' state not zeroed again: a warp's
+    start zeroes what it may read first)."""
+    got = {}
+    for tier in ("compiled", "interp"):
+        be = backend(STALE_ACROSS_A_BARRIER, tier=tier)
+        for mode in (1, 0):
+            out = np.zeros(64, np.uint32)
+            launch(be, "k", [ptr("u32"), scalar("u32")], [out.ctypes.data, mode], grid=1, block=64,
+                   arrays=[out])
+            got[tier, mode] = out
+    assert (got["compiled", 1] == 78).all() and (got["compiled", 0] == 1).all()
+    assert all(got["compiled", m].tobytes() == got["interp", m].tobytes() for m in (0, 1))
+
+
 def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
     monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)

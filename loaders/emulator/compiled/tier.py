@@ -355,6 +355,12 @@ def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_me
 _LAUNCH_WORDS = np.array([CTX[word] for word in (
     "gx", "gy", "gz", "bx", "by", "bz", "param", "max_steps", "tids", "extents")], np.intp)  # ``fields``
 _PIECES = ("regions", "shared", "local", "state", "sites")  # whose addresses a context holds
+# the pieces a reused arena zeroes: not shared memory (@launch zeroes it for each block), the region
+# table (written whole for each launch) nor the warps' state, a warp's start writes what it reads
+# there (its header is read only after a barrier saved it; the slots a warp may read before writing
+# are zeroed, and its span memos cleared, when it starts: .kernel): together 150 KB a Jacobi
+# context, 7 us of a 150 us launch for each thread's
+_CLEARED = ("local", "sites", "ctx")
 
 
 def _context(layout: _Layout, rows: list[_Row], fields: tuple[int, ...], arenas: _Arenas,
@@ -376,10 +382,12 @@ def _context(layout: _Layout, rows: list[_Row], fields: tuple[int, ...], arenas:
 
 class _Carved(NamedTuple):
     """An arena of one layout (:func:`_carve`), with the views of its pieces a context is made of,
-    its own region rows and the context words (index array, values) its layout and addresses give."""
+    those a reuse zeroes again, its own region rows and the context words (index array, values)
+    its layout and addresses give."""
 
     layout: _Layout
     arena: np.ndarray
+    cleared: tuple[np.ndarray, ...]
     regions: np.ndarray
     sites: np.ndarray
     ctx: Addressed
@@ -408,14 +416,16 @@ def _carve(layout: _Layout) -> _Carved:
     words = {**dict(layout.words), **{name: address[name] for name in _PIECES}}
     indices = np.array([CTX[word] for word in words], np.intp)
     values = np.array(list(words.values()), np.uint64)
-    return _Carved(layout, arena, piece["regions"].reshape(-1, 4), piece["sites"],
+    cleared = tuple(arena[start : start + size] for name, (start, size) in spans.items() if name in _CLEARED)
+    return _Carved(layout, arena, cleared, piece["regions"].reshape(-1, 4), piece["sites"],
                    Addressed(piece["ctx"], address["ctx"]), own, indices, values)
 
 
 class _Arenas:
     """Arenas kept by layout for the next launch: a fresh one per launch costs more than a small
     launch's kernel (its pages fault in as the kernel first touches them); a reused one is zeroed
-    again, so no launch sees another's memory, warp state or admitted spans."""
+    again where a launch reads it before writing (:data:`_CLEARED`), so no launch sees another's
+    memory, step counts or admitted spans."""
 
     def __init__(self) -> None:
         self.free: dict[_Layout, list[_Carved]] = {}
@@ -425,7 +435,8 @@ class _Arenas:
             found = self.free[layout].pop()  # one list.pop: two threads never take the same arena
         except (KeyError, IndexError):
             return _carve(layout)
-        found.arena.fill(0)
+        for piece in found.cleared:
+            piece.fill(0)
         return found
 
     def give(self, carved: list[_Carved]) -> None:
@@ -434,12 +445,12 @@ class _Arenas:
             self.free.clear()
         for arena in carved:
             kept = self.free.setdefault(arena.layout, [])
-            if len(kept) < _KEPT:
+            if len(kept) < max(_KEPT, threads()):  # one per thread a launch may use
                 kept.append(arena)
 
 
 _LAYOUTS = 8  # arena layouts (launch shapes) kept at most
-_KEPT = 4  # arenas kept per layout (the contexts one launch's threads use)
+_KEPT = 4  # arenas kept per layout at least (as many as the threads a launch may use)
 
 
 @functools.lru_cache(maxsize=64)
