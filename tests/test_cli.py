@@ -293,8 +293,11 @@ def test_doctor_lists_the_c_extensions_and_finds_libnvvm(capsys, tmp_path):
     assert main(["doctor", "--json"]) == 0
     checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
     fast = checks["C extension _fastlaunch"]
-    assert fast["ok"] is (fastpath._fastlaunch is not None) and {"C extension _native",
-                                                                  "C extension _xla_ffi"} <= set(checks)
+    named = {"C extension _native", "C extension _threads", "C extension _xla_ffi"}
+    assert fast["ok"] is (fastpath._fastlaunch is not None) and named <= set(checks)
+    from ptxbridge.loaders.emulator.compiled import blocks
+
+    assert checks["C extension _threads"]["ok"] is (blocks._threads is not None)
     if fast["ok"]:
         assert Path(fast["detail"]).is_file() and "_fastlaunch" in fast["detail"]
     from cuda.bindings import nvvm

@@ -122,6 +122,7 @@ def _libnvvm() -> Check:
 _EXTENSIONS = (  # (module, what runs without it)
     ("ptxbridge.launch._fastlaunch", "kernel calls take the Python launch path"),
     ("ptxbridge.loaders.emulator._native", "the CPU loader checks and gathers memory with NumPy (slower)"),
+    ("ptxbridge.loaders.emulator._threads", "the CPU loader runs a launch's blocks on one thread"),
     ("ptxbridge.jax._xla_ffi", "ptxbridge.jax cannot register its XLA handler (built only with jaxlib)"),
 )
 
