@@ -490,9 +490,9 @@ extern "C" __global__ void fill(float* out) { out[blockIdx.x * blockDim.x + thre
 """
 
 
-def test_a_fault_in_the_last_block_handed_to_a_worker_is_reported_as_in_order(monkeypatch):
-    """Twelve blocks over room for eleven and a half: the faulting block, the last, runs in a
-    worker's chunk of the round, whose status the report comes from."""
+def test_a_fault_in_the_last_block_of_a_round_is_reported_as_in_order(monkeypatch):
+    """Twelve blocks over room for eleven and a half: the faulting block, the last, runs in a round
+    of pieces three threads claim, and the report comes from the context that ran it."""
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
     monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
     rounds = compiled_blocks.stats["rounds"]
@@ -503,18 +503,43 @@ def test_a_fault_in_the_last_block_handed_to_a_worker_is_reported_as_in_order(mo
     assert compiled_blocks.stats["rounds"] > rounds
 
 
-def test_the_thread_pool_refuses_a_malformed_round_before_it_touches_a_context():
+SPIN_FROM_BLOCK_40 = kernel_ptx(
+    """
+mov.u32 %r1, %ctaid.x;
+setp.ge.u32 %p1, %r1, 40;
+@%p1 bra LOOP;
+ret;
+LOOP:
+bra.uni LOOP;""",
+    regs=".reg .b32 %r<2>;\n.reg .pred %p<2>;",
+)
+
+
+def test_of_many_failing_blocks_a_round_reports_the_first_in_order(monkeypatch):
+    """Blocks 40 to 63 all spin: the threads of a round claim several of them before one stops at
+    the step limit, and the report (from the context that ran the piece) is of block 40, as a run
+    in order gives."""
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_blocks, "_PIECES", 1000)  # a block a claim
+    be = backend(SPIN_FROM_BLOCK_40, max_steps=20_000)
+    for _ in range(5):
+        with pytest.raises(EmulatorError, match=r"block \(40, 0, 0\)"):
+            launch(be, "k", [ptr("u32")], [0], grid=64, block=32)
+
+
+def test_the_thread_pool_refuses_a_malformed_round():
     from ptxbridge.loaders.emulator import _threads
 
     words = np.zeros(4, np.int64)
-    with pytest.raises(ValueError, match="1 to 1024 chunks"):
-        _threads.run(0, 0, 1, [])
-    with pytest.raises(ValueError, match="1 to 1024 chunks"):
-        _threads.run(0, 0, 1, [(words.ctypes.data, 0, 1)] * 1025)
-    with pytest.raises(TypeError, match="a tuple"):  # the second chunk is a list: the first's words stay 0
-        _threads.run(0, 0, 1, [(words.ctypes.data, 5, 6), [words.ctypes.data, 0, 1]])
+    for contexts, first, end, piece in (([], 0, 1, 1), ([words.ctypes.data] * 1025, 0, 1, 1),
+                                        ([words.ctypes.data], 0, 1, 0), ([words.ctypes.data], 2, 1, 1)):
+        with pytest.raises(ValueError, match="1 to 1024 contexts"):
+            _threads.run(0, 0, 1, contexts, first, end, piece)
     with pytest.raises(TypeError):
-        _threads.run(0, 0, 1, [(words.ctypes.data, 5)])
+        _threads.run(0, 0, 1, [words.ctypes.data, "a context"], 0, 1, 1)
+    with pytest.raises(TypeError):
+        _threads.run(0, 0, 1, 7, 0, 1, 1)
     assert not words.any()
 
 

@@ -1,17 +1,24 @@
 /* ptxbridge.loaders.emulator._threads: the compiled CPU tier's blocks on several threads, handed
  * over in microseconds.
  *
- * run(launch, first_field, end_field, chunks) runs chunk k = (context address, first block, end
- * block) as launch(context) after writing the block range into the context's words first_field
- * and end_field; chunk 0 on the calling thread, the others on threads of a pool this module keeps,
- * and returns each chunk's status once every chunk has returned.  The GIL is released meanwhile.
+ * run(launch, first_field, end_field, contexts, first, end, piece) runs blocks [first, end) in
+ * pieces of `piece` blocks: each thread that takes part claims the next piece (one atomic add),
+ * writes its range into its own context's words first_field and end_field and calls
+ * launch(context).  Thread k uses context k: the calling thread context 0, the pool's workers the
+ * others.  Returns (status, k): 0 and -1 once every block ran, else the failing status of the piece
+ * that comes first in block order and the context that ran it (a run in order would have stopped
+ * there; every piece before it was claimed, so it ran, and after a failure no piece is claimed).
+ * The GIL is released meanwhile.
  *
  * Why native: a Jacobi step of 256 small blocks is 150 us of work, and a Python thread pool's
  * hand-over (a future, a lock, a wake-up through the GIL) costs tens of microseconds a thread, more
- * than such a launch's share saves.  Here a chunk is posted by one store into the worker's slot; a
- * worker that finished a chunk spins for SPIN_NS on its slot before it sleeps on a condition
- * variable, so the launches of a loop find it awake.  Workers block every signal (a Ctrl-C is
- * taken by the calling thread once the round returns); a forked child starts a pool of its own.
+ * than such a launch's share saves.  Here a round is posted by one store into each worker's slot; a
+ * worker that finished spins for SPIN_NS on its slot before it sleeps on a condition variable, so
+ * the launches of a loop find it awake.  Pieces are claimed, not dealt: a worker the system has not
+ * scheduled yet takes none, and the round does not wait for it (the calling thread closes the round
+ * when no piece is left and waits only for the workers inside it).  Workers block every signal (a
+ * Ctrl-C is taken by the calling thread once the round returns); a forked child starts a pool of its
+ * own.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,7 +37,7 @@
 #define RELAX() ((void)0)
 #endif
 
-enum { MAX_CHUNKS = 1024 };
+enum { MAX_CONTEXTS = 1024 };
 static const int64_t SPIN_NS = 200000; /* a worker's wait before it sleeps: a loop's next launch */
 
 typedef int32_t (*Launch)(int64_t *ctx);
@@ -38,15 +45,26 @@ typedef int32_t (*Launch)(int64_t *ctx);
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    atomic_uint_fast64_t posted;   /* the round of the chunk posted last */
-    atomic_uint_fast64_t finished; /* the round of the chunk finished last */
+    atomic_uint_fast64_t posted; /* the round posted last */
     atomic_int sleeping;
-    Launch launch;
-    int64_t *ctx;
-    int32_t status;
 } Worker;
 
-static Worker *workers[MAX_CHUNKS];
+/* The round in progress: written by the calling thread while no worker is inside one. */
+static struct {
+    Launch launch;
+    int64_t **ctx;
+    int contexts;
+    Py_ssize_t first_field, end_field;
+    int64_t end, piece;
+    atomic_int_fast64_t next;   /* the first block no thread has claimed */
+    atomic_int open;            /* pieces may still be claimed */
+    atomic_int inside;          /* workers taking part now */
+    atomic_int_fast64_t failed; /* the lowest failing piece's first block (INT64_MAX: none) */
+    int32_t *status;            /* per context: its failing status (0: none) */
+    int64_t *failed_at;         /* per context: the first block of its failing piece */
+} job;
+
+static Worker *workers[MAX_CONTEXTS];
 static int started;        /* workers with a running thread */
 static uint64_t round_now; /* rounds posted, for the slots' round numbers */
 static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER; /* one round at a time */
@@ -57,7 +75,29 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The round of the next chunk posted to w after round seen: spinning a while, then asleep. */
+/* Pieces of the round claimed and run with context k until none is left or some piece failed. */
+static void take_part(int k) {
+    int64_t *ctx = job.ctx[k];
+    while (atomic_load_explicit(&job.failed, memory_order_relaxed) == INT64_MAX) {
+        int64_t lo = atomic_fetch_add(&job.next, job.piece);
+        if (lo >= job.end) {
+            break;
+        }
+        ctx[job.first_field] = lo;
+        ctx[job.end_field] = lo + job.piece < job.end ? lo + job.piece : job.end;
+        int32_t status = job.launch(ctx);
+        if (status != 0) {
+            job.status[k] = status;
+            job.failed_at[k] = lo;
+            int64_t seen = atomic_load(&job.failed);
+            while (lo < seen && !atomic_compare_exchange_weak(&job.failed, &seen, lo)) {
+            }
+            break;
+        }
+    }
+}
+
+/* The round posted to w after round seen: spinning a while, then asleep. */
 static uint64_t await_post(Worker *w, uint64_t seen) {
     int64_t until = 0;
     for (unsigned spins = 0;; spins++) {
@@ -87,16 +127,26 @@ static uint64_t await_post(Worker *w, uint64_t seen) {
     return posted;
 }
 
+typedef struct {
+    Worker *slot;
+    int index; /* the context it uses: its place in workers, plus one */
+} Seat;
+
 static void *work(void *arg) {
-    Worker *w = arg;
+    Seat seat = *(Seat *)arg;
+    free(arg);
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     uint64_t seen = 0;
     for (;;) {
-        seen = await_post(w, seen);
-        w->status = w->launch(w->ctx);
-        atomic_store_explicit(&w->finished, seen, memory_order_release);
+        seen = await_post(seat.slot, seen);
+        /* enter the round unless it closed (Dekker with run(): it closes, then waits for inside 0) */
+        atomic_fetch_add(&job.inside, 1);
+        if (atomic_load(&job.open) && seat.index < job.contexts) {
+            take_part(seat.index);
+        }
+        atomic_fetch_sub(&job.inside, 1);
     }
     return NULL;
 }
@@ -105,19 +155,24 @@ static void *work(void *arg) {
 static int ensure_workers(int count) {
     while (started < count) {
         Worker *w = calloc(1, sizeof *w);
-        if (w == NULL) {
+        Seat *seat = malloc(sizeof *seat);
+        if (w == NULL || seat == NULL) {
+            free(w);
+            free(seat);
             break;
         }
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->wake, NULL);
+        *seat = (Seat){w, started + 1};
         pthread_t thread;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int failed = pthread_create(&thread, &attr, work, w);
+        int failed = pthread_create(&thread, &attr, work, seat);
         pthread_attr_destroy(&attr);
         if (failed) {
             free(w);
+            free(seat);
             break;
         }
         workers[started++] = w;
@@ -125,9 +180,7 @@ static int ensure_workers(int count) {
     return started < count ? started : count;
 }
 
-static void post(Worker *w, Launch launch, int64_t *ctx, uint64_t round) {
-    w->launch = launch;
-    w->ctx = ctx;
+static void post(Worker *w, uint64_t round) {
     atomic_store(&w->posted, round);
     if (atomic_load(&w->sleeping)) {
         pthread_mutex_lock(&w->lock);
@@ -136,18 +189,10 @@ static void post(Worker *w, Launch launch, int64_t *ctx, uint64_t round) {
     }
 }
 
-static void await_finish(Worker *w, uint64_t round) {
-    for (unsigned spins = 0; atomic_load_explicit(&w->finished, memory_order_acquire) != round; spins++) {
-        RELAX();
-        if ((spins & 4095) == 4095) {
-            sched_yield(); /* a long chunk: leave the core to the workers */
-        }
-    }
-}
-
 /* In a forked child the workers' threads are gone: it starts its own (the old slots are left). */
 static void forget_workers(void) {
     started = 0;
+    atomic_store(&job.inside, 0);
     pthread_mutex_init(&round_lock, NULL);
 }
 
@@ -155,73 +200,78 @@ static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long address;
     Py_ssize_t first_field, end_field;
-    PyObject *chunks_obj;
-    if (!PyArg_ParseTuple(args, "KnnO:run", &address, &first_field, &end_field, &chunks_obj)) {
+    long long first, end, piece;
+    PyObject *contexts_obj;
+    if (!PyArg_ParseTuple(args, "KnnOLLL:run", &address, &first_field, &end_field, &contexts_obj, &first,
+                          &end, &piece)) {
         return NULL;
     }
-    PyObject *chunks = PySequence_Fast(chunks_obj, "run: chunks must be a sequence of (ctx, first, end)");
-    if (chunks == NULL) {
+    PyObject *contexts = PySequence_Fast(contexts_obj, "run: contexts must be a sequence of addresses");
+    if (contexts == NULL) {
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(chunks);
-    if (count < 1 || count > MAX_CHUNKS || first_field < 0 || end_field < 0) {
-        Py_DECREF(chunks);
-        return PyErr_Format(PyExc_ValueError, "run: 1 to %d chunks and field indices >= 0", MAX_CHUNKS);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(contexts);
+    if (count < 1 || count > MAX_CONTEXTS || first_field < 0 || end_field < 0 || piece < 1 || first > end) {
+        Py_DECREF(contexts);
+        return PyErr_Format(PyExc_ValueError,
+                            "run: 1 to %d contexts, field indices >= 0, pieces of >= 1 block, first <= end",
+                            MAX_CONTEXTS);
     }
-    int64_t *ctx[MAX_CHUNKS];
-    long long first[MAX_CHUNKS], end[MAX_CHUNKS];
-    int32_t status[MAX_CHUNKS];
-    for (Py_ssize_t k = 0; k < count; k++) { /* every chunk read before any context is written */
-        unsigned long long at;
-        PyObject *chunk = PySequence_Fast_GET_ITEM(chunks, k);
-        if (!PyTuple_Check(chunk) || !PyArg_ParseTuple(chunk, "KLL:run chunk", &at, &first[k], &end[k])) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_TypeError, "run: each chunk is a tuple (ctx address, first, end)");
-            }
-            Py_DECREF(chunks);
+    int64_t *ctx[MAX_CONTEXTS];
+    int32_t status[MAX_CONTEXTS] = {0};
+    int64_t failed_at[MAX_CONTEXTS];
+    for (Py_ssize_t k = 0; k < count; k++) {
+        unsigned long long at = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(contexts, k));
+        if (PyErr_Occurred()) {
+            Py_DECREF(contexts);
             return NULL;
         }
         ctx[k] = (int64_t *)(uintptr_t)at;
     }
-    Py_DECREF(chunks);
-    for (Py_ssize_t k = 0; k < count; k++) {
-        ctx[k][first_field] = first[k];
-        ctx[k][end_field] = end[k];
-    }
-    Launch launch = (Launch)(uintptr_t)address;
+    Py_DECREF(contexts);
+    int failing = -1;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&round_lock);
     int helpers = ensure_workers((int)count - 1);
+    job.launch = (Launch)(uintptr_t)address;
+    job.ctx = ctx;
+    job.contexts = helpers + 1;
+    job.first_field = first_field;
+    job.end_field = end_field;
+    job.end = end;
+    job.piece = piece;
+    job.status = status;
+    job.failed_at = failed_at;
+    atomic_store(&job.next, first);
+    atomic_store(&job.failed, INT64_MAX);
+    atomic_store(&job.open, 1);
     uint64_t round = ++round_now;
     for (int k = 0; k < helpers; k++) {
-        post(workers[k], launch, ctx[k + 1], round);
+        post(workers[k], round);
     }
-    status[0] = launch(ctx[0]);
-    for (Py_ssize_t k = helpers + 1; k < count; k++) { /* chunks no thread could be started for */
-        status[k] = launch(ctx[k]);
+    take_part(0);
+    atomic_store(&job.open, 0);
+    for (unsigned spins = 0; atomic_load(&job.inside) != 0; spins++) {
+        RELAX();
+        if ((spins & 4095) == 4095) {
+            sched_yield(); /* a long piece: leave the core to the workers */
+        }
     }
-    for (int k = 0; k < helpers; k++) {
-        await_finish(workers[k], round);
-        status[k + 1] = workers[k]->status;
+    for (int k = 0; k <= helpers; k++) {
+        if (status[k] != 0 && (failing < 0 || failed_at[k] < failed_at[failing])) {
+            failing = k;
+        }
     }
     pthread_mutex_unlock(&round_lock);
     Py_END_ALLOW_THREADS
-    PyObject *out = PyList_New(count);
-    for (Py_ssize_t k = 0; out != NULL && k < count; k++) {
-        PyObject *value = PyLong_FromLong(status[k]);
-        if (value == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, k, value);
-    }
-    return out;
+    return Py_BuildValue("(ii)", failing < 0 ? 0 : (int)status[failing], failing);
 }
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS,
-     "run(launch, first_field, end_field, chunks): each (ctx, first, end) chunk's launch(ctx) status, "
-     "chunk 0 on this thread and the others on the pool's."},
+     "run(launch, first_field, end_field, contexts, first, end, piece): blocks [first, end) in pieces "
+     "claimed by this thread and the pool's, context k per thread; (status, k): the first failing "
+     "piece's status in block order and its context, or (0, -1)."},
     {NULL, NULL, 0, NULL},
 };
 
