@@ -503,6 +503,24 @@ def test_a_fault_in_the_last_block_of_a_round_is_reported_as_in_order(monkeypatc
     assert compiled_blocks.stats["rounds"] > rounds
 
 
+def test_the_contexts_of_a_round_start_every_launch_fresh(monkeypatch):
+    """Three launches over the whole array admit its span in every thread's context (the contexts
+    are kept for the next launch); a fourth over a view one row and a half short must still fault
+    in its last block, as the interpreter reports, and each launch counts its own steps."""
+    monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "4")
+    monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)
+    rounds = compiled_blocks.stats["rounds"]
+    modules, out = cuda_tiers(UNGUARDED), np.zeros(12 * 128, np.float32)
+    for module in modules:
+        for _ in range(3):
+            module.fill(out, grid=12, block=128)
+    assert (out == 1).all() and compiled_blocks.stats["rounds"] >= rounds + 3
+    assert modules[0].backend.thread_instructions == modules[1].backend.thread_instructions
+    said = _reports(modules, "fill", lambda: [out[: 11 * 128 - 64]], grid=12, block=128)
+    assert said[0] == said[1]
+    assert "block (10, 0, 0)" in said[0] and "thread (64, 0, 0)" in said[0]
+
+
 SPIN_FROM_BLOCK_40 = kernel_ptx(
     """
 mov.u32 %r1, %ctaid.x;

@@ -7,6 +7,8 @@ the oracle its tests compare against.
 Modules::
 
     tier               the launch: the same contract as the interpreter's run_kernel, fallback
+    blocks             a launch's blocks in chunks, on several threads where none sees another's work
+    contexts           the memory a launch's blocks run on, one context a thread, readied together
     snapshot           the memory a launch may write, kept for a launch that leaves the compiled code
     kernel             the warp function: blocks, the min-PC scheduler, barriers
     inline             calls of device functions replaced by their bodies

@@ -102,21 +102,22 @@ def _run(compiled: Compiled, ctx: Addressed, first: int, end: int) -> int:
 _FIRST_BLOCK, _END_BLOCK = CTX["first_block"], CTX["end_block"]
 
 
-def _helpers(work: float) -> int:
-    """How many threads beside this one ``work`` seconds (on one thread) are worth."""
-    wanted = threads() - 1
+def _helpers(work: float, most: int) -> int:
+    """How many threads beside this one (``most`` at most) ``work`` seconds (on one thread) are worth."""
+    wanted = most
     if _SHARE_SECONDS > 0:
         wanted = min(wanted, int(work / _SHARE_SECONDS) - 1)
     return max(wanted, 0)
 
 
 def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
-               more: Callable[[], Addressed] | None) -> tuple[int, Addressed, list[Addressed]]:
+               more: Callable[[int], list[Addressed]], most: int) -> tuple[int, Addressed, list[Addressed]]:
     """Run blocks ``[0, blocks)``: ``(status, ctx, contexts)``, the first failing status (0: none)
-    with the context that met it, and every context used (their step counts add up).  ``more()``
-    makes another context for a thread of the pool; None runs every block on ``ctx``, in order."""
+    with the context that met it, and every context used (their step counts add up).  ``more(k)``
+    readies ``k`` more contexts, for threads of the pool, ``most`` at most; with ``most`` 0 every
+    block runs on ``ctx``, in order."""
     if _threads is None:
-        more = None
+        most = 0
     contexts, first, chunk, per_block = [ctx], 0, 1, 0.0
     while first < blocks:
         started = time.perf_counter()
@@ -128,14 +129,15 @@ def run_blocks(compiled: Compiled, ctx: Addressed, blocks: int,
             took = time.perf_counter() - started
             per_block = took / (end - first)
             warm = first > 0 and 10 * took >= _SHARE_SECONDS  # block 0 meets the context's memory first
-            if more is not None and end < blocks and warm:
-                contexts += [more() for _ in range(_helpers(per_block * (blocks - end)))]
+            count = _helpers(per_block * (blocks - end), most) if end < blocks and warm else 0
+            if count:
+                contexts += more(count)
             if took < _CHUNK_SECONDS:  # the next chunk as long as its purpose needs, by this one's pace
-                wanted = _PROBE_SECONDS if more is not None and end < blocks else _CHUNK_SECONDS
+                wanted = _PROBE_SECONDS if most and end < blocks else _CHUNK_SECONDS
                 chunk = max(2 * chunk, int(wanted / max(per_block, 1e-9)))
         else:  # a round: at most _CHUNK_SECONDS of blocks per thread, in pieces the threads claim
-            most = max(1, int(_CHUNK_SECONDS / max(per_block, 1e-9)))
-            end = min(blocks, first + most * len(contexts))
+            per_thread = max(1, int(_CHUNK_SECONDS / max(per_block, 1e-9)))
+            end = min(blocks, first + per_thread * len(contexts))
             piece = max(1, (end - first) // (len(contexts) * _PIECES))
             stats["rounds"] += 1
             status, k = _threads.run(compiled.address, _FIRST_BLOCK, _END_BLOCK,  # type: ignore[union-attr]

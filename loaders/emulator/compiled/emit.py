@@ -34,21 +34,17 @@ from .values import (
 )
 
 __all__ = [
-    "Emitter", "CTX", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE", "SPECIALS", "LANE_IDS",
+    "Emitter", "CTX", "LAUNCH_WORDS", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE", "SPECIALS", "LANE_IDS",
 ]
 
-# the launch context, an array of i64 the runtime fills (see .runtime)
+# the launch context, an array of i64 the runtime fills (see .runtime), a launch's own words first
+# (.contexts writes them into every context of a launch in one slice)
+LAUNCH_WORDS = ("gx", "gy", "gz", "bx", "by", "bz", "param", "max_steps", "tids", "extents")
 CTX = {
     name: i
     for i, name in enumerate(
         (
-            "gx",
-            "gy",
-            "gz",
-            "bx",
-            "by",
-            "bz",
-            "param",
+            *LAUNCH_WORDS,
             "nregions",
             "regions",
             "shared",
@@ -57,7 +53,6 @@ CTX = {
             "local_stride",
             "local_size",
             "state",
-            "max_steps",
             "first_block",
             "end_block",
             "threads",
@@ -69,9 +64,7 @@ CTX = {
             "err_reason",
             "err_size",
             "thread_steps",
-            "tids",
             "hint",
-            "extents",
             "err_extent",
             "err_write",
             "sites",

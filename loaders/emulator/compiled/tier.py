@@ -34,18 +34,18 @@ from ptxbridge.loaders.base import Buffer
 from ..extents import Extent, extent_of, named_extents, overrun, parameter_extents
 from ..frame import coordinates
 from ..heap import Heap
-from ..launch import merged_buffers, run_kernel, shared_bytes
+from ..launch import merged_buffers, run_kernel
 from ..machine import Machine, instruction_at, stopped
-from ..memory import PER_THREAD, WINDOWS, Region, instance_stride
+from ..memory import PER_THREAD, WINDOWS, Region
 from ..program import Program
 from ..watchdog import ENDLESS, step_limit
 from .access import runtime_ir
 from .blocks import Addressed, dependence, run_blocks, threads
-from .direct import SITE_WORDS
+from .contexts import Layout, Row, Teams, layout
 from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
-from .inline import CALL_PARAMETERS, Flat, flatten
+from .inline import Flat, flatten
 from .jit import Compiled, compile_ir, has_permutes
-from .kernel import SLOT, extent_origins, kernel_ir, state_bytes
+from .kernel import extent_origins, kernel_ir
 from .lanes import SHAPED_GRID, Shape, warp_shape
 from .runtime import REASONS
 from .snapshot import Snapshot
@@ -71,9 +71,9 @@ class CompiledTier:
         self.variants: dict[tuple[str, Shape | None], _Variant] = {}  # by kernel and warp shape (.lanes)
         self.misses: dict[str, int] = {}  # launches in a row that left the compiled code, per kernel
         self.arguments: dict[tuple[Any, ...], Any] = {}  # :meth:`_arguments`, by launch
-        self.arenas = _Arenas()  # the contexts' memory, reused by later launches
-        self.layouts: dict[tuple[Any, ...], _Layout] = {}  # by kernel, block, shared memory, rows
-        self.variable_rows: list[_Row] | None = None  # :meth:`_variable_rows`
+        self.teams = Teams()  # the contexts' memory, reused by later launches
+        self.layouts: dict[tuple[Any, ...], Layout] = {}  # by kernel, block, shared memory, rows
+        self.variable_rows: list[Row] | None = None  # :meth:`_variable_rows`
 
     def compiled(self, name: str, shape: Shape | None = None) -> Compiled | None:
         """The kernel's native code for launches of warp ``shape`` (:func:`.lanes.warp_shape`; None:
@@ -155,26 +155,26 @@ class CompiledTier:
         tids = _thread_indices(block)
         fields = (grid[0], grid[1], grid[2], block[0], block[1], block[2], param_address, max_steps,
                   tids.address, extents.address)
-        carved: list[_Carved] = []  # the contexts' arenas, alive until the launch returns
-
         key = (name, block, shared_mem, len(rows))
-        layout = self.layouts.get(key) or self.layouts.setdefault(
-            key, _layout(program, flat, block, shared_mem, len(rows)))
-
-        def context() -> Addressed:
-            return _context(layout, rows, fields, self.arenas, carved)
-
+        shaped = self.layouts.get(key) or self.layouts.setdefault(
+            key, layout(program, flat, block, shared_mem, len(rows)))
         blocks = grid[0] * grid[1] * grid[2]
-        spread = blocks > 1 and threads() > 1 and self._independent(name)
+        team = self.teams.take(shaped, threads() if blocks > 1 and self._independent(name) else 1)
+        team.launch(np.array(rows, np.uint64), fields)
+
+        def helpers(count: int) -> list[Addressed]:
+            return team.ready(1, 1 + count)
+
         variant = self.variants[(name, shape)]
         cold = variant.cold
         # a cold instruction sends the launch to the interpreter, which must find memory as it was
         before = Snapshot(self._writable(name, variant.stores, rows, extent_rows)) if cold else None
-        status, found, contexts = run_blocks(compiled, context(), blocks, context if spread else None)
+        status, found, contexts = run_blocks(compiled, team.ready(0, 1)[0], blocks,
+                                             helpers, len(team.contexts) - 1)
         if status == 0:
             self.misses[name] = 0
             steps = sum(int(c.array[_THREAD_STEPS]) for c in contexts)
-            self.arenas.give(carved)  # a failed launch's are left to the collector: its report reads them
+            self.teams.give(team)  # a failed launch's is left to the collector: its report reads it
             return steps
         ctx = found.array
         fn, step = flat.origin[int(ctx[CTX["err_insn"]])]  # the instruction as its own function has it
@@ -230,7 +230,7 @@ class CompiledTier:
             found = self.independent[name] = why is None
         return found
 
-    def _variable_rows(self) -> list[_Row]:
+    def _variable_rows(self) -> list[Row]:
         """The region table's rows of the program's module variables (their memory never moves)."""
         if self.variable_rows is None:
             self.variable_rows = [_row(r, r.data.ctypes.data) for r in self.program.variables]
@@ -242,8 +242,8 @@ class CompiledTier:
             size = self.sizes[name] = self.program.entries[name].size
         return size
 
-    def _writable(self, name: str, stores: frozenset[Any], rows: list[_Row],
-                  extents: list[Extent | None]) -> list[_Row]:
+    def _writable(self, name: str, stores: frozenset[Any], rows: list[Row],
+                  extents: list[Extent | None]) -> list[Row]:
         """The rows of ``rows`` kernel ``name``'s compiled code may write: the extents of the arguments
         its stores' addresses derive from, where every store outside shared and local memory has
         one (:mod:`..provenance`; the tier keeps each such access inside it), else every writable row."""
@@ -255,7 +255,7 @@ class CompiledTier:
 
     def _arguments(
         self, name: str, signature: Any, params: bytes, buffers: Sequence[Buffer]
-    ) -> tuple[Addressed, list[Extent | None], list[_Row]]:
+    ) -> tuple[Addressed, list[Extent | None], list[Row]]:
         """The launch's extent table, its extents and the region table's rows of the caller's buffers
         (:meth:`_extents`), remembered for launches with the same parameters and buffers (a loop of
         launches repeats them; the table is read only)."""
@@ -301,156 +301,12 @@ class _Variant(NamedTuple):
 _THREAD_STEPS = CTX["thread_steps"]
 _ARGUMENTS = 64  # launches' arguments remembered at most (:meth:`CompiledTier._arguments`)
 _MISSES = 2  # launches in a row that leave the compiled code before a kernel stays on the interpreter
-_Row = tuple[int, int, int, int]
 
 
-def _row(region: Region, host: int) -> _Row:
+def _row(region: Region, host: int) -> Row:
     """A region table row: base, end, host address minus base, flags (writable; per thread)."""
     return (region.base, region.base + region.size, (host - region.base) % (1 << 64),
             int(region.writable) | (2 if region.per == PER_THREAD else 0))
-
-
-class _Layout(NamedTuple):
-    """What a context of one kernel's launches with one block, dynamic shared memory and number of
-    the launch's region rows holds (:func:`_layout`): its arena's pieces, its own region rows
-    (piece, offset in it, base, end, flags: shared memory, local memory, call parameters) and the
-    context words that follow from these (word, value)."""
-
-    sizes: tuple[tuple[str, int], ...]
-    own: tuple[tuple[str, int, int, int, int], ...]
-    words: tuple[tuple[str, int], ...]
-
-
-def _layout(program: Program, flat: Flat, block: tuple[int, int, int], shared_mem: int, launch_rows: int
-            ) -> _Layout:
-    """The :class:`_Layout` of kernel ``flat``'s contexts for ``block``, ``shared_mem`` and a region
-    table of ``launch_rows`` rows from the launch: the same for every launch of that shape."""
-    per_block = block[0] * block[1] * block[2]
-    warps = -(-per_block // 32)
-    shared_size = shared_bytes(program, shared_mem)
-    locals_stride = instance_stride(program.local_size, PER_THREAD)
-    local_stride = instance_stride(locals_stride + flat.call_bytes, PER_THREAD)
-    calls = WINDOWS["local"] + CALL_PARAMETERS
-    own = tuple(
-        (piece, offset, base, base + size, flags) for piece, offset, base, size, flags in (
-            ("shared", 0, WINDOWS["shared"], shared_size, 1),
-            ("local", 0, WINDOWS["local"], program.local_size, 3),  # writable, one instance per thread
-            ("local", locals_stride, calls, flat.call_bytes, 3),
-        ) if size
-    )
-    fn = flat.function
-    sizes = (
-        ("shared", shared_size), ("local", local_stride * 32 * warps),
-        ("regions", 32 * (launch_rows + len(own))), ("state", warps * state_bytes(len(fn.zeros))),
-        ("sites", 8 * SITE_WORDS * len(fn.steps)), ("ctx", 8 * len(CTX)),
-    )
-    words = (
-        ("nregions", launch_rows + len(own)), ("shared_size", shared_size), ("local_stride", local_stride),
-        ("local_size", local_stride * 32 * warps if local_stride else 0), ("threads", per_block),
-        ("nwarps", warps),
-    )
-    return _Layout(sizes, own, words)
-
-
-_LAUNCH_WORDS = np.array([CTX[word] for word in (
-    "gx", "gy", "gz", "bx", "by", "bz", "param", "max_steps", "tids", "extents")], np.intp)  # ``fields``
-_PIECES = ("regions", "shared", "local", "state", "sites")  # whose addresses a context holds
-# the pieces a reused arena zeroes: not shared memory (@launch zeroes it for each block), the region
-# table (written whole for each launch) nor the warps' state, a warp's start writes what it reads
-# there (its header is read only after a barrier saved it; the slots a warp may read before writing
-# are zeroed, and its span memos cleared, when it starts: .kernel): together 150 KB a Jacobi
-# context, 7 us of a 150 us launch for each thread's
-_CLEARED = ("local", "sites", "ctx")
-
-
-def _context(layout: _Layout, rows: list[_Row], fields: tuple[int, ...], arenas: _Arenas,
-             carved: list[_Carved]) -> Addressed:
-    """A context for running blocks of the launch: its own shared and local memory, region table
-    (the launch's rows and those of its shared memory, local memory and call parameters, the
-    last two in one instance per thread), warp state and site table, with the launch's
-    ``fields`` (:data:`_LAUNCH_WORDS`), carved from one zeroed arena of ``arenas`` (added to
-    ``carved``)."""
-    arena = arenas.take(layout)
-    carved.append(arena)
-    arena.regions[:] = [*rows, *arena.own]
-    arena.sites[::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
-    ctx = arena.ctx.array
-    ctx[arena.words] = arena.values
-    ctx[_LAUNCH_WORDS] = fields
-    return arena.ctx
-
-
-class _Carved(NamedTuple):
-    """An arena of one layout (:func:`_carve`), with the views of its pieces a context is made of,
-    those a reuse zeroes again, its own region rows and the context words (index array, values)
-    its layout and addresses give."""
-
-    layout: _Layout
-    arena: np.ndarray
-    cleared: tuple[np.ndarray, ...]
-    regions: np.ndarray
-    sites: np.ndarray
-    ctx: Addressed
-    own: list[_Row]
-    words: np.ndarray
-    values: np.ndarray
-
-
-def _carve(layout: _Layout) -> _Carved:
-    """A zeroed arena, a piece of it per name of ``layout.sizes``, each of its size (at least one
-    byte), starting at a multiple of :data:`.kernel.SLOT` and padded to one: warps' registers are
-    loaded as whole vectors, and no two pieces (nor two contexts, whose threads write them at once)
-    share a cache line."""
-    spans, at = {}, 0
-    for name, size in layout.sizes:
-        spans[name] = (at, max(size, 1))
-        at += -(-max(size, 1) // SLOT) * SLOT
-    raw = np.zeros(at + SLOT, np.uint8)
-    skip = -raw.ctypes.data % SLOT
-    arena, base = raw[skip : skip + at], raw.ctypes.data + skip
-    piece = {name: arena[start : start + size].view(np.uint64) for name, (start, size) in spans.items()
-             if name in ("regions", "sites", "ctx")}
-    address = {name: base + start for name, (start, _) in spans.items()}
-    own = [(low, end, (address[at] + offset - low) % (1 << 64), flags)
-           for at, offset, low, end, flags in layout.own]
-    words = {**dict(layout.words), **{name: address[name] for name in _PIECES}}
-    indices = np.array([CTX[word] for word in words], np.intp)
-    values = np.array(list(words.values()), np.uint64)
-    cleared = tuple(arena[start : start + size] for name, (start, size) in spans.items() if name in _CLEARED)
-    return _Carved(layout, arena, cleared, piece["regions"].reshape(-1, 4), piece["sites"],
-                   Addressed(piece["ctx"], address["ctx"]), own, indices, values)
-
-
-class _Arenas:
-    """Arenas kept by layout for the next launch: a fresh one per launch costs more than a small
-    launch's kernel (its pages fault in as the kernel first touches them); a reused one is zeroed
-    again where a launch reads it before writing (:data:`_CLEARED`), so no launch sees another's
-    memory, step counts or admitted spans."""
-
-    def __init__(self) -> None:
-        self.free: dict[_Layout, list[_Carved]] = {}
-
-    def take(self, layout: _Layout) -> _Carved:
-        try:
-            found = self.free[layout].pop()  # one list.pop: two threads never take the same arena
-        except (KeyError, IndexError):
-            return _carve(layout)
-        for piece in found.cleared:
-            piece.fill(0)
-        return found
-
-    def give(self, carved: list[_Carved]) -> None:
-        """Keep ``carved`` for later launches (a few per layout, of a few layouts)."""
-        if len(self.free) > _LAYOUTS:
-            self.free.clear()
-        for arena in carved:
-            kept = self.free.setdefault(arena.layout, [])
-            if len(kept) < max(_KEPT, threads()):  # one per thread a launch may use
-                kept.append(arena)
-
-
-_LAYOUTS = 8  # arena layouts (launch shapes) kept at most
-_KEPT = 4  # arenas kept per layout at least (as many as the threads a launch may use)
 
 
 @functools.lru_cache(maxsize=64)
@@ -462,9 +318,6 @@ def _thread_indices(block: tuple[int, int, int]) -> Addressed:
     tids = np.concatenate([lin % block[0], lin // block[0] % block[1], lin // (block[0] * block[1])])
     tids.flags.writeable = False
     return Addressed(tids, tids.ctypes.data)
-
-
-_NO_ADDRESS = np.uint64(2**64 - 1)  # an empty admitted span: lowest address 2**64 - 1, highest 0
 
 
 def _thread(grid: tuple[int, int, int], block: tuple[int, int, int], ctx: np.ndarray) -> str:
