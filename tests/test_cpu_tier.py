@@ -421,6 +421,38 @@ def test_a_reused_arena_does_not_carry_a_warps_registers_into_the_next_launch():
     assert all(got["compiled", m].tobytes() == got["interp", m].tobytes() for m in (0, 1))
 
 
+# a five-point smoothing step that holds the grid's edge, as a user writes one: the warps on the
+# edges run both branches with some lanes off the mask
+SMOOTH = r"""
+extern "C" __global__ void smooth(const float* in, float* out, int w, int h) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= w || y >= h) return;
+  int at = y * w + x;
+  if (x == 0 || y == 0 || x == w - 1 || y == h - 1) { out[at] = in[at]; return; }
+  out[at] = 0.2f * (in[at] + in[at - 1] + in[at + 1] + in[at - w] + in[at + w]);
+}
+"""
+
+
+@pytest.mark.parametrize("width", [37, 48])
+def test_a_stencils_edge_warps_move_only_their_active_lanes(width):
+    """In a warp of the left edge's blocks every lane's address lies in the arrays (one off the
+    mask reads the row before's last cell): its groups move under the mask, and a lane off it must
+    neither store nor be read for; in the last rows and in a 37-wide grid's last column of blocks a
+    lane off the mask points outside them, and the full check takes the access.  Bit-identical
+    to the interpreter, and the edge held."""
+    rng, height = np.random.default_rng(11), 40
+    grid = rng.random((height, width), np.float32)
+    got, want = both(cuda_tiers(SMOOTH), "smooth", lambda: [grid, np.full_like(grid, -1.0), width, height],
+                     grid=(-(-width // 16), -(-height // 16)), block=(16, 16))
+    same(got, want)
+    inner = np.float32(0.2) * (grid[1:-1, 1:-1] + grid[1:-1, :-2] + grid[1:-1, 2:] + grid[:-2, 1:-1]
+                               + grid[2:, 1:-1])
+    out = got[1]
+    assert np.allclose(out[1:-1, 1:-1], inner, rtol=1e-6)
+    assert (out[0] == grid[0]).all() and (out[:, 0] == grid[:, 0]).all() and (out[:, -1] == grid[:, -1]).all()
+
+
 def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):
     monkeypatch.setenv("PTXBRIDGE_CPU_THREADS", "3")
     monkeypatch.setattr(compiled_blocks, "_SHARE_SECONDS", 0.0)

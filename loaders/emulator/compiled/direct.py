@@ -11,12 +11,15 @@ other goes to ``@ptxb.admit``, which checks it as ``@ptxb.hoisted`` does and rem
 access that cannot be admitted takes the full check of ``@resolve``, which reports.  A launch has
 its own table (every row empty), so what one launch admitted never reaches another.
 
-When all 32 lanes are active and each group of eight points at consecutive elements (a whole
-warp's consecutive elements, a 16-wide block's two rows, an 8-wide block's four), a single-element
-access is one vector load or store per group behind one check of the groups' span (:func:`grouped`;
-a store writes the groups in lane order; the accesses of a block outside loops through one register
-share one check over the span of their offsets, a stencil's ``[%rd-4]`` and ``[%rd+4]``), or one
-vector access where the base register's lanes are known to be consecutive (:func:`direct`).
+When each group of eight lanes points at consecutive elements (a whole warp's consecutive
+elements, a 16-wide block's two rows, an 8-wide block's four), a single-element access is one
+vector load or store per group behind one check of the groups' span (:func:`grouped`; a store
+writes the groups in lane order; the accesses of a block outside loops through one register share
+one check over the span of their offsets, a stencil's ``[%rd-4]`` and ``[%rd+4]``).  The test and
+the span take every lane's address, so a warp with lanes off the mask (a stencil's edge) moves so
+too, a store under the mask, where its lanes off the mask point inside the arrays; where all 32
+lanes are active and the base register's lanes are known to be consecutive, one vector access
+(:func:`direct`).
 Loads of 32- and 64-bit elements through a base register
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
 lanes, consecutive, one address or neither; remembered in the warp's state, moved by a warp-uniform
@@ -49,6 +52,7 @@ WINDOW = 128  # bytes a windowed load reads at most: two 512-bit tables of one p
 WHOLE = -1  # ``@ptxb.span``'s pattern: every lane active, the lanes' elements consecutive
 MAX_RUNS = 4  # distinct runs a load by the lanes' constants moves at most (a gather beyond)
 _I64, _I32 = vec("i64"), vec("i32")
+_MASK = vec("i1")  # a warp's execution mask
 
 
 class DirectMoves:
@@ -144,61 +148,80 @@ class DirectMoves:
     def grouped(self, address: str, mask: str, bits: int, write: bool, reach: tuple[int, int] = (0, 0)
                 ) -> tuple[str, str]:
         """Check an access of one ``bits``-wide element per lane at ``address`` for :meth:`moved_groups`:
-        returns ``(ok, delta)``, ``ok`` true when every lane is active, each group of eight lanes
-        points at consecutive aligned elements (a 16-wide block's two rows, an 8-wide one's four)
-        and the groups' span is admitted, ``delta`` then host minus guest.  Groups may overlap: a
-        store writes them in lane order, so the highest lane's value stays, as the interpreter's."""
+        returns ``(ok, delta)``, ``ok`` true when each group of eight lanes points at consecutive
+        aligned elements (a 16-wide block's two rows, an 8-wide one's four) and the groups' span
+        is admitted, ``delta`` then host minus guest.  The test and the span take every lane's
+        address, active or not: the active lanes' accesses lie inside a span that passed, and a
+        span that does not (a lane off the mask pointing outside) goes to the full check, which
+        looks at the active lanes alone.  Groups may overlap: a store writes them in lane order, so
+        the highest lane's value stays, as the interpreter's."""
         size = bits // 8
+        leads = [self.lane_address(address, 8 * g) for g in range(4)]
+        picks = ", ".join(f"i32 {k // 8 * 8}" for k in range(32))
+        heads = self.op(f"shufflevector {_I64} {address}, {_I64} poison, <32 x i32> <{picks}>")
+        steps = ", ".join(f"i64 {k % 8 * size}" for k in range(32))
+        expected = self.op(f"add {_I64} {heads}, <{steps}>")
+        consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
+        self.intrinsic("declare i64 @llvm.umin.i64(i64, i64)")
+        self.intrinsic("declare i64 @llvm.umax.i64(i64, i64)")
+        lo, top = leads[0], leads[0]
+        for lead in leads[1:]:
+            lo = self.op(f"call i64 @llvm.umin.i64(i64 {lo}, i64 {lead})")
+            top = self.op(f"call i64 @llvm.umax.i64(i64 {top}, i64 {lead})")
+        hi = self.op(f"add i64 {top}, {7 * size}")
+        first, last = self._reached(lo, hi, reach)
+        bits_or = leads[0]
+        for lead in leads[1:]:
+            bits_or = self.op(f"or i64 {bits_or}, {lead}")
+        ready = [consecutive, self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0"),
+                 self.op(f"icmp ule i64 {top}, {hi}")]  # no group's last element wraps around
+        if any(reach):  # nor the span of the block's other accesses through the register
+            ready.append(self.op(f"icmp ule i64 {first}, {last}"))
+        both = ready[0]
+        for term in ready[1:]:
+            both = self.op(f"and i1 {both}, {term}")
+        delta = self.admitted(first, last, both, size, write)
+        return self.op(f"icmp ne i64 {delta}, -1"), delta
 
-        def probe() -> tuple[str, str]:
-            leads = [self.lane_address(address, 8 * g) for g in range(4)]
-            picks = ", ".join(f"i32 {k // 8 * 8}" for k in range(32))
-            heads = self.op(f"shufflevector {_I64} {address}, {_I64} poison, <32 x i32> <{picks}>")
-            steps = ", ".join(f"i64 {k % 8 * size}" for k in range(32))
-            expected = self.op(f"add {_I64} {heads}, <{steps}>")
-            consecutive = self.reduce("and", self.op(f"icmp eq {_I64} {address}, {expected}"), "i1")
-            self.intrinsic("declare i64 @llvm.umin.i64(i64, i64)")
-            self.intrinsic("declare i64 @llvm.umax.i64(i64, i64)")
-            lo, top = leads[0], leads[0]
-            for lead in leads[1:]:
-                lo = self.op(f"call i64 @llvm.umin.i64(i64 {lo}, i64 {lead})")
-                top = self.op(f"call i64 @llvm.umax.i64(i64 {top}, i64 {lead})")
-            hi = self.op(f"add i64 {top}, {7 * size}")
-            first, last = self._reached(lo, hi, reach)
-            bits_or = leads[0]
-            for lead in leads[1:]:
-                bits_or = self.op(f"or i64 {bits_or}, {lead}")
-            ready = [consecutive, self.op(f"icmp eq i64 {self.op(f'and i64 {bits_or}, {size - 1}')}, 0"),
-                     self.op(f"icmp ule i64 {top}, {hi}")]  # no group's last element wraps around
-            if any(reach):  # nor the span of the block's other accesses through the register
-                ready.append(self.op(f"icmp ule i64 {first}, {last}"))
-            both = ready[0]
-            for term in ready[1:]:
-                both = self.op(f"and i1 {both}, {term}")
-            delta = self.admitted(first, last, both, size, write)
-            return self.op(f"icmp ne i64 {delta}, -1"), delta
-
-        return self._whole_warp(mask, probe, "-1")
-
-    def moved_groups(self, address: str, delta: str, bits: int, value: str | None = None) -> str | None:
+    def moved_groups(self, address: str, mask: str, delta: str, bits: int, value: str | None = None
+                     ) -> str | None:
         """Each group of eight lanes' consecutive elements at ``address`` (checked: ``delta``, host
-        minus guest; :meth:`grouped`) moved by one vector access: the ``<32 x iN>`` loaded, or
-        ``value`` stored (group by group, in lane order)."""
+        minus guest; :meth:`grouped`) moved for the lanes of ``mask`` by one vector access a group:
+        the ``<32 x iN>`` loaded (every lane's element lies in the checked span; 0 in lanes off the
+        mask), or ``value`` stored (group by group, in lane order; a masked store each where a lane
+        is off the mask)."""
         size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
         pointers = [
             self.op(f"inttoptr i64 {self.op(f'add i64 {self.lane_address(address, 8 * g)}, {delta}')} to ptr")
             for g in range(4)
         ]
+        if value is None:
+            parts = [self.op(f"load {t8}, ptr {at}, align {size}") for at in pointers]
+            half = ", ".join(f"i32 {k}" for k in range(16))
+            every = ", ".join(f"i32 {k}" for k in range(32))
+            low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
+            high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
+            got = self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+        full = self.op(f"icmp eq i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, -1")
+        whole, partial, moved = (self.label(s) for s in ("groupswhole", "groupsmasked", "groupsmoved"))
+        self.emit(f"br i1 {full}, label %{whole}, label %{partial}")
+        self.put_label(whole)
         if value is not None:
             for g, at in enumerate(pointers):
                 self.emit(f"store {t8} {_slice(self, t, value, 8 * g, 8)}, ptr {at}, align {size}")
-            return None
-        parts = [self.op(f"load {t8}, ptr {at}, align {size}") for at in pointers]
-        half = ", ".join(f"i32 {k}" for k in range(16))
-        every = ", ".join(f"i32 {k}" for k in range(32))
-        low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
-        high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
-        return self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
+        self.emit(f"br label %{moved}")
+        self.put_label(partial)
+        if value is not None:
+            self.intrinsic(f"declare void @llvm.masked.store.v8i{bits}.p0({t8}, ptr, <8 x i1>)")
+            for g, at in enumerate(pointers):
+                part, own = _slice(self, t, value, 8 * g, 8), _slice(self, _MASK, mask, 8 * g, 8)
+                self.emit(f"call void @llvm.masked.store.v8i{bits}.p0({t8} {part}, ptr align {size} {at}, "
+                          f"<8 x i1> {own})")
+        else:
+            on = self.op(f"select {_MASK} {mask}, {t} {got}, {t} zeroinitializer")
+        self.emit(f"br label %{moved}")
+        self.put_label(moved)
+        return None if value is not None else self.op(f"phi {t} [{got}, %{whole}], [{on}, %{partial}]")
 
     def _reached(self, lo: str, hi: str, reach: tuple[int, int]) -> tuple[str, str]:
         """The span ``[lo, hi]`` widened by the byte offsets ``reach`` of the block's other accesses

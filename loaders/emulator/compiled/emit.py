@@ -34,7 +34,8 @@ from .values import (
 )
 
 __all__ = [
-    "Emitter", "CTX", "LAUNCH_WORDS", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE", "SPECIALS", "LANE_IDS",
+    "Emitter", "CTX", "LAUNCH_WORDS", "FAULT", "TRAP_CODE", "STEPS_CODE", "HANG_CODE", "COLD_CODE",
+    "SPECIALS", "LANE_IDS",
 ]
 
 # the launch context, an array of i64 the runtime fills (see .runtime), a launch's own words first
@@ -457,7 +458,8 @@ class Emitter(DirectMoves):
                              else self.grouped(address, mask, bits, kind == "store"))
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
-                got = self.moved_groups(address, delta, bits, None if kind == "load" else values[0])  # type: ignore[index]
+                got = self.moved_groups(address, mask, delta, bits,
+                                        None if kind == "load" else values[0])  # type: ignore[index]
                 moved = [got] if got is not None else []
             arrived.append((self.block, moved))
             self.emit(f"br label %{done}")
