@@ -434,23 +434,73 @@ extern "C" __global__ void smooth(const float* in, float* out, int w, int h) {
 """
 
 
-@pytest.mark.parametrize("width", [37, 48])
-def test_a_stencils_edge_warps_move_only_their_active_lanes(width):
+@pytest.mark.parametrize("block", [(16, 16), (32, 8)])
+@pytest.mark.parametrize("width", [37, 48, 64])
+def test_a_stencils_edge_warps_move_only_their_active_lanes(width, block):
     """In a warp of the left edge's blocks every lane's address lies in the arrays (one off the
-    mask reads the row before's last cell): its groups move under the mask, and a lane off it must
-    neither store nor be read for; in the last rows and in a 37-wide grid's last column of blocks a
-    lane off the mask points outside them, and the full check takes the access.  Bit-identical
-    to the interpreter, and the edge held."""
+    mask reads the row before's last cell): its groups (16-wide blocks) or its 32 lanes (32-wide:
+    one vector) move under the mask, and a lane off it must neither store nor be read for; in the
+    last rows and in the last column of blocks of a grid whose width they do not divide a lane off
+    the mask points outside the arrays, and the full check takes the access.  Bit-identical to the
+    interpreter, and the edge held."""
     rng, height = np.random.default_rng(11), 40
     grid = rng.random((height, width), np.float32)
     got, want = both(cuda_tiers(SMOOTH), "smooth", lambda: [grid, np.full_like(grid, -1.0), width, height],
-                     grid=(-(-width // 16), -(-height // 16)), block=(16, 16))
+                     grid=(-(-width // block[0]), -(-height // block[1])), block=block)
     same(got, want)
     inner = np.float32(0.2) * (grid[1:-1, 1:-1] + grid[1:-1, :-2] + grid[1:-1, 2:] + grid[:-2, 1:-1]
                                + grid[2:, 1:-1])
     out = got[1]
     assert np.allclose(out[1:-1, 1:-1], inner, rtol=1e-6)
     assert (out[0] == grid[0]).all() and (out[:, 0] == grid[:, 0]).all() and (out[:, -1] == grid[:, -1]).all()
+
+
+EVEN_ONLY = r"""
+extern "C" __global__ void even(float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i % 2 == 0) out[i] = 1.0f;
+}
+"""
+
+
+def test_a_lane_off_the_mask_past_the_end_is_no_fault_and_an_active_one_is_reported():
+    """The even lanes of a warp store, one vector under the mask: with 127 elements the last
+    lane, off the mask, would point past the end (the whole warp's span fails its check, and the
+    full check of the active lanes passes); with 106 the active lane 106 overruns, as the
+    interpreter reports."""
+    modules = cuda_tiers(EVEN_ONLY)
+    got, want = both(modules, "even", lambda: [np.zeros(127, np.float32)], grid=4, block=32)
+    same(got, want)
+    assert (got[0][::2] == 1).all() and (got[0][1::2] == 0).all()
+    short = np.zeros(106, np.float32)  # one array: a report names its address
+    said = _reports(modules, "even", lambda: [short], grid=4, block=32)
+    assert said[0] == said[1] and "block (3, 0, 0)" in said[0] and "thread (10, 0, 0)" in said[0]
+
+
+# a tile through shared memory, read back with its rows swapped in pairs (two runs of a row, at
+# constants from lane 0's element) by the lanes of a triangle of the tile only
+TRIANGLE = r"""
+extern "C" __global__ void lower(const float* in, float* out) {
+  __shared__ float tile[16][16];
+  int tx = threadIdx.x, ty = threadIdx.y, at = (blockIdx.x * 16 + ty) * 16 + tx;
+  tile[ty][tx] = in[at];
+  __syncthreads();
+  if (tx <= ty) out[at] = tile[ty ^ 1][tx] * 2.0f;
+}
+"""
+
+
+def test_a_shared_tile_read_by_some_lanes_of_a_warp_matches_the_interpreter():
+    """The row loads go by the lanes' constants with lanes off the mask: those lanes' cells of
+    ``out`` stay as they were."""
+    data = np.random.default_rng(12).random(4 * 256, np.float32)
+    got, want = both(cuda_tiers(TRIANGLE), "lower", lambda: [data, np.full_like(data, -1.0)], grid=4,
+                     block=(16, 16))
+    same(got, want)
+    tiles, out = data.reshape(4, 16, 16), got[1].reshape(4, 16, 16)
+    below = np.tril(np.ones((16, 16), bool))
+    swapped = tiles[:, np.arange(16) ^ 1]
+    assert (out[:, below] == (2 * swapped)[:, below]).all() and (out[:, ~below] == -1).all()
 
 
 def test_spinning_blocks_are_reported_as_a_run_in_order_meets_them(monkeypatch):

@@ -15,11 +15,8 @@ When each group of eight lanes points at consecutive elements (a whole warp's co
 elements, a 16-wide block's two rows, an 8-wide block's four), a single-element access is one
 vector load or store per group behind one check of the groups' span (:func:`grouped`; a store
 writes the groups in lane order; the accesses of a block outside loops through one register share
-one check over the span of their offsets, a stencil's ``[%rd-4]`` and ``[%rd+4]``).  The test and
-the span take every lane's address, so a warp with lanes off the mask (a stencil's edge) moves so
-too, a store under the mask, where its lanes off the mask point inside the arrays; where all 32
-lanes are active and the base register's lanes are known to be consecutive, one vector access
-(:func:`direct`).
+one check over the span of their offsets, a stencil's ``[%rd-4]`` and ``[%rd+4]``), or one
+vector access where the base register's lanes are known to be consecutive (:func:`direct`).
 Loads of 32- and 64-bit elements through a base register
 classify the register's lanes once while it holds its value (``@ptxb.span``: per group of eight
 lanes, consecutive, one address or neither; remembered in the warp's state, moved by a warp-uniform
@@ -30,16 +27,20 @@ of a shared tile), one masked load of those bytes and two-table permutes by the 
 indices move the whole warp (:func:`windowed`). Global loads in a loop prefetch their stride ahead
 (:func:`prefetch_ahead`).  A load through a register whose lanes are known to follow the lane by
 constants (:mod:`.lanes`: a 16-wide block's tile row, ``base + (lane % 16) * 4``, or column,
-``base + (lane / 16) * 64``) moves as those constants say when all 32 lanes are active: a vector
-load per distinct run of consecutive elements, a scalar load per distinct single element, put in
-place by constant shuffles, behind one check of the span the constants give (:func:`rows`).
+``base + (lane / 16) * 64``) moves as those constants say: a vector load per distinct run of
+consecutive elements, a scalar load per distinct single element, put in place by constant
+shuffles, behind one check of the span the constants give (:func:`rows`).  These three take every
+lane's address, active or not, for their tests and spans, so a warp with lanes off the mask (a
+stencil's edge, a grid's last warp) moves so too, where its lanes off the mask point inside the
+arrays: its loads read those lanes' elements too (inside the checked span) and give them 0, its
+stores are masked; a lane off the mask pointing outside sends the access to the full check, which
+looks at the active lanes alone.
 ``DirectMoves`` is a part of the emitter, kept here so that the emitter's own module stays about
 registers and operands.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .values import vec
@@ -125,27 +126,24 @@ class DirectMoves:
         self.emit(f"br label %{on}")
         self.put_label(on)
 
-    def direct(self, address: str, mask: str, bits: int, write: bool) -> tuple[str, str]:
+    def direct(self, address: str, bits: int, write: bool) -> tuple[str, str]:
         """Check an access of one ``bits``-wide element per lane at ``address``, whose lanes are known
         to follow the lane by one element each but for a wrap of the base register
-        (:meth:`.emit.Emitter.consecutive_lanes`), for the inline path: returns ``(ok, pointer)``,
-        ``ok`` true when every lane is active, the last lane's element is the 31st after the first's
-        and their span is admitted, ``pointer`` then lane 0's host pointer."""
+        (:meth:`.emit.Emitter.consecutive_lanes`), for the inline path (:meth:`moved`): returns
+        ``(ok, pointer)``, ``ok`` true when the last lane's element is the 31st after the first's
+        and their span (every lane's, active or not) is admitted, ``pointer`` then lane 0's host
+        pointer."""
         size = bits // 8
+        lead = self.lane_address(address, 0)
+        last = self.op(f"add i64 {lead}, {31 * size}")
+        consecutive = self.op(f"icmp eq i64 {self.lane_address(address, 31)}, {last}")
+        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+        ordered = self.op(f"icmp ule i64 {lead}, {last}")
+        ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
+        delta = self.admitted(lead, last, ready, size, write)
+        return self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
 
-        def probe() -> tuple[str, str]:
-            lead = self.lane_address(address, 0)
-            last = self.op(f"add i64 {lead}, {31 * size}")
-            consecutive = self.op(f"icmp eq i64 {self.lane_address(address, 31)}, {last}")
-            aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-            ordered = self.op(f"icmp ule i64 {lead}, {last}")
-            ready = self.op(f"and i1 {consecutive}, {self.op(f'and i1 {aligned}, {ordered}')}")
-            delta = self.admitted(lead, last, ready, size, write)
-            return self.op(f"icmp ne i64 {delta}, -1"), self.op(f"add i64 {lead}, {delta}")
-
-        return self._whole_warp(mask, probe, "0")
-
-    def grouped(self, address: str, mask: str, bits: int, write: bool, reach: tuple[int, int] = (0, 0)
+    def grouped(self, address: str, bits: int, write: bool, reach: tuple[int, int] = (0, 0)
                 ) -> tuple[str, str]:
         """Check an access of one ``bits``-wide element per lane at ``address`` for :meth:`moved_groups`:
         returns ``(ok, delta)``, ``ok`` true when each group of eight lanes points at consecutive
@@ -186,42 +184,66 @@ class DirectMoves:
     def moved_groups(self, address: str, mask: str, delta: str, bits: int, value: str | None = None
                      ) -> str | None:
         """Each group of eight lanes' consecutive elements at ``address`` (checked: ``delta``, host
-        minus guest; :meth:`grouped`) moved for the lanes of ``mask`` by one vector access a group:
-        the ``<32 x iN>`` loaded (every lane's element lies in the checked span; 0 in lanes off the
-        mask), or ``value`` stored (group by group, in lane order; a masked store each where a lane
-        is off the mask)."""
-        size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
+        minus guest; :meth:`grouped`) moved for the lanes of ``mask`` by one vector access a group
+        (:meth:`moved`)."""
         pointers = [
             self.op(f"inttoptr i64 {self.op(f'add i64 {self.lane_address(address, 8 * g)}, {delta}')} to ptr")
             for g in range(4)
         ]
+        return self.moved(pointers, mask, bits, value)
+
+    def moved(self, pointers: list[str], mask: str, bits: int, value: str | None = None) -> str | None:
+        """The lanes' consecutive elements in equal pieces, piece ``k`` at ``pointers[k]`` (checked,
+        every lane's), moved for the lanes of ``mask`` by one vector access a piece: the
+        ``<32 x iN>`` loaded (:meth:`_on_mask`), or ``value`` stored (piece by piece, in lane
+        order; a masked store each where a lane is off the mask)."""
+        size, t = bits // 8, vec(f"i{bits}")
+        width = 32 // len(pointers)
+        tp = f"<{width} x i{bits}>"
         if value is None:
-            parts = [self.op(f"load {t8}, ptr {at}, align {size}") for at in pointers]
-            half = ", ".join(f"i32 {k}" for k in range(16))
-            every = ", ".join(f"i32 {k}" for k in range(32))
-            low = self.op(f"shufflevector {t8} {parts[0]}, {t8} {parts[1]}, <16 x i32> <{half}>")
-            high = self.op(f"shufflevector {t8} {parts[2]}, {t8} {parts[3]}, <16 x i32> <{half}>")
-            got = self.op(f"shufflevector <16 x i{bits}> {low}, <16 x i{bits}> {high}, <32 x i32> <{every}>")
-        full = self.op(f"icmp eq i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, -1")
-        whole, partial, moved = (self.label(s) for s in ("groupswhole", "groupsmasked", "groupsmoved"))
-        self.emit(f"br i1 {full}, label %{whole}, label %{partial}")
+            parts, joined = [self.op(f"load {tp}, ptr {at}, align {size}") for at in pointers], width
+            while len(parts) > 1:  # concatenated pairwise
+                pair, tj = ", ".join(f"i32 {k}" for k in range(2 * joined)), f"<{joined} x i{bits}>"
+                parts = [self.op(f"shufflevector {tj} {x}, {tj} {y}, <{2 * joined} x i32> <{pair}>")
+                         for x, y in zip(parts[::2], parts[1::2], strict=True)]
+                joined *= 2
+            return self._on_mask(mask, parts[0], t)
+        whole, partial, stored = (self.label(s) for s in ("storedwhole", "storedmasked", "stored"))
+        self.emit(f"br i1 {self._full(mask)}, label %{whole}, label %{partial}")
         self.put_label(whole)
-        if value is not None:
-            for g, at in enumerate(pointers):
-                self.emit(f"store {t8} {_slice(self, t, value, 8 * g, 8)}, ptr {at}, align {size}")
-        self.emit(f"br label %{moved}")
+        for k, at in enumerate(pointers):
+            self.emit(f"store {tp} {self._piece(t, value, k, width)}, ptr {at}, align {size}")
+        self.emit(f"br label %{stored}")
         self.put_label(partial)
-        if value is not None:
-            self.intrinsic(f"declare void @llvm.masked.store.v8i{bits}.p0({t8}, ptr, <8 x i1>)")
-            for g, at in enumerate(pointers):
-                part, own = _slice(self, t, value, 8 * g, 8), _slice(self, _MASK, mask, 8 * g, 8)
-                self.emit(f"call void @llvm.masked.store.v8i{bits}.p0({t8} {part}, ptr align {size} {at}, "
-                          f"<8 x i1> {own})")
-        else:
-            on = self.op(f"select {_MASK} {mask}, {t} {got}, {t} zeroinitializer")
-        self.emit(f"br label %{moved}")
-        self.put_label(moved)
-        return None if value is not None else self.op(f"phi {t} [{got}, %{whole}], [{on}, %{partial}]")
+        self.intrinsic(f"declare void @llvm.masked.store.v{width}i{bits}.p0({tp}, ptr, <{width} x i1>)")
+        for k, at in enumerate(pointers):
+            part, own = self._piece(t, value, k, width), self._piece(_MASK, mask, k, width)
+            self.emit(f"call void @llvm.masked.store.v{width}i{bits}.p0({tp} {part}, "
+                      f"ptr align {size} {at}, <{width} x i1> {own})")
+        self.emit(f"br label %{stored}")
+        self.put_label(stored)
+        return None
+
+    def _full(self, mask: str) -> str:
+        """Whether every lane of ``mask`` is on."""
+        return self.op(f"icmp eq i32 {self.op(f'bitcast {_MASK} {mask} to i32')}, -1")
+
+    def _on_mask(self, mask: str, got: str, t: str) -> str:
+        """``got``, what every lane's address gave a load (all inside the checked span), with 0 in
+        the lanes off ``mask``: a select on the path of a warp with lanes off it only."""
+        partial, on = self.label("loadmasked"), self.label("loaded")
+        came = self.block
+        self.emit(f"br i1 {self._full(mask)}, label %{on}, label %{partial}")
+        self.put_label(partial)
+        masked = self.op(f"select {_MASK} {mask}, {t} {got}, {t} zeroinitializer")
+        self.emit(f"br label %{on}")
+        self.put_label(on)
+        return self.op(f"phi {t} [{got}, %{came}], [{masked}, %{partial}]")
+
+    def _piece(self, t: str, vector: str, k: int, width: int) -> str:
+        """Lanes ``[k * width, (k + 1) * width)`` of ``vector`` (of type ``t``): the whole of it for
+        one piece of 32."""
+        return vector if width == 32 else _slice(self, t, vector, k * width, width)
 
     def _reached(self, lo: str, hi: str, reach: tuple[int, int]) -> tuple[str, str]:
         """The span ``[lo, hi]`` widened by the byte offsets ``reach`` of the block's other accesses
@@ -229,25 +251,6 @@ class DirectMoves:
         if not any(reach):
             return lo, hi
         return self.op(f"add i64 {lo}, {reach[0]}"), self.op(f"add i64 {hi}, {reach[1]}")
-
-    def _whole_warp(self, mask: str, probe: Callable[[], tuple[str, str]], otherwise: str) -> tuple[str, str]:
-        """``probe()``'s ``(ok, value)``, emitted on a path of its own that only a warp whose every
-        lane is active takes; ``(false, otherwise)`` for any other."""
-        lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
-        full = self.op(f"icmp eq i32 {lanes}, -1")
-        whole, done, start = self.label("whole"), self.label("probed"), self.label("partial")
-        self.emit(f"br label %{start}")
-        self.put_label(start)
-        self.emit(f"br i1 {full}, label %{whole}, label %{done}")
-        self.put_label(whole)
-        passed, value = probe()
-        came = self.label("probe")
-        self.emit(f"br label %{came}")
-        self.put_label(came)
-        self.emit(f"br label %{done}")
-        self.put_label(done)
-        ok = self.op(f"phi i1 [false, %{start}], [{passed}, %{came}]")
-        return ok, self.op(f"phi i64 [{otherwise}, %{start}], [{value}, %{came}]")
 
     def window_of(self, value: str, mask: str, size: int, memo: str) -> None:
         """Into register memo ``memo`` (its span's words stored): the window of a 4- or 8-byte
@@ -319,33 +322,29 @@ class DirectMoves:
             got.append(self.op(f"select {vec('i1')} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
         return got
 
-    def rows(self, address: str, offsets: tuple[int, ...], mask: str, bits: int,
-             reach: tuple[int, int] = (0, 0)) -> tuple[str, str]:
+    def rows(self, address: str, offsets: tuple[int, ...], bits: int, reach: tuple[int, int] = (0, 0)
+             ) -> tuple[str, str]:
         """Check loads of one ``bits``-wide element per lane at ``address`` plus each of the byte
         offsets ``reach`` spans (the block's other loads through the same register: one check for
         all), whose lanes add the signed constants ``offsets`` to lane 0's (:func:`runs` of them at
         most :data:`MAX_RUNS`), for :meth:`moved_rows`: returns ``(ok, delta)``, ``ok`` true when
-        every lane is active, no lane's address wrapped around (the extreme lanes lie as far apart
+        no lane's address wrapped around (the extreme lanes lie as far apart
         as their constants say) and the span is admitted, ``delta`` then host minus guest."""
         size = bits // 8
         low, high = offsets.index(min(offsets)), offsets.index(max(offsets))
+        lead, lo, hi = (self.lane_address(address, k) for k in (0, low, high))
+        apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
+        aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
+        first, last = self._reached(lo, hi, reach)
+        ordered = self.op(f"icmp ule i64 {first}, {last}")
+        ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
+        delta = self.admitted(first, last, ready, size, False)
+        return self.op(f"icmp ne i64 {delta}, -1"), delta
 
-        def probe() -> tuple[str, str]:
-            lead, lo, hi = (self.lane_address(address, k) for k in (0, low, high))
-            apart = self.op(f"icmp eq i64 {self.op(f'sub i64 {hi}, {lo}')}, {offsets[high] - offsets[low]}")
-            aligned = self.op(f"icmp eq i64 {self.op(f'and i64 {lead}, {size - 1}')}, 0")
-            first, last = self._reached(lo, hi, reach)
-            ordered = self.op(f"icmp ule i64 {first}, {last}")
-            ready = self.op(f"and i1 {apart}, {self.op(f'and i1 {aligned}, {ordered}')}")
-            delta = self.admitted(first, last, ready, size, False)
-            return self.op(f"icmp ne i64 {delta}, -1"), delta
-
-        return self._whole_warp(mask, probe, "-1")
-
-    def moved_rows(self, address: str, delta: str, offsets: tuple[int, ...], bits: int) -> str:
+    def moved_rows(self, address: str, mask: str, delta: str, offsets: tuple[int, ...], bits: int) -> str:
         """The ``<32 x iN>`` the lanes load at ``address`` (checked: ``delta``, host minus guest),
         lane 0's plus their ``offsets``: each distinct run once, then shuffles that place its
-        elements."""
+        elements (0 in lanes off ``mask``: :meth:`_on_mask`)."""
         size, t = bits // 8, vec(f"i{bits}")
         pointer = self.op(f"add i64 {self.lane_address(address, 0)}, {delta}")
         found = runs(offsets, size)
@@ -370,7 +369,7 @@ class DirectMoves:
             )
             other = pieces[j] if j else "poison"
             value = self.op(f"shufflevector {t} {value}, {t} {other}, <32 x i32> <{order}>")
-        return value
+        return self._on_mask(mask, value, t)
 
     def _memo_word(self, memo: str, k: int) -> str:
         return self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {memo}, i64 {k}')}")

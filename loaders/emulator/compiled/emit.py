@@ -432,11 +432,12 @@ class Emitter(DirectMoves):
         patterned = based and _patterned(kind, count, bits)
         rowed = self._rowed(kind, count, bits) if based else None
         if rowed is not None:  # the lanes' constants say where each lane's element is
-            ok, delta = self._rows_checked(address, rowed, mask, bits, mem.offset if shared else None)
+            ok, delta = self._rows_checked(address, rowed, bits, mem.offset if shared else None)
             fast, slow = self.label("rowload"), self.label("checked")
             self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
             self.put_label(fast)
-            arrived.append((fast, [self.moved_rows(address, delta, rowed, bits)]))
+            got = self.moved_rows(address, mask, delta, rowed, bits)
+            arrived.append((self.block, [got]))
             self.emit(f"br label %{done}")
             self.put_label(slow)
         elif count == 1 and not (shared and self.looping) and not (
@@ -444,18 +445,15 @@ class Emitter(DirectMoves):
             # in a loop, a base register's classification is remembered from the pass before: used alone
             fast, slow = self.label("direct"), self.label("checked")
             if not shared and self.consecutive_lanes(address, bits // 8):  # one vector (but for a wrap)
-                ok, pointer = self.direct(address, mask, bits, kind == "store")
+                ok, pointer = self.direct(address, bits, kind == "store")
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
-                at = self.op(f"inttoptr i64 {pointer} to ptr")
-                if kind == "load":
-                    moved = [self.op(f"load {t}, ptr {at}, align {bits // 8}")]
-                else:
-                    self.emit(f"store {t} {values[0]}, ptr {at}, align {bits // 8}")  # type: ignore[index]
-                    moved = []
+                got = self.moved([self.op(f"inttoptr i64 {pointer} to ptr")], mask, bits,
+                                 None if kind == "load" else values[0])  # type: ignore[index]
+                moved = [got] if got is not None else []
             else:  # a vector per group of eight lanes; one check for a block's accesses through one base
-                ok, delta = (self._groups_checked(address, mask, bits, kind, mem.offset) if shared
-                             else self.grouped(address, mask, bits, kind == "store"))
+                ok, delta = (self._groups_checked(address, bits, kind, mem.offset) if shared
+                             else self.grouped(address, bits, kind == "store"))
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
                 got = self.moved_groups(address, mask, delta, bits,
@@ -504,23 +502,23 @@ class Emitter(DirectMoves):
             return None
         return offsets
 
-    def _rows_checked(self, address: str, offsets: tuple[int, ...], mask: str, bits: int,
+    def _rows_checked(self, address: str, offsets: tuple[int, ...], bits: int,
                       shared: int | None) -> tuple[str, str]:
         """The check of a load :meth:`_rowed` moves: once per block for every load of its element
         size through the same register where the block has several (``shared``: this one's offset
         in the instruction), over the span of their offsets (an unrolled loop's ``[%r]``,
         ``[%r+64]`` ... ``[%r+960]``)."""
         if shared is None:
-            return self.rows(address, offsets, mask, bits)
-        return self._once_a_block(("rows", mask, bits), shared,
-                                  lambda reach: self.rows(address, offsets, mask, bits, reach))
+            return self.rows(address, offsets, bits)
+        return self._once_a_block(("rows", bits), shared,
+                                  lambda reach: self.rows(address, offsets, bits, reach))
 
-    def _groups_checked(self, address: str, mask: str, bits: int, kind: str, offset: int) -> tuple[str, str]:
+    def _groups_checked(self, address: str, bits: int, kind: str, offset: int) -> tuple[str, str]:
         """The check of :meth:`.direct.DirectMoves.grouped` for an access through a register the block's
         other accesses of its size and kind share: once per block, over the span of their offsets
         (``[%rd2-4]`` and ``[%rd2+4]`` check ``[lo - 4, hi + 4]`` once; this one is at ``offset``)."""
-        return self._once_a_block(("groups", mask, bits, kind), offset,
-                                  lambda reach: self.grouped(address, mask, bits, kind == "store", reach))
+        return self._once_a_block(("groups", bits, kind), offset,
+                                  lambda reach: self.grouped(address, bits, kind == "store", reach))
 
     def _once_a_block(self, kind: tuple[Any, ...], offset: int,
                       check: Callable[[tuple[int, int]], tuple[str, str]]) -> tuple[str, str]:
