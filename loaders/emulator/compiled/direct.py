@@ -377,7 +377,8 @@ class DirectMoves:
     def patterned(self, value: str, pattern: str, offset: str, mask: str, bits: int, count: int) -> list[str]:
         """Each lane's ``count`` elements at ``value + offset`` (base lanes of a block's shared pattern,
         checked) as ``<32 x iN>`` each: vector loads when the pattern is :data:`WHOLE`, else per group
-        of eight lanes masked vector loads, scalar loads spread to the group, or masked gathers."""
+        of eight lanes vector loads (masked where a lane of the group is off: it may point anywhere),
+        scalar loads spread to the group, or masked gathers."""
         size, t, t8 = bits // 8, vec(f"i{bits}"), f"<8 x i{bits}>"
         self.intrinsic(f"declare {t8} @llvm.masked.load.v8i{bits}.p0(ptr, <8 x i1>, {t8})")
         self.intrinsic(f"declare {t8} @llvm.masked.gather.v8i{bits}.v8p0(<8 x ptr>, <8 x i1>, {t8})")
@@ -398,7 +399,15 @@ class DirectMoves:
             base = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 {8 * j}')}, {offset}")
             run, spread, gather, join = (self.label(s) for s in ("run", "spread", "gather", "group"))
             self.emit(f"switch i32 {kind}, label %{gather} [i32 0, label %{run} i32 1, label %{spread}]")
-            self.put_label(run)
+            self.put_label(run)  # a masked load where a lane of the group is off (it may point anywhere)
+            every, some = self.label("runall"), self.label("runsome")
+            on = self.op(f"bitcast <8 x i1> {own} to i8")
+            self.emit(f"br i1 {self.op(f'icmp eq i8 {on}, -1')}, label %{every}, label %{some}")
+            self.put_label(every)
+            whole_runs = [self.op(f"load {t8}, ptr {self._element(base, c, size)}, align 1")
+                          for c in range(count)]
+            self.emit(f"br label %{join}")
+            self.put_label(some)
             ran = [
                 self.op(
                     f"call {t8} @llvm.masked.load.v8i{bits}.p0(ptr align 1 {self._element(base, c, size)}, "
@@ -430,8 +439,8 @@ class DirectMoves:
             self.emit(f"br label %{join}")
             self.put_label(join)
             parts.append([
-                self.op(f"phi {t8} [{r}, %{run}], [{b}, %{spread}], [{g}, %{gather}]")
-                for r, b, g in zip(ran, spreads, gathered, strict=True)
+                self.op(f"phi {t8} [{w}, %{every}], [{r}, %{some}], [{b}, %{spread}], [{g}, %{gather}]")
+                for w, r, b, g in zip(whole_runs, ran, spreads, gathered, strict=True)
             ])
         half = ", ".join(f"i32 {k}" for k in range(16))
         every = ", ".join(f"i32 {k}" for k in range(32))
