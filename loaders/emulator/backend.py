@@ -25,6 +25,7 @@ __all__ = ["EmulatorBackend", "MAX_SHARED_BYTES", "DEFAULT_MAX_STEPS", "TIERS", 
 
 _MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's limits, which the compiled tier's index facts rely on
 _MAX_BLOCK_THREADS = 1024
+_SHAPES = 256  # launch shapes remembered as checked at most
 MAX_SHARED_BYTES = 227 * 1024  # shared memory one block may have on sm_90 (with the opt-in attribute)
 DEFAULT_MAX_STEPS = 100_000_000
 TIERS = ("compiled", "interp")
@@ -115,6 +116,7 @@ class EmulatorBackend(Backend):
             name for name, fn in self.program.functions.items()
             if name in self.program.entries and fn.refused is None and _reaches_grid_sync(self.program, name))
         self._closed = False
+        self._launchable: set[tuple[Any, ...]] = set()  # launch shapes checked (:meth:`_check_shape`)
 
     def function(self, name: str) -> str:
         """The kernel's name, checked to be an ``.entry`` of the image (KeyError otherwise; an
@@ -132,6 +134,24 @@ class EmulatorBackend(Backend):
         if self._closed:
             raise EmulatorError("launch on a closed EmulatorBackend")
         grid, block = _dims("grid", grid), _dims("block", block)
+        shape = (function, grid, block, shared_mem)
+        if shape not in self._launchable:  # a loop of launches checks its shape once
+            self._check_shape(function, grid, block, shared_mem)
+            if len(self._launchable) >= _SHAPES:
+                self._launchable.clear()
+            self._launchable.add(shape)
+        steps = self.max_steps if self.max_steps is not None else 1 << 62
+        run = self._run
+        if self.compiled_tier is not None and self.sanitize.interpreted:
+            run = run_kernel  # racecheck and initcheck keep shadow state the interpreter's way
+        self.thread_instructions += run(self.program, self._machine, function, grid, block, shared_mem,
+                                        bytes(params), buffers, self.max_batch_threads, steps, self._heap,
+                                        self.image.kernels.get(function), self._heap_written)
+
+    def _check_shape(self, function: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+                     shared_mem: int) -> None:
+        """Refuse a launch of ``function`` a GPU would refuse: too many threads or blocks, a block
+        its ``.reqntid`` does not allow, too much shared memory (an unknown kernel: KeyError)."""
         threads = block[0] * block[1] * block[2]
         if threads > _MAX_BLOCK_THREADS:
             raise ArgumentError(f"{function}: a block has at most {_MAX_BLOCK_THREADS} threads (got {block})")
@@ -151,13 +171,6 @@ class EmulatorBackend(Backend):
             raise ArgumentError(f"{function}: a block may have at most {MAX_SHARED_BYTES} bytes of shared "
                                 f"memory (sm_90); this launch needs {asked} ({static} static + {shared_mem} "
                                 "dynamic)")
-        steps = self.max_steps if self.max_steps is not None else 1 << 62
-        run = self._run
-        if self.compiled_tier is not None and self.sanitize.interpreted:
-            run = run_kernel  # racecheck and initcheck keep shadow state the interpreter's way
-        self.thread_instructions += run(self.program, self._machine, function, grid, block, shared_mem,
-                                        bytes(params), buffers, self.max_batch_threads, steps, self._heap,
-                                        self.image.kernels.get(function), self._heap_written)
 
     def global_address(self, name: str) -> tuple[int, int]:
         """(host address, size in bytes) of module variable ``name`` (KeyError when absent)."""
