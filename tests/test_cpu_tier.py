@@ -477,6 +477,36 @@ def test_a_lane_off_the_mask_past_the_end_is_no_fault_and_an_active_one_is_repor
     assert said[0] == said[1] and "block (3, 0, 0)" in said[0] and "thread (10, 0, 0)" in said[0]
 
 
+SHIFTED = r"""
+extern "C" __global__ void shifted(const unsigned* on, const float* x, float* out, int shift) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (on[i]) out[i + shift] = x[i + shift] * 2.0f + (float)i;
+}
+"""
+_SHIFTED = cuda_tiers(SHIFTED)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 1), min_size=64, max_size=64) | st.just([1] * 64), st.integers(-9, 9),
+       st.integers(50, 72), st.integers(50, 72))
+def test_consecutive_lanes_under_any_mask_near_the_ends_match_the_interpreter(on, shift, xs, outs):
+    """Two warps of consecutive lanes (one vector each when their span passes) under any mask,
+    shifted so that lanes, on the mask or off it, may point before the start or past the end of
+    ``x`` or ``out``: the same memory, or the same report."""
+    flags, x = np.array(on, np.uint32), np.arange(1, xs + 1, dtype=np.float32)
+    out = np.zeros(outs, np.float32)  # one array for both tiers: a report names its address
+    said = []
+    for module in _SHIFTED:
+        out[:] = 0
+        try:
+            module.shifted(flags, x, out, shift, grid=2, block=32)
+            said.append(out.tobytes())
+        except MemoryAccessError as raised:
+            said.append(str(raised).replace(" (found by the compiled CPU tier", "").split(";")[0])
+    assert said[0] == said[1]
+    assert _SHIFTED[0].backend.compiled_tier.why_interpreted("shifted") is None
+
+
 # a tile through shared memory, read back with its rows swapped in pairs (two runs of a row, at
 # constants from lane 0's element) by the lanes of a triangle of the tile only
 TRIANGLE = r"""
