@@ -128,22 +128,22 @@ def _carve(layout: Layout, count: int) -> Team:
         return fresh[:, start - tail_start : start - tail_start + size].view(np.uint64)
 
     address = {name: base + start for name, (start, _) in spans.items()}  # context 0's
+    regions, words = piece("regions").reshape(count, -1, 4), piece("ctx")
+    launch_rows = regions.shape[1] - len(layout.own)
     for k in range(count):
         own = [(low, end, (address[name] + k * at + offset - low) % (1 << 64), flags)
                for name, offset, low, end, flags in layout.own]
-        regions = piece("regions").reshape(count, -1, 4)
-        regions[k, regions.shape[1] - len(own):] = np.array(own, np.uint64).reshape(-1, 4)
+        regions[k, launch_rows:] = np.array(own, np.uint64).reshape(-1, 4)
         named = {**dict(layout.words), **{name: address[name] + k * at for name in _ADDRESSED}}
-        piece("ctx")[k, [CTX[word] for word in named]] = list(named.values())
+        words[k, [CTX[word] for word in named]] = list(named.values())
     piece("sites")[:, ::SITE_WORDS] = _NO_ADDRESS  # no span admitted yet anywhere
-    launch_rows = piece("regions").shape[1] // 4 - len(layout.own)
     start, size = spans["ctx"]
     contexts = [Addressed(arenas[k, start : start + size].view(np.uint64), address["ctx"] + k * at)
                 for k in range(count)]
     start, size = spans["local"]
     local = arenas[:, start : start + size] if dict(layout.sizes)["local"] else None
-    return Team(layout, arenas, contexts, local, arenas[:, tail_start:], fresh,
-                piece("regions").reshape(count, -1, 4)[:, :launch_rows], piece("ctx"))
+    return Team(layout, arenas, contexts, local, arenas[:, tail_start:], fresh, regions[:, :launch_rows],
+                words)
 
 
 class Teams:

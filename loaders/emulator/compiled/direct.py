@@ -270,7 +270,7 @@ class DirectMoves:
         offsets = self.op(f"sub {_I64} {value}, {self.spread(lo, 'i64')}")
         elements = self.op(f"lshr {_I64} {offsets}, splat (i64 {shift})")
         index = self.op(f"trunc {_I64} {elements} to {_I32}")
-        index = self.op(f"select {vec('i1')} {mask}, {_I32} {index}, {_I32} zeroinitializer")
+        index = self.op(f"select {_MASK} {mask}, {_I32} {index}, {_I32} zeroinitializer")
         self.emit(f"store {_I32} {index}, ptr {self.op(f'getelementptr i8, ptr {memo}, i64 64')}")
 
     def window_parts(self, memo: str, bits: int) -> tuple[str, str, str, list[str]]:
@@ -319,7 +319,7 @@ class DirectMoves:
                     self.op(f"shufflevector {halves} {a}, {halves} {b}, <{2 * width} x i32> <{order}>")
                     for a, b in zip(moved[::2], moved[1::2], strict=True)
                 ]
-            got.append(self.op(f"select {vec('i1')} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
+            got.append(self.op(f"select {_MASK} {mask}, {t} {moved[0]}, {t} zeroinitializer"))
         return got
 
     def rows(self, address: str, offsets: tuple[int, ...], bits: int, reach: tuple[int, int] = (0, 0)
@@ -395,7 +395,7 @@ class DirectMoves:
         for j in range(4):
             lanes = ", ".join(f"i32 {8 * j + k}" for k in range(8))
             kind = self.op(f"and i32 {self.op(f'lshr i32 {pattern}, {8 * j}')}, 255")
-            own = self.op(f"shufflevector {vec('i1')} {mask}, {vec('i1')} poison, <8 x i32> <{lanes}>")
+            own = self.op(f"shufflevector {_MASK} {mask}, {_MASK} poison, <8 x i32> <{lanes}>")
             base = self.op(f"add i64 {self.op(f'extractelement {_I64} {value}, i32 {8 * j}')}, {offset}")
             run, spread, gather, join = (self.label(s) for s in ("run", "spread", "gather", "group"))
             self.emit(f"switch i32 {kind}, label %{gather} [i32 0, label %{run} i32 1, label %{spread}]")
