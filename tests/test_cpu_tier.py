@@ -28,6 +28,7 @@ from ptxbridge import nvrtc
 from ptxbridge.abi.errors import ArgumentError, EmulatorError, MemoryAccessError
 from ptxbridge.loaders.emulator.compiled import blocks as compiled_blocks
 from ptxbridge.loaders.emulator.compiled import tier as compiled_tier
+from ptxbridge.loaders.emulator.compiled.emit import Emitter
 from ptxbridge.loaders.emulator.compiled.jit import has_permutes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -103,7 +104,15 @@ def block_order(request):
     compiled_blocks._SHARE_SECONDS = saved[1]
 
 
-def test_tiled_matmul_with_barriers_is_bit_identical():
+@pytest.fixture(params=[False, True], ids=["blended", "masked"])
+def moves(request, monkeypatch):
+    """Both ways the compiled tier gives 0 in a load's lanes off a warp's mask: a select on the path
+    of a warp with lanes off it (AVX2 blends), and AVX-512's masked move (whose IR runs anywhere)."""
+    monkeypatch.setattr(compiled_tier, "has_masked_moves", lambda: request.param)
+    return request.param
+
+
+def test_tiled_matmul_with_barriers_is_bit_identical(moves):
     n = 64
     rng = np.random.default_rng(1)
     a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
@@ -436,7 +445,7 @@ extern "C" __global__ void smooth(const float* in, float* out, int w, int h) {
 
 @pytest.mark.parametrize("block", [(16, 16), (32, 8)])
 @pytest.mark.parametrize("width", [37, 48, 64])
-def test_a_stencils_edge_warps_move_only_their_active_lanes(width, block):
+def test_a_stencils_edge_warps_move_only_their_active_lanes(width, block, moves):
     """In a warp of the left edge's blocks every lane's address lies in the arrays (one off the
     mask reads the row before's last cell): its groups (16-wide blocks) or its 32 lanes (32-wide:
     one vector) move under the mask, and a lane off it must neither store nor be read for; in the
@@ -455,6 +464,28 @@ def test_a_stencils_edge_warps_move_only_their_active_lanes(width, block):
     assert (out[0] == grid[0]).all() and (out[:, 0] == grid[:, 0]).all() and (out[:, -1] == grid[:, -1]).all()
 
 
+def test_a_register_loaded_off_a_blocks_main_line_is_loaded_again_after_it():
+    """The emitter keeps a register's loaded value for the rest of a block only where it was loaded
+    on the block's main line, which every later part of the block runs through: a value loaded in
+    one arm of a branch does not dominate the join (LLVM would refuse the module), and a store
+    makes the next read load again."""
+    e = Emitter({"%r1": 32}, lambda name: None, "k")
+    e.put_label("K0")
+    e.restart(True)
+    e.emit("br i1 true, label %arm, label %join")
+    e.put_label("arm")
+    inside = e.slot_value("%r1")
+    e.emit("br label %join")
+    e.put_label("join")
+    e.main_line.add("join")  # the next instruction starts here
+    after = e.slot_value("%r1")
+    assert after != inside and e.slot_value("%r1") == after
+    e.store_slot("%r1", "<32 x i32>", "zeroinitializer")
+    assert e.slot_value("%r1") != after
+    e.restart(False)
+    assert not e.held and not e.main_line
+
+
 EVEN_ONLY = r"""
 extern "C" __global__ void even(float* out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -463,7 +494,7 @@ extern "C" __global__ void even(float* out) {
 """
 
 
-def test_a_lane_off_the_mask_past_the_end_is_no_fault_and_an_active_one_is_reported():
+def test_a_lane_off_the_mask_past_the_end_is_no_fault_and_an_active_one_is_reported(moves):
     """The even lanes of a warp store, one vector under the mask: with 127 elements the last
     lane, off the mask, would point past the end (the whole warp's span fails its check, and the
     full check of the active lanes passes); with 106 the active lane 106 overruns, as the
@@ -522,7 +553,7 @@ extern "C" __global__ void lower(const float* in, float* out) {
 """
 
 
-def test_a_shared_tile_read_by_some_lanes_of_a_warp_matches_the_interpreter():
+def test_a_shared_tile_read_by_some_lanes_of_a_warp_matches_the_interpreter(moves):
     """The row loads go by the lanes' constants with lanes off the mask: those lanes' cells of
     ``out`` stay as they were."""
     data = np.random.default_rng(12).random(4 * 256, np.float32)

@@ -69,6 +69,9 @@ class DirectMoves:
     intrinsic: Any
     extent: Any
     lane_address: Any
+    masked_moves: bool
+    block: str
+    main_line: set[str]
     consecutive_lanes: Any
     insn: int
 
@@ -77,6 +80,7 @@ class DirectMoves:
         """The pointer offset of an access whose active lanes span first addresses ``[lo, hi]`` (``ready``:
         they are ordered and aligned), or -1 where the full check must decide; two compares against the
         instruction's site when it admitted such a span before, else ``@ptxb.admit``."""
+        came = self.block
         site = self.op(f"getelementptr i64, ptr %sites, i64 {SITE_WORDS * self.insn}")
         least = self.op(f"load i64, ptr {site}")
         most = self.op(f"load i64, ptr {self.op(f'getelementptr i64, ptr {site}, i64 1')}")
@@ -97,6 +101,8 @@ class DirectMoves:
         )
         self.emit(f"br label %{done}")
         self.put_label(done)
+        if came in self.main_line:  # every path from there comes here
+            self.main_line.add(done)
         return self.op(f"phi i64 [{remembered}, %{hit}], [-1, %{miss}], [{checked}, %{admit}]")
 
 
@@ -181,15 +187,11 @@ class DirectMoves:
         delta = self.admitted(first, last, both, size, write)
         return self.op(f"icmp ne i64 {delta}, -1"), delta
 
-    def moved_groups(self, address: str, mask: str, delta: str, bits: int, value: str | None = None
-                     ) -> str | None:
-        """Each group of eight lanes' consecutive elements at ``address`` (checked: ``delta``, host
-        minus guest; :meth:`grouped`) moved for the lanes of ``mask`` by one vector access a group
-        (:meth:`moved`)."""
-        pointers = [
-            self.op(f"inttoptr i64 {self.op(f'add i64 {self.lane_address(address, 8 * g)}, {delta}')} to ptr")
-            for g in range(4)
-        ]
+    def moved_groups(self, leads: list[str], mask: str, bits: int, value: str | None = None) -> str | None:
+        """Each group of eight lanes' consecutive elements from its first lane's host address in
+        ``leads`` (checked: :meth:`grouped`) moved for the lanes of ``mask`` by one vector access a
+        group (:meth:`moved`)."""
+        pointers = [self.op(f"inttoptr i64 {lead} to ptr") for lead in leads]
         return self.moved(pointers, mask, bits, value)
 
     def moved(self, pointers: list[str], mask: str, bits: int, value: str | None = None) -> str | None:
@@ -230,7 +232,10 @@ class DirectMoves:
 
     def _on_mask(self, mask: str, got: str, t: str) -> str:
         """``got``, what every lane's address gave a load (all inside the checked span), with 0 in
-        the lanes off ``mask``: a select on the path of a warp with lanes off it only."""
+        the lanes off ``mask``: on AVX-512 a select (the load's own zeroing mask), else a select on
+        the path of a warp with lanes off it only (AVX2 blends each piece)."""
+        if self.masked_moves:
+            return self.op(f"select {_MASK} {mask}, {t} {got}, {t} zeroinitializer")
         partial, on = self.label("loadmasked"), self.label("loaded")
         came = self.block
         self.emit(f"br i1 {self._full(mask)}, label %{on}, label %{partial}")
@@ -341,12 +346,11 @@ class DirectMoves:
         delta = self.admitted(first, last, ready, size, False)
         return self.op(f"icmp ne i64 {delta}, -1"), delta
 
-    def moved_rows(self, address: str, mask: str, delta: str, offsets: tuple[int, ...], bits: int) -> str:
-        """The ``<32 x iN>`` the lanes load at ``address`` (checked: ``delta``, host minus guest),
-        lane 0's plus their ``offsets``: each distinct run once, then shuffles that place its
+    def moved_rows(self, pointer: str, mask: str, offsets: tuple[int, ...], bits: int) -> str:
+        """The ``<32 x iN>`` the lanes load from lane 0's host address ``pointer`` (checked:
+        :meth:`rows`) plus their ``offsets``: each distinct run once, then shuffles that place its
         elements (0 in lanes off ``mask``: :meth:`_on_mask`)."""
         size, t = bits // 8, vec(f"i{bits}")
-        pointer = self.op(f"add i64 {self.lane_address(address, 0)}, {delta}")
         found = runs(offsets, size)
         distinct = list(dict.fromkeys(found))
         pieces = []

@@ -1,6 +1,9 @@
 """The emitter one warp function is written through: registers, operands, masks, memory checks.
 
-Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them into SSA values);
+Registers are ``alloca`` slots of one vector each (LLVM's mem2reg turns them into SSA values),
+but for those live where a barrier resumes, whose slots are in the warp's state; a block loads a
+register's slot once on its main line and reuses the value until it stores the register (LLVM's
+GVN does not see through the fast and slow paths of every access to do it for the state's);
 every write selects the new value for the lanes of the instruction's mask and keeps the others,
 as the interpreter's ``np.where`` does, but where no other lane can read what it would keep: a
 block's temporaries, and in a block every live lane runs together (:mod:`.lanes`) an unguarded
@@ -123,6 +126,11 @@ class Emitter(DirectMoves):
         self.uniform: frozenset[str] = frozenset()  # registers a warp keeps as one scalar (.lanes)
         self.lane_offsets: dict[str, tuple[int, ...]] = {}  # of those, whose lanes differ: by how much
         self.spreads: dict[str, str] = {}  # vectors known to hold one scalar in every lane -> the scalar
+        self.scalars: dict[str, str] = {}  # a uniform register's lanes, as read -> the scalar loaded
+        self.held: dict[str, str] = {}  # registers -> their slot's value, loaded on the block's main line
+        self.tables: dict[str, str] = {}  # thread index registers -> where the warp's lanes' are
+        self.main_line: set[str] = set()  # the labels every later part of the block runs through
+        self.sums: dict[tuple[str, int, str], str] = {}  # (scalar, lane step, delta) -> the sum
         self.defining = False  # the instruction being emitted defines its destination for all its lanes
         self.converged = False  # every live lane runs the block being emitted (.lanes)
         self.collective: frozenset[str] = frozenset()  # registers a warp-wide instruction reads
@@ -131,6 +139,7 @@ class Emitter(DirectMoves):
         ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
         self.addressed = ""  # the last address's vector
+        self.base_lanes = ""  # its base register's lanes, as read
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
         self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
@@ -138,6 +147,7 @@ class Emitter(DirectMoves):
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
         self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
+        self.masked_moves = False  # the host masks vector moves in the move itself: AVX-512 (.direct)
         self.stepped: frozenset[str] = frozenset()  # base registers loops only move by a uniform step
         self.shift: tuple[str, Operand] | None = None  # the instruction adds a uniform amount to a base
         self.cold: dict[int, str] = {}  # instructions not compiled (a warp reaching one leaves): why
@@ -185,16 +195,48 @@ class Emitter(DirectMoves):
         lane 0's."""
         return int_elem(self.registers[name]) if name in self.uniform else self.reg_type(name)
 
+    def restart(self, in_block: bool) -> None:
+        """Forget what the block loaded: at its start (its first label opens the main line) and at
+        its end (outside it, none of that dominates)."""
+        self.held, self.sums = {}, {}
+        self.main_line = {self.block} if in_block else set()
+
+    def slot_value(self, name: str) -> str:
+        """Register ``name``'s slot, loaded once on the block's main line (a barrier's saved
+        registers live in the warp's state, where LLVM does not see the reload is redundant)."""
+        return self._held(name, f"{self.slot_type(name)}, ptr {self.slot(name)}")
+
+    def _held(self, name: str, what: str) -> str:
+        """``load what``, kept as ``name``'s where it is made on the block's main line."""
+        value = self.held.get(name)
+        if value is None:
+            value = self.op(f"load {what}")
+            if self.block in self.main_line:
+                self.held[name] = value
+        return value
+
+    def store_slot(self, name: str, t: str, value: str) -> None:
+        """Store register ``name``: a value loaded before is stale."""
+        self.held.pop(name, None)
+        self.emit(f"store {t} {value}, ptr {self.slot(name)}")
+
     def load_reg(self, name: str) -> str:
-        value = self.op(f"load {self.slot_type(name)}, ptr {self.slot(name)}")
+        value = self.slot_value(name)
         if name not in self.uniform:
             return value
         t = int_elem(self.registers[name])
         lanes = self.spread(value, t)
-        if name not in self.lane_offsets:
-            return lanes
-        steps = ", ".join(f"{t} {offset}" for offset in self.signed_offsets(name))
-        return self.op(f"add {vec(t)} {lanes}, <{steps}>")
+        if name in self.lane_offsets:
+            steps = ", ".join(f"{t} {offset}" for offset in self.signed_offsets(name))
+            lanes = self.op(f"add {vec(t)} {lanes}, <{steps}>")
+        self.scalars[lanes] = value
+        return lanes
+
+    def _special(self, name: str) -> str:
+        """Special register ``name``'s lanes; a thread index is loaded from the launch's table
+        where a block reads it (kept from the entry, it would be live, and spilled, throughout)."""
+        at = self.tables.get(name)
+        return f"%S.{name[1:]}" if at is None else self._held(name, f"{vec('i32')}, ptr {at}, align 4")
 
     def signed_offsets(self, name: str) -> tuple[int, ...]:
         """What each lane of register ``name`` (one kept as a scalar) adds to lane 0's value, as
@@ -241,9 +283,8 @@ class Emitter(DirectMoves):
                 bits = self.convert(self.load_reg(operand.name), width, bits_of(ptx_type), False)
                 return self.from_bits(bits, ptx_type)
             if operand.name in SPECIALS:
-                return self.from_bits(
-                    self.convert(f"%S.{operand.name[1:]}", 32, bits_of(ptx_type), False), ptx_type
-                )
+                return self.from_bits(self.convert(self._special(operand.name), 32, bits_of(ptx_type), False),
+                                      ptx_type)
             raise Unsupported(f"special register {operand.name}")
         if isinstance(operand, Imm):
             return self.constant(constant_bits(operand.text, ptx_type), ptx_type)
@@ -286,20 +327,20 @@ class Emitter(DirectMoves):
         bits = self.convert(self.to_bits(value, ptx_type), bits_of(ptx_type), width, is_signed(ptx_type))
         if operand.name in self.uniform:  # lane 0 holds the base every lane's value follows from
             first = self.op(f"extractelement {self.reg_type(operand.name)} {bits}, i32 0")
-            self.emit(f"store {self.slot_type(operand.name)} {first}, ptr {self.slot(operand.name)}")
+            self.store_slot(operand.name, self.slot_type(operand.name), first)
             return
         unread = operand.name in self.local or (self.converged and operand.name not in self.collective)
         if self.defining and unread:
             # no other lane reads this value: the block's temporaries, or a block every live lane runs
             # (the others have exited) writing a register no warp-wide instruction reads
-            self.emit(f"store {self.reg_type(operand.name)} {bits}, ptr {self.slot(operand.name)}")
+            self.store_slot(operand.name, self.reg_type(operand.name), bits)
             return
         old = self.load_reg(operand.name)
         kept = self.op(
             f"select {vec('i1')} {mask}, {self.reg_type(operand.name)} {bits}, "
             f"{self.reg_type(operand.name)} {old}"
         )
-        self.emit(f"store {self.reg_type(operand.name)} {kept}, ptr {self.slot(operand.name)}")
+        self.store_slot(operand.name, self.reg_type(operand.name), kept)
 
     def _shift_memo(self, name: str, amount: Operand, ptx_type: str, mask: str) -> None:
         """Register ``name`` moves by the warp-uniform ``amount`` for the lanes of ``mask``: its memo
@@ -368,6 +409,7 @@ class Emitter(DirectMoves):
             raise Unsupported(f"address register {base.name}")
         width = self.registers[base.name]
         value = self.read(base, "u64" if width == 64 else "u32")
+        self.base_lanes = value
         if width != 64:
             value = self.op(f"zext {vec('i32')} {value} to {vec('i64')}")
         offset = (mem.offset + window) % (1 << 64)
@@ -377,21 +419,28 @@ class Emitter(DirectMoves):
         self.addressed = value
         return value
 
-    def lane_address(self, address: str, lane: int) -> str:
-        """Lane ``lane``'s element of ``address``; where it is the last :meth:`address` and the warp
-        keeps its base register as one scalar, made from that scalar (a fast path then does no
-        vector work: the vector is left to the full check)."""
+    def lane_address(self, address: str, lane: int, delta: str | None = None) -> str:
+        """Lane ``lane``'s element of ``address``, plus ``delta`` (a checked access's host offset);
+        where it is the last :meth:`address` and the warp keeps its base register as one scalar,
+        made from that scalar (a fast path then does no vector work: the vector is left to the
+        full check), with the scalar plus ``delta`` made once on the block's main line, so that the
+        accesses at several offsets from one base share it (as the base of their addressing)."""
         name = self._scalar_base(address)
         if name is None or self.registers[name] not in (32, 64):
-            return self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
+            value = self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
+            return value if delta is None else self.op(f"add i64 {value}, {delta}")
         width, offset = self.registers[name], self.base[2]  # type: ignore[index]
-        t = int_elem(width)
-        value = self.op(f"load {t}, ptr {self.slot(name)}")
+        t, scalar = int_elem(width), self.scalars[self.base_lanes]
         step = self.signed_offsets(name)[lane]
-        if step:
-            value = self.op(f"add {t} {value}, {step}")
-        if width != 64:
-            value = self.op(f"zext {t} {value} to i64")
+        value = self.sums.get((scalar, step, delta))
+        if value is None:
+            value = self.op(f"add {t} {scalar}, {step}") if step else scalar
+            if width != 64:
+                value = self.op(f"zext {t} {value} to i64")
+            if delta is not None:
+                value = self.op(f"add i64 {value}, {delta}")
+                if self.block in self.main_line:
+                    self.sums[scalar, step, delta] = value
         return self.op(f"add i64 {value}, {signed_literal(offset)}") if offset else value
 
     def consecutive_lanes(self, address: str, size: int) -> bool:
@@ -433,10 +482,11 @@ class Emitter(DirectMoves):
         rowed = self._rowed(kind, count, bits) if based else None
         if rowed is not None:  # the lanes' constants say where each lane's element is
             ok, delta = self._rows_checked(address, rowed, bits, mem.offset if shared else None)
+            pointer = self.lane_address(address, 0, delta)
             fast, slow = self.label("rowload"), self.label("checked")
             self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
             self.put_label(fast)
-            got = self.moved_rows(address, mask, delta, rowed, bits)
+            got = self.moved_rows(pointer, mask, rowed, bits)
             arrived.append((self.block, [got]))
             self.emit(f"br label %{done}")
             self.put_label(slow)
@@ -454,9 +504,10 @@ class Emitter(DirectMoves):
             else:  # a vector per group of eight lanes; one check for a block's accesses through one base
                 ok, delta = (self._groups_checked(address, bits, kind, mem.offset) if shared
                              else self.grouped(address, bits, kind == "store"))
+                leads = [self.lane_address(address, 8 * g, delta) for g in range(4)]
                 self.emit(f"br i1 {ok}, label %{fast}, label %{slow}")
                 self.put_label(fast)
-                got = self.moved_groups(address, mask, delta, bits,
+                got = self.moved_groups(leads, mask, bits,
                                         None if kind == "load" else values[0])  # type: ignore[index]
                 moved = [got] if got is not None else []
             arrived.append((self.block, moved))

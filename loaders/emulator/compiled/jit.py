@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Compiled", "compile_ir", "cache_root", "stats", "has_permutes"]
+__all__ = ["Compiled", "compile_ir", "cache_root", "stats", "has_permutes", "has_masked_moves"]
 
 _MAGIC = b"PTXB-CPU1\n"
 _lock = threading.Lock()
@@ -57,10 +57,21 @@ def cache_root() -> Path:
 _llvm: Any = None
 
 
+def _avx512() -> bool:
+    """Whether the host has AVX-512 (its features are in every cache key)."""
+    return "+avx512f" in _target()[2].split("|")[-1].split(",")
+
+
 def has_permutes() -> bool:
     """Whether the host has AVX-512's two-table permutes (``vpermi2d``/``vpermi2q``), which
-    :func:`.direct.DirectMoves.windowed` loads use; the target's features are in every cache key."""
-    return "+avx512f" in _target()[2].split("|")[-1].split(",")
+    :func:`.direct.DirectMoves.windowed` loads use."""
+    return _avx512()
+
+
+def has_masked_moves() -> bool:
+    """Whether the host's vector moves take a mask (AVX-512's mask registers): a load then zeroes
+    the lanes off a warp's mask in the move (:func:`.direct.DirectMoves.moved`), where AVX2 blends."""
+    return _avx512()
 
 
 _CODEGEN_LEVEL = 1

@@ -91,14 +91,16 @@ class KernelIR(NamedTuple):
 
 
 def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False,
-              cold: dict[int, str] | None = None, shape: Shape | None = None) -> KernelIR:
+              cold: dict[int, str] | None = None, shape: Shape | None = None,
+              masked_moves: bool = False) -> KernelIR:
     """The LLVM module of kernel ``fn``, its *cold* steps: the instructions it does not compile, which
     end a warp that reaches one with ``COLD_CODE`` (the launch then runs on the interpreter),
     ``cold``'s (:mod:`.inline`'s calls) among them, and its stores; raises :class:`Unsupported` for a
     kernel it does not compile at all.  ``permutes``: the host has AVX-512's permutes, for windowed
     loads (:mod:`.direct`) through the base registers no loop's body writes (their memo outlives a
     pass; one rewritten every pass would pay for a window it reads once).  ``shape``: how the thread
-    index follows the lane in the launches it is for (:func:`.lanes.warp_shape`).
+    index follows the lane in the launches it is for (:func:`.lanes.warp_shape`).  ``masked_moves``:
+    the host's vector moves take a mask (AVX-512), so a load zeroes the lanes off the mask in the move.
 
     The blocks from which every thread goes on to a cold step, and those only such blocks lead to,
     are not compiled: a warp that enters one leaves at once (the interpreter then runs the launch
@@ -110,7 +112,8 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if len(fn.steps) > _MAX_READ:
         raise Unsupported(f"{len(fn.steps)} instructions (more than {_MAX_READ})")
     blocks = blocks_of(fn)
-    first = _module(fn, symbol, param_size, permutes, cold or {}, {}, shape)  # Python's work only, if cut
+    host = (permutes, masked_moves)
+    first = _module(fn, symbol, param_size, host, cold or {}, {}, shape)  # Python's work only, if cut
     cut = _doomed(fn, blocks, first.cold)
     live = len(fn.steps) - sum(blocks[k][1] - blocks[k][0] for k in cut)
     if live > MAX_INSTRUCTIONS:
@@ -120,7 +123,7 @@ def kernel_ir(fn: Function, symbol: Any, param_size: int, permutes: bool = False
     if count * named > _MAX_SPREAD:
         raise Unsupported(f"{count} blocks and {named} registers (their product over {_MAX_SPREAD}): "
                           "compiling grows as it does, longer than interpreting most launches")
-    return _module(fn, symbol, param_size, permutes, first.cold, cut, shape) if cut else first
+    return _module(fn, symbol, param_size, host, first.cold, cut, shape) if cut else first
 
 
 def _named(fn: Function, blocks: list[tuple[int, int]], cut: dict[int, str]) -> frozenset[str]:
@@ -161,7 +164,7 @@ def _doomed(fn: Function, blocks: list[tuple[int, int]], cold: dict[int, str]) -
                      for k in range(len(blocks)) if k not in reached}
 
 
-def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: dict[int, str],
+def _module(fn: Function, symbol: Any, param_size: int, host: tuple[bool, bool], cold: dict[int, str],
             cut: dict[int, str], shape: Shape | None) -> KernelIR:
     """:func:`kernel_ir`'s module with the blocks of ``cut`` left out."""
     blocks = blocks_of(fn)
@@ -193,6 +196,7 @@ def _module(fn: Function, symbol: Any, param_size: int, permutes: bool, cold: di
     block_of = {start: k for k, (start, _) in enumerate(blocks)}
     block_of[len(fn.steps)] = len(blocks)
     loops = looping(fn, blocks)
+    permutes, e.masked_moves = host
     e.windows = frozenset(e.memos) - written_in(fn, blocks, loops) if permutes else frozenset()
     # a load in a loop through a base no loop writes but by a warp-uniform step finds its lanes'
     # span remembered from the execution before (the direct probe would be work repeated)
@@ -290,7 +294,7 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     padded = e.op(f"mul i32 {small['nwarps']}, 32")
     for axis, c in enumerate("xyz"):  # the launch's table of thread indices (a division per lane otherwise)
         at = e.op(f"add i32 {first}, {e.op(f'mul i32 {padded}, {axis}')}")
-        values[f"tid.{c}"] = f"load {_I32}, ptr {e.op(f'getelementptr i32, ptr {table}, i32 {at}')}, align 4"
+        e.tables[f"%tid.{c}"] = e.op(f"getelementptr i32, ptr {table}, i32 {at}")
     uniform = {"warpid": "%w", "nwarpid": small["nwarps"]}
     for c in "xyz":
         uniform |= {f"ntid.{c}": small["b" + c], f"nctaid.{c}": small["g" + c], f"ctaid.{c}": "%c" + c}
@@ -298,7 +302,8 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
         values[name] = f"or {vec('i32')} {e.spread(scalar, 'i32')}, zeroinitializer"
         e.spreads[f"%S.{name}"] = scalar
     for name in SPECIALS:
-        e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
+        if name not in e.tables:
+            e.emit(f"%S.{name[1:]} = {values[name[1:]]}")
     # the lanes below the block's thread count: every lane but in a last, partial warp (bits, not
     # 32 compares of a thread index)
     e.intrinsic("declare i32 @llvm.umin.i32(i32, i32)")
@@ -322,7 +327,6 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     watch_start(e, "0")
     e.emit("br label %B0")
     e.put_label("restore")
-    e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
     live_at = e.op(f"getelementptr i8, ptr %st, i64 {_LIVE_AT}")
     e.emit(f"store {vec('i1')} {e.op(f'load {_M}, ptr {live_at}, align 8')}, ptr %live")
     steps_at = e.op(f"getelementptr i8, ptr %st, i64 {_STEPS_AT}")
@@ -331,7 +335,10 @@ def _entry(e: Emitter, blocks: list[tuple[int, int]]) -> None:
     watch_start(e, resumed)
     e.emit(f"store {vec('i1')} zeroinitializer, ptr %blocked")
     hint = e.op(f"load i32, ptr {e.op(f'getelementptr i8, ptr %st, i64 {_RESUME_AT}')}, align 4")
-    e.emit(f"br i1 {e.op(f'icmp sge i32 {hint}, 0')}, label %whole, label %sched")
+    e.emit(f"br i1 {e.op(f'icmp sge i32 {hint}, 0')}, label %whole, label %scattered")
+    e.put_label("scattered")  # the lanes wait at several places: their program counters
+    e.emit(f"store {vec('i32')} {e.op(f'load {_I32}, ptr %st, align 8')}, ptr %pcs")
+    e.emit("br label %sched")
     e.put_label("whole")  # the whole warp waited at one barrier: it goes on there, converged
     e.emit(f"store {_M} {e.op(f'load {_M}, ptr %live')}, ptr %mask")
     e.emit("store i1 true, ptr %conv")
@@ -402,12 +409,14 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
     e.emit(f"store i32 {k}, ptr %at")
     e.emit("br label %look")
     e.put_label(f"K{k}")
+    e.restart(True)
     e.emit(f"{m} = load {vec('i1')}, ptr %mask")
     last = fn.steps[end - 1]
     body_end = end if last.kind == PLAIN else end - 1
     for i in range(start, body_end):
         ins = fn.steps[i].ins
         e.insn = i
+        e.main_line.add(e.block)
         e.defining = writes(ins, True)
         e.shift = _shift_of(e, ins)
         if ins.opcode in LOWER:
@@ -446,6 +455,7 @@ def _block(e: Emitter, fn: Function, k: int, start: int, end: int, block_of: dic
     else:  # trap (or a call .inline leaves to the interpreter): the interpreter re-runs the launch
         _leave_if_reached(e, last.ins, COLD_CODE if end - 1 in e.cold else TRAP_CODE)
         _goto(e, m, following)
+    e.restart(False)
 
 
 def _park_whole(e: Emitter, following: int) -> None:

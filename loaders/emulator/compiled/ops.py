@@ -193,7 +193,7 @@ def _extended(e: Emitter, ins: Instruction, m: str, t: str, subtract: bool, carr
     e.write(ops[0], result, u, m)
     if carry_out:  # the lanes outside the mask keep their flag
         kept = e.op(f"select {vec('i1')} {m}, {vec('i1')} {out}, {vec('i1')} {flag}")
-        e.emit(f"store {vec('i1')} {kept}, ptr {e.slot(CARRY)}")
+        e.store_slot(CARRY, vec("i1"), kept)
 
 
 @lower("addc", "subc", "madc")

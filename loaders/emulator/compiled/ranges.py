@@ -48,7 +48,7 @@ def lane_compare(e: Any, cmp: str, t: str, a: Any, b: Any, vector: Callable[[], 
     if lanes is None:
         return None
     it = f"i{width}"
-    x = e.op(f"load {it}, ptr {e.slot(follows.name)}")
+    x = e.slot_value(follows.name)
     if t[0] == "s":  # signed: both sides with the sign bit flipped, compared unsigned
         sign = signed_literal(1 << (width - 1), width)
         x, one = e.op(f"xor {it} {x}, {sign}"), e.op(f"xor {it} {one}, {sign}")
@@ -95,7 +95,7 @@ def _scalar(e: Any, operand: Any, t: str, width: int) -> str | None:
         return str(signed_literal(constant_bits(operand.text, t), width))
     if isinstance(operand, Reg) and operand.name in e.uniform and operand.name not in e.lane_offsets \
             and e.registers.get(operand.name) == width:
-        return e.op(f"load i{width}, ptr {e.slot(operand.name)}")
+        return e.slot_value(operand.name)
     return None
 
 

@@ -44,7 +44,7 @@ from .blocks import Addressed, dependence, run_blocks, threads
 from .contexts import Layout, Row, Teams, layout
 from .emit import COLD_CODE, CTX, HANG_CODE, STEPS_CODE
 from .inline import Flat, flatten
-from .jit import Compiled, compile_ir, has_permutes
+from .jit import Compiled, compile_ir, has_masked_moves, has_permutes
 from .kernel import extent_origins, kernel_ir
 from .lanes import SHAPED_GRID, Shape, warp_shape
 from .runtime import REASONS
@@ -91,7 +91,8 @@ class CompiledTier:
             entry = self.program.entries[name]
             flat = self.flat.get(name) or flatten(self.program.functions, self.program.symbols, name)
             self.flat[name] = flat
-            made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold, shape)
+            made = kernel_ir(flat.function, flat.symbols, entry.size, has_permutes(), flat.cold, shape,
+                             has_masked_moves())
             code = compile_ir(made.text, RUNTIME)
             self.variants[(name, shape)] = _Variant(code, made.cold, made.stores)
             self.kernels[name] = code
