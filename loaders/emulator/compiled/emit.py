@@ -126,7 +126,6 @@ class Emitter(DirectMoves):
         self.uniform: frozenset[str] = frozenset()  # registers a warp keeps as one scalar (.lanes)
         self.lane_offsets: dict[str, tuple[int, ...]] = {}  # of those, whose lanes differ: by how much
         self.spreads: dict[str, str] = {}  # vectors known to hold one scalar in every lane -> the scalar
-        self.scalars: dict[str, str] = {}  # a uniform register's lanes, as read -> the scalar loaded
         self.held: dict[str, str] = {}  # registers -> their slot's value, loaded on the block's main line
         self.tables: dict[str, str] = {}  # thread index registers -> where the warp's lanes' are
         self.main_line: set[str] = set()  # the labels every later part of the block runs through
@@ -139,7 +138,6 @@ class Emitter(DirectMoves):
         ] = {}  # (base register, mask) -> lo, hi, OR this block
         self.base: tuple[str, str, int] | None = None  # the last address's (register, value, offset)
         self.addressed = ""  # the last address's vector
-        self.base_lanes = ""  # its base register's lanes, as read
         self.reused: set[str] = set()  # base registers of several accesses in the block being emitted
         self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
@@ -226,11 +224,10 @@ class Emitter(DirectMoves):
             return value
         t = int_elem(self.registers[name])
         lanes = self.spread(value, t)
-        if name in self.lane_offsets:
-            steps = ", ".join(f"{t} {offset}" for offset in self.signed_offsets(name))
-            lanes = self.op(f"add {vec(t)} {lanes}, <{steps}>")
-        self.scalars[lanes] = value
-        return lanes
+        if name not in self.lane_offsets:
+            return lanes
+        steps = ", ".join(f"{t} {offset}" for offset in self.signed_offsets(name))
+        return self.op(f"add {vec(t)} {lanes}, <{steps}>")
 
     def _special(self, name: str) -> str:
         """Special register ``name``'s lanes; a thread index is loaded from the launch's table
@@ -409,7 +406,6 @@ class Emitter(DirectMoves):
             raise Unsupported(f"address register {base.name}")
         width = self.registers[base.name]
         value = self.read(base, "u64" if width == 64 else "u32")
-        self.base_lanes = value
         if width != 64:
             value = self.op(f"zext {vec('i32')} {value} to {vec('i64')}")
         offset = (mem.offset + window) % (1 << 64)
@@ -430,7 +426,7 @@ class Emitter(DirectMoves):
             value = self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
             return value if delta is None else self.op(f"add i64 {value}, {delta}")
         width, offset = self.registers[name], self.base[2]  # type: ignore[index]
-        t, scalar = int_elem(width), self.scalars[self.base_lanes]
+        t, scalar = int_elem(width), self.slot_value(name)  # the value the address was made of
         step = self.signed_offsets(name)[lane]
         value = self.sums.get((scalar, step, delta))
         if value is None:
