@@ -508,6 +508,32 @@ def test_a_lane_off_the_mask_past_the_end_is_no_fault_and_an_active_one_is_repor
     assert said[0] == said[1] and "block (3, 0, 0)" in said[0] and "thread (10, 0, 0)" in said[0]
 
 
+WRAPPED = r"""
+extern "C" __global__ void wrapped(const float* x, float* out, unsigned start) {
+  __shared__ float tile[64];
+  unsigned t = threadIdx.x;
+  tile[t] = x[t];
+  tile[t + 32] = x[t + 32];
+  __syncthreads();
+  unsigned k = start + t;  // past 2**32 the index wraps, as unsigned arithmetic does
+  if (k < 64) out[t] = tile[k];
+}
+"""
+
+
+@pytest.mark.parametrize("start", [0, 2**32 - 8, 2**32 - 40, 40])
+def test_a_shared_index_that_wraps_around_reads_what_the_interpreter_reads(start):
+    """The tile's 32-bit shared addresses follow the lane until the index wraps: the lanes past the
+    wrap fail the fast paths' checks, and the full check must see their wrapped addresses (in the
+    tile), not lane 0's plus the lane's step (past 4 GiB)."""
+    x = np.arange(64, dtype=np.float32) + 1
+    got, want = both(cuda_tiers(WRAPPED), "wrapped",
+                     lambda: [x, np.zeros(32, np.float32), np.uint32(start)], grid=1, block=32)
+    same(got, want)
+    k = (start + np.arange(32)) % 2**32
+    assert (got[1] == np.where(k < 64, x[np.minimum(k, 63)], 0)).all()
+
+
 SHIFTED = r"""
 extern "C" __global__ void shifted(const unsigned* on, const float* x, float* out, int shift) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -7,6 +7,8 @@ compares against the region table; otherwise ``@ptxb.access`` runs the full chec
 fall (:mod:`.direct`) once per block, and
 ``@ptxb.hoisted`` checks an access ``[%r+off]`` from them, so an unrolled loop reading ``[%r]``,
 ``[%r+4]``, ``[%r+8]``... through one register checks it once (the interpreter's ``shared_base``).
+``@ptxb.lanes`` writes the lanes' addresses of an access through a register a warp keeps as one
+scalar, for the full check, from the scalar and a table of the lanes' steps.
 ``@ptxb.fetch_iN`` / ``@ptxb.put_iN`` move the values once checked: a masked vector access when the lanes'
 pointers are consecutive, else a gather or scatter.  Values travel through the warp's ``%val``
 buffer (256 bytes per element).
@@ -41,6 +43,24 @@ define i32 @ptxb.access(ptr %ctx, ptr %addrp, i32 %bits, i64 %size, i1 %write, i
   %r = call i32 @resolve(ptr %ctx, <32 x i64> %addr, <32 x i1> %m, i64 %size, i1 %write, i64 %ext,
                          <32 x i64> %lin, ptr %out)
   ret i32 %r
+}}
+
+; the lanes' addresses of an access through a register the warp keeps as one scalar (lane 0's):
+; %scalar plus each lane's step from the table %steps, wrapped to 32 bits for a 32-bit register
+; (%narrow), plus the instruction's %offset, into %out; the checked path's addresses, made here
+; rather than on the block's main line, where the fast paths need only the scalar
+define void @ptxb.lanes(ptr %out, i64 %scalar, ptr %steps, i1 %narrow, i64 %offset) noinline {{
+  %st = load <32 x i64>, ptr %steps
+  %sh = insertelement <32 x i64> poison, i64 %scalar, i32 0
+  %ss = shufflevector <32 x i64> %sh, <32 x i64> poison, <32 x i32> zeroinitializer
+  %sum = add <32 x i64> %ss, %st
+  %low = and <32 x i64> %sum, splat (i64 4294967295)
+  %lanes = select i1 %narrow, <32 x i64> %low, <32 x i64> %sum
+  %oh = insertelement <32 x i64> poison, i64 %offset, i32 0
+  %os = shufflevector <32 x i64> %oh, <32 x i64> poison, <32 x i32> zeroinitializer
+  %addr = add <32 x i64> %lanes, %os
+  store <32 x i64> %addr, ptr %out
+  ret void
 }}
 
 ; the pointer offset of an access whose lanes span [lo, hi] (aligned when %bits is), or -1 when the
@@ -393,6 +413,7 @@ def runtime_ir() -> str:
 HELPERS = "\n".join(
     [
         "declare i32 @ptxb.access(ptr, ptr, i32, i64, i1, i64, i32, ptr)",
+        "declare void @ptxb.lanes(ptr, i64, ptr, i1, i64)",
         "declare void @ptxb.span(ptr, i32, i64, ptr) memory(argmem: readwrite) nounwind",
         "declare i64 @ptxb.hoisted(ptr, i64, i64, i64, i64, i1, i64)",
         "declare i64 @ptxb.admit(ptr, i64, i64, i64, i1, i64, ptr)",

@@ -142,6 +142,7 @@ class Emitter(DirectMoves):
         self.offsets: dict[str, tuple[int, int]] = {}  # their lowest and highest offsets in the block
         self.deltas: dict[tuple[Any, ...], str] = {}  # a group of the block's accesses -> its check
         self.extents: list[int] = []  # per instruction: the row of the launch's extent table, 0: none
+        self.step_tables: dict[tuple[int, ...], str] = {}  # lanes' steps -> their table (_to_addresses)
         self.memos: dict[str, int] = {}  # address base registers -> their span memo's place in the state
         self.looping = False  # the block being emitted is on a cycle of the control flow (a loop's body)
         self.windows: frozenset[str] = frozenset()  # base registers loaded through windows (.direct)
@@ -689,7 +690,7 @@ class Emitter(DirectMoves):
         ``address``, checked as one ``whole``-byte access; values travel through ``%val``.  No
         active lane jumps to ``skip``, a failed check ends the warp with the fault code.  Returns the
         labels of the block that jumps to ``skip`` and of the one that goes on."""
-        self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        self._to_addresses(address)
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.{kind}_i{bits}(ptr %ctx, ptr %addr, i32 {lanes}, i64 {whole}, i64 {count}, "
@@ -699,7 +700,7 @@ class Emitter(DirectMoves):
 
     def pointers(self, address: str, mask: str, size: int, skip: str) -> str:
         """Each lane's host pointer for a ``size``-byte read-modify-write at ``address`` (atomics)."""
-        self.emit(f"store {vec('i64')} {address}, ptr %addr")
+        self._to_addresses(address)
         lanes = self.op(f"bitcast {vec('i1')} {mask} to i32")
         status = self.op(
             f"call i32 @ptxb.access(ptr %ctx, ptr %addr, i32 {lanes}, i64 {size}, i1 true, "
@@ -707,6 +708,25 @@ class Emitter(DirectMoves):
         )
         self._checked(status, skip)
         return self.op(f"load {vec('i64')}, ptr %out")
+
+    def _to_addresses(self, address: str) -> None:
+        """The lanes of ``address`` into ``%addr``, where the checking helpers read them.  Through a
+        register the warp keeps as one scalar, ``@ptxb.lanes`` makes them from the scalar and a
+        table of the lanes' steps: the vector is then not made on the block's main line (LLVM
+        does not sink it into this path, its only user), and this path holds no vector work."""
+        name = self._scalar_base(address)
+        if name is None or self.registers[name] not in (32, 64):
+            self.emit(f"store {vec('i64')} {address}, ptr %addr")
+            return
+        width, scalar = self.registers[name], self.slot_value(name)
+        if width == 32:
+            scalar = self.op(f"zext i32 {scalar} to i64")
+        steps = self.signed_offsets(name)
+        table = self.step_tables.setdefault(steps, f"@steps.{len(self.step_tables)}")
+        self.intrinsic(f"{table} = private unnamed_addr constant [{LANES} x i64] "
+                       f"[{', '.join(f'i64 {step}' for step in steps)}], align 64")
+        self.emit(f"call void @ptxb.lanes(ptr %addr, i64 {scalar}, ptr {table}, "
+                  f"i1 {str(width == 32).lower()}, i64 {signed_literal(self.base[2])})")  # type: ignore[index]
 
     def extent(self) -> int:
         """The extent row the instruction being emitted is checked against (0: none)."""
