@@ -422,8 +422,8 @@ class Emitter(DirectMoves):
         made from that scalar (a fast path then does no vector work: the vector is left to the
         full check), with the scalar plus ``delta`` made once on the block's main line, so that the
         accesses at several offsets from one base share it (as the base of their addressing)."""
-        name = self._scalar_base(address)
-        if name is None or self.registers[name] not in (32, 64):
+        name = self._scalar_word(address)
+        if name is None:
             value = self.op(f"extractelement {vec('i64')} {address}, i32 {lane}")
             return value if delta is None else self.op(f"add i64 {value}, {delta}")
         width, offset = self.registers[name], self.base[2]  # type: ignore[index]
@@ -451,6 +451,12 @@ class Emitter(DirectMoves):
         that register as one scalar (:mod:`.lanes`), else None."""
         name = self.base[0] if self.base is not None and address == self.addressed else None
         return name if name in self.uniform else None
+
+    def _scalar_word(self, address: str) -> str | None:
+        """:meth:`_scalar_base` where that register is 32 or 64 bits wide (an address's lanes are
+        then made from its scalar), else None."""
+        name = self._scalar_base(address)
+        return name if name is not None and self.registers[name] in (32, 64) else None
 
     def move(
         self, kind: str, mem: Operand, space: str, mask: str, bits: int, count: int,
@@ -714,8 +720,8 @@ class Emitter(DirectMoves):
         register the warp keeps as one scalar, ``@ptxb.lanes`` makes them from the scalar and a
         table of the lanes' steps: the vector is then not made on the block's main line (LLVM
         does not sink it into this path, its only user), and this path holds no vector work."""
-        name = self._scalar_base(address)
-        if name is None or self.registers[name] not in (32, 64):
+        name = self._scalar_word(address)
+        if name is None:
             self.emit(f"store {vec('i64')} {address}, ptr %addr")
             return
         width, scalar = self.registers[name], self.slot_value(name)
